@@ -1,0 +1,879 @@
+/*
+ * Casts (NEP 43 ArrayMethods) between every minifloat format and
+ *   - itself and every other minifloat format (one rounding, directly),
+ *   - NumPy's bool, integer, float and complex types,
+ *   - str (U) and bytes (S).
+ * Object casts come from NumPy, built on the dtype's getitem/setitem.
+ *
+ * Rounding: float sources are rounded once from their exact value.  Wide
+ * sources (int64, uint64, long double) are first rounded to odd in a double,
+ * which keeps the final rounding correct.
+ *
+ * Safety comes from the format table: A -> B is "safe" when every value of
+ * A is exactly a value of B (computed once at import by trying all codes).
+ */
+#include "minifloat.h"
+#include "kernels/kernels.h"
+#include "kernels/scalar_ops.h"
+#include <fenv.h>
+#include "umath/umath.h"
+
+PyObject *mf_ComplexWarning = NULL;
+
+int mf_cast_safety_table[MF_NUM_FORMATS][MF_NUM_FORMATS];
+
+/* ------------------------------------------------------------ safety */
+
+static int
+values_survive(const mf_format *a, const mf_format *b)
+{
+    if (a->id == b->id) {
+        return 1;
+    }
+    if (a->id == MF_IEEE_FLOAT32) {
+        return b->id == MF_IEEE_FLOAT32;
+    }
+    if (b->id == MF_IEEE_FLOAT32) {
+        return 1;                                   /* every format fits float32 */
+    }
+    uint32_t ncodes = mf_code_mask(a) + 1u;
+    for (uint32_t c = 0; c < ncodes; c++) {
+        double v = mf_decode_f64(a, c);
+        if (isnan(v)) {
+            if (!mf_has_nan(b)) {
+                return 0;
+            }
+            continue;
+        }
+        if (b->kind != MF_KIND_FLOAT) {
+            if (a->kind == MF_KIND_FLOAT) {
+                return 0;
+            }
+            if (v < (double)mf_int_min(b) || v > (double)mf_int_max(b)) {
+                return 0;
+            }
+            continue;
+        }
+        uint32_t cb = mf_encode_f64(b, v);
+        double back = mf_decode_f64(b, cb);
+        if (back != v) {
+            return 0;
+        }
+        if (isinf(v) && !mf_has_inf(b)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+void
+mf_compute_cast_safety(void)
+{
+    for (int a = 0; a < MF_NUM_FORMATS; a++) {
+        for (int b = 0; b < MF_NUM_FORMATS; b++) {
+            mf_cast_safety_table[a][b] = values_survive(&mf_formats[a], &mf_formats[b]);
+        }
+    }
+}
+
+int
+mf_format_casts_safely(const mf_format *a, const mf_format *b)
+{
+    return mf_cast_safety_table[a->id][b->id];
+}
+
+/* ------------------------------------------------- NumPy builtin types */
+
+/* The NumPy types minifloat casts to and from directly. */
+#define MF_BUILTINS(X)                                     \
+    X(BOOL, npy_bool, BOOL)                                \
+    X(BYTE, npy_byte, SINT)                                \
+    X(UBYTE, npy_ubyte, UINT)                              \
+    X(SHORT, npy_short, SINT)                              \
+    X(USHORT, npy_ushort, UINT)                            \
+    X(INT, npy_int, SINT)                                  \
+    X(UINT, npy_uint, UINT)                                \
+    X(LONG, npy_long, SINT)                                \
+    X(ULONG, npy_ulong, UINT)                              \
+    X(LONGLONG, npy_longlong, SINT)                        \
+    X(ULONGLONG, npy_ulonglong, UINT)                      \
+    X(HALF, npy_half, HALF)                                \
+    X(FLOAT, npy_float, FLOAT)                             \
+    X(DOUBLE, npy_double, DOUBLE)                          \
+    X(LONGDOUBLE, npy_longdouble, LONGDOUBLE)              \
+    X(CFLOAT, npy_cfloat, CFLOAT)                          \
+    X(CDOUBLE, npy_cdouble, CDOUBLE)                       \
+    X(CLONGDOUBLE, npy_clongdouble, CLONGDOUBLE)
+
+/* integer range of a builtin integer type */
+static void
+builtin_int_range(int type_num, double *lo, double *hi)
+{
+    switch (type_num) {
+        case NPY_BOOL: *lo = 0; *hi = 1; break;
+        case NPY_BYTE: *lo = NPY_MIN_BYTE; *hi = NPY_MAX_BYTE; break;
+        case NPY_UBYTE: *lo = 0; *hi = NPY_MAX_UBYTE; break;
+        case NPY_SHORT: *lo = NPY_MIN_SHORT; *hi = NPY_MAX_SHORT; break;
+        case NPY_USHORT: *lo = 0; *hi = NPY_MAX_USHORT; break;
+        case NPY_INT: *lo = NPY_MIN_INT; *hi = NPY_MAX_INT; break;
+        case NPY_UINT: *lo = 0; *hi = NPY_MAX_UINT; break;
+        case NPY_LONG: *lo = (double)NPY_MIN_LONG; *hi = (double)NPY_MAX_LONG; break;
+        case NPY_ULONG: *lo = 0; *hi = (double)NPY_MAX_ULONG; break;
+        case NPY_LONGLONG: *lo = (double)NPY_MIN_LONGLONG; *hi = (double)NPY_MAX_LONGLONG; break;
+        default: *lo = 0; *hi = (double)NPY_MAX_ULONGLONG; break;
+    }
+}
+
+/* can every value of builtin type `type_num` be held exactly by format f */
+int
+mf_builtin_safe_to_format(int type_num, const mf_format *f)
+{
+    if (PyTypeNum_ISBOOL(type_num)) {
+        return 1;
+    }
+    if (PyTypeNum_ISINTEGER(type_num)) {
+        double lo, hi;
+        builtin_int_range(type_num, &lo, &hi);
+        if (f->kind != MF_KIND_FLOAT) {
+            return lo >= (double)mf_int_min(f) && hi <= (double)mf_int_max(f);
+        }
+        /* all integers in [lo, hi] are values iff max(|lo|, hi) <= 2^(M+1)
+         * and within the finite range */
+        double need = fmax(-lo, hi);
+        double maxv = mf_decode_f64(f, mf_max_finite_mag(f));
+        return need <= ldexp(1.0, f->mant_bits + 1) && need <= maxv
+               && (lo >= 0 || f->has_sign) && mf_has_zero(f);
+    }
+    if (type_num == NPY_HALF) {
+        return mf_format_casts_safely(&mf_formats[MF_IEEE_FLOAT16], f);
+    }
+    return 0;   /* float32 and wider, complex: never into a minifloat format */
+}
+
+/* can every value of format f be held exactly by builtin type `type_num` */
+int
+mf_format_safe_to_builtin(const mf_format *f, int type_num)
+{
+    if (f->kind != MF_KIND_FLOAT) {
+        if (PyTypeNum_ISINTEGER(type_num)) {
+            double lo, hi;
+            builtin_int_range(type_num, &lo, &hi);
+            return lo <= (double)mf_int_min(f) && hi >= (double)mf_int_max(f);
+        }
+        if (type_num == NPY_HALF) {
+            return mf_format_casts_safely(f, &mf_formats[MF_IEEE_FLOAT16]);
+        }
+        return PyTypeNum_ISFLOAT(type_num) || PyTypeNum_ISCOMPLEX(type_num);
+    }
+    if (type_num == NPY_HALF) {
+        return mf_format_casts_safely(f, &mf_formats[MF_IEEE_FLOAT16]);
+    }
+    return PyTypeNum_ISFLOAT(type_num) || PyTypeNum_ISCOMPLEX(type_num);
+}
+
+/* NumPy's "kind" order for same_kind: b < u < i < f < c */
+static int
+kind_rank_builtin(int type_num)
+{
+    if (PyTypeNum_ISBOOL(type_num)) return 0;
+    if (PyTypeNum_ISUNSIGNED(type_num)) return 1;
+    if (PyTypeNum_ISSIGNED(type_num)) return 2;
+    if (PyTypeNum_ISFLOAT(type_num)) return 3;
+    return 4;
+}
+
+static int
+kind_rank_format(const mf_format *f)
+{
+    return f->kind == MF_KIND_FLOAT ? 3 : (f->kind == MF_KIND_SINT ? 2 : 1);
+}
+
+static NPY_CASTING
+casting_between_ranks(int safe, int from_rank, int to_rank)
+{
+    if (safe) {
+        return NPY_SAFE_CASTING;
+    }
+    return from_rank <= to_rank ? NPY_SAME_KIND_CASTING : NPY_UNSAFE_CASTING;
+}
+
+/* ------------------------------------------------------ FP error helpers */
+
+static inline uint32_t
+enc_f64(const mf_format *f, double v, int *ovf)
+{
+    return mf_encode_f64_ovf(f, v, ovf);
+}
+
+static inline void
+finish_overflow(int ovf)
+{
+    if (ovf) {
+        mf_raise_overflow();
+    }
+}
+
+/* ---------------------------------------------------- element readers */
+
+static inline uint32_t
+half_to_f32_bits(npy_half h)
+{
+    return mf_f32_bits(mf_decode_f32(&mf_formats[MF_IEEE_FLOAT16], h));
+}
+
+/* value of a builtin element as the double that rounds correctly */
+#define READ_AS_DOUBLE_BOOL(T, p) (*(const npy_bool *)(p) ? 1.0 : 0.0)
+#define READ_AS_DOUBLE_SINT(T, p) mf_int64_to_f64_odd((int64_t)load_##T(p))
+#define READ_AS_DOUBLE_UINT(T, p) mf_uint64_to_f64_odd((uint64_t)load_##T(p))
+#define READ_AS_DOUBLE_HALF(T, p) (double)mf_bits_f32(half_to_f32_bits(load_##T(p)))
+#define READ_AS_DOUBLE_FLOAT(T, p) (double)load_##T(p)
+#define READ_AS_DOUBLE_DOUBLE(T, p) load_##T(p)
+#define READ_AS_DOUBLE_LONGDOUBLE(T, p) mf_longdouble_to_f64_odd(load_##T(p))
+#define READ_AS_DOUBLE_CFLOAT(T, p) (double)npy_crealf(load_##T(p))
+#define READ_AS_DOUBLE_CDOUBLE(T, p) npy_creal(load_##T(p))
+#define READ_AS_DOUBLE_CLONGDOUBLE(T, p) mf_longdouble_to_f64_odd(npy_creall(load_##T(p)))
+
+/* integer formats take integers exactly (wrapping) and floats truncated */
+#define INT_CODE_BOOL(T, f, p) ((uint32_t)(*(const npy_bool *)(p) != 0))
+#define INT_CODE_SINT(T, f, p) ((uint32_t)((uint64_t)(int64_t)load_##T(p) & mf_code_mask(f)))
+#define INT_CODE_UINT(T, f, p) ((uint32_t)((uint64_t)load_##T(p) & mf_code_mask(f)))
+#define INT_CODE_HALF(T, f, p) mf_encode_int_from_f64(f, READ_AS_DOUBLE_HALF(T, p))
+#define INT_CODE_FLOAT(T, f, p) mf_encode_int_from_f64(f, READ_AS_DOUBLE_FLOAT(T, p))
+#define INT_CODE_DOUBLE(T, f, p) mf_encode_int_from_f64(f, READ_AS_DOUBLE_DOUBLE(T, p))
+#define INT_CODE_LONGDOUBLE(T, f, p) mf_encode_int_from_f64(f, (double)load_##T(p))
+#define INT_CODE_CFLOAT(T, f, p) mf_encode_int_from_f64(f, READ_AS_DOUBLE_CFLOAT(T, p))
+#define INT_CODE_CDOUBLE(T, f, p) mf_encode_int_from_f64(f, READ_AS_DOUBLE_CDOUBLE(T, p))
+#define INT_CODE_CLONGDOUBLE(T, f, p) mf_encode_int_from_f64(f, (double)npy_creall(load_##T(p)))
+
+/* write a minifloat value (given as double `v`, and as float `fv` where the
+ * format is a float format) into a builtin element */
+#define WRITE_BOOL(T, p, v) { npy_bool b_ = (v) != 0; memcpy((p), &b_, 1); }
+/* float -> int follows NumPy's float32 casts: the C conversion of the
+ * float32 value (NaN/inf/out of range raise "invalid" on x86) */
+#define WRITE_SINT(T, p, v) { T t_ = (T)(float)(v); memcpy((p), &t_, sizeof(T)); }
+#define WRITE_UINT(T, p, v) { T t_ = (T)(float)(v); memcpy((p), &t_, sizeof(T)); }
+#define WRITE_HALF(T, p, v) { npy_half h_ = (npy_half)mf_enc1(&mf_formats[MF_IEEE_FLOAT16], (float)(v)); memcpy((p), &h_, 2); }
+#define WRITE_FLOAT(T, p, v) { float x_ = (float)(v); memcpy((p), &x_, 4); }
+#define WRITE_DOUBLE(T, p, v) { double x_ = (v); memcpy((p), &x_, 8); }
+#define WRITE_LONGDOUBLE(T, p, v) { T x_ = (T)(v); memcpy((p), &x_, sizeof(T)); }
+#define WRITE_CFLOAT(T, p, v) { T x_; npy_csetrealf(&x_, (float)(v)); npy_csetimagf(&x_, 0.0f); memcpy((p), &x_, sizeof(T)); }
+#define WRITE_CDOUBLE(T, p, v) { T x_; npy_csetreal(&x_, (v)); npy_csetimag(&x_, 0.0); memcpy((p), &x_, sizeof(T)); }
+#define WRITE_CLONGDOUBLE(T, p, v) { T x_; npy_csetreall(&x_, (npy_longdouble)(v)); npy_csetimagl(&x_, 0.0L); memcpy((p), &x_, sizeof(T)); }
+
+/* integer formats write integers exactly */
+#define IWRITE_BOOL(T, p, v) WRITE_BOOL(T, p, v)
+#define IWRITE_SINT(T, p, v) { T t_ = (T)(int64_t)(v); memcpy((p), &t_, sizeof(T)); }
+#define IWRITE_UINT(T, p, v) { T t_ = (T)(int64_t)(v); memcpy((p), &t_, sizeof(T)); }
+#define IWRITE_HALF(T, p, v) WRITE_HALF(T, p, v)
+#define IWRITE_FLOAT(T, p, v) WRITE_FLOAT(T, p, v)
+#define IWRITE_DOUBLE(T, p, v) WRITE_DOUBLE(T, p, v)
+#define IWRITE_LONGDOUBLE(T, p, v) WRITE_LONGDOUBLE(T, p, v)
+#define IWRITE_CFLOAT(T, p, v) WRITE_CFLOAT(T, p, v)
+#define IWRITE_CDOUBLE(T, p, v) WRITE_CDOUBLE(T, p, v)
+#define IWRITE_CLONGDOUBLE(T, p, v) WRITE_CLONGDOUBLE(T, p, v)
+
+/* unaligned-safe loads, one per C type */
+static inline npy_bool load_npy_bool(const char *p) { npy_bool v; memcpy(&v, p, 1); return v; }
+static inline npy_byte load_npy_byte(const char *p) { npy_byte v; memcpy(&v, p, 1); return v; }
+static inline npy_ubyte load_npy_ubyte(const char *p) { npy_ubyte v; memcpy(&v, p, 1); return v; }
+static inline npy_short load_npy_short(const char *p) { npy_short v; memcpy(&v, p, sizeof v); return v; }
+static inline npy_ushort load_npy_ushort(const char *p) { npy_ushort v; memcpy(&v, p, sizeof v); return v; }
+static inline npy_int load_npy_int(const char *p) { npy_int v; memcpy(&v, p, sizeof v); return v; }
+static inline npy_uint load_npy_uint(const char *p) { npy_uint v; memcpy(&v, p, sizeof v); return v; }
+static inline npy_long load_npy_long(const char *p) { npy_long v; memcpy(&v, p, sizeof v); return v; }
+static inline npy_ulong load_npy_ulong(const char *p) { npy_ulong v; memcpy(&v, p, sizeof v); return v; }
+static inline npy_longlong load_npy_longlong(const char *p) { npy_longlong v; memcpy(&v, p, sizeof v); return v; }
+static inline npy_ulonglong load_npy_ulonglong(const char *p) { npy_ulonglong v; memcpy(&v, p, sizeof v); return v; }
+static inline npy_half load_npy_half(const char *p) { npy_half v; memcpy(&v, p, sizeof v); return v; }
+static inline npy_float load_npy_float(const char *p) { npy_float v; memcpy(&v, p, sizeof v); return v; }
+static inline npy_double load_npy_double(const char *p) { npy_double v; memcpy(&v, p, sizeof v); return v; }
+static inline npy_longdouble load_npy_longdouble(const char *p) { npy_longdouble v; memcpy(&v, p, sizeof v); return v; }
+static inline npy_cfloat load_npy_cfloat(const char *p) { npy_cfloat v; memcpy(&v, p, sizeof v); return v; }
+static inline npy_cdouble load_npy_cdouble(const char *p) { npy_cdouble v; memcpy(&v, p, sizeof v); return v; }
+static inline npy_clongdouble load_npy_clongdouble(const char *p) { npy_clongdouble v; memcpy(&v, p, sizeof v); return v; }
+
+/* ------------------------------------------------- builtin -> minifloat */
+
+#define CAST_TO_MF(NAME, T, CAT)                                                          \
+    static int                                                                            \
+    cast_##NAME##_to_mf(PyArrayMethod_Context *context, char *const data[],               \
+                        npy_intp const dimensions[], npy_intp const strides[],            \
+                        NpyAuxData *NPY_UNUSED(aux))                                      \
+    {                                                                                     \
+        const mf_format *f = mf_descr_format(context->descriptors[1]);                    \
+        npy_intp n = dimensions[0];                                                       \
+        mf_write_epoch++;                                                                 \
+        const char *in = data[0];                                                         \
+        char *out = data[1];                                                              \
+        npy_intp is = strides[0], os = strides[1];                                        \
+        int ovf = 0;                                                                      \
+        if (f->kind != MF_KIND_FLOAT) {                                                   \
+            for (npy_intp i = 0; i < n; i++, in += is, out += os) {                       \
+                mf_store_code(f, out, INT_CODE_##CAT(T, f, in));                           \
+            }                                                                             \
+            return 0;                                                                     \
+        }                                                                                 \
+        for (npy_intp i = 0; i < n; i++, in += is, out += os) {                           \
+            mf_store_code(f, out, enc_f64(f, READ_AS_DOUBLE_##CAT(T, in), &ovf));          \
+        }                                                                                 \
+        finish_overflow(ovf);                                                             \
+        return 0;                                                                         \
+    }
+
+/* float32 is the hot path: contiguous blocks go to the kernels */
+static int
+cast_FLOAT_to_mf(PyArrayMethod_Context *context, char *const data[],
+                 npy_intp const dimensions[], npy_intp const strides[],
+                 NpyAuxData *NPY_UNUSED(aux))
+{
+    const mf_format *f = mf_descr_format(context->descriptors[1]);
+    npy_intp n = dimensions[0];
+    const char *in = data[0];
+    char *out = data[1];
+    npy_intp is = strides[0], os = strides[1];
+    mf_write_epoch++;
+    if (f->kind != MF_KIND_FLOAT) {
+        for (npy_intp i = 0; i < n; i++, in += is, out += os) {
+            mf_store_code(f, out, mf_encode_int_from_f64(f, (double)load_npy_float(in)));
+        }
+        return 0;
+    }
+    if (is == 4 && os == f->itemsize && ((uintptr_t)in % 4) == 0) {
+        mf_k->encode_f32(f, (const float *)in, out, n);
+        return 0;
+    }
+    float buf[512];
+    while (n > 0) {
+        npy_intp len = n < 512 ? n : 512;
+        for (npy_intp i = 0; i < len; i++, in += is) {
+            buf[i] = load_npy_float(in);
+        }
+        if (os == f->itemsize) {
+            mf_k->encode_f32(f, buf, out, len);
+            out += len * os;
+        }
+        else {
+            for (npy_intp i = 0; i < len; i++, out += os) {
+                mf_store_code(f, out, mf_enc1(f, buf[i]));
+            }
+        }
+        n -= len;
+    }
+    return 0;
+}
+
+CAST_TO_MF(BOOL, npy_bool, BOOL)
+CAST_TO_MF(BYTE, npy_byte, SINT)
+CAST_TO_MF(UBYTE, npy_ubyte, UINT)
+CAST_TO_MF(SHORT, npy_short, SINT)
+CAST_TO_MF(USHORT, npy_ushort, UINT)
+CAST_TO_MF(INT, npy_int, SINT)
+CAST_TO_MF(UINT, npy_uint, UINT)
+CAST_TO_MF(LONG, npy_long, SINT)
+CAST_TO_MF(ULONG, npy_ulong, UINT)
+CAST_TO_MF(LONGLONG, npy_longlong, SINT)
+CAST_TO_MF(ULONGLONG, npy_ulonglong, UINT)
+CAST_TO_MF(HALF, npy_half, HALF)
+CAST_TO_MF(DOUBLE, npy_double, DOUBLE)
+CAST_TO_MF(LONGDOUBLE, npy_longdouble, LONGDOUBLE)
+CAST_TO_MF(CFLOAT, npy_cfloat, CFLOAT)
+CAST_TO_MF(CDOUBLE, npy_cdouble, CDOUBLE)
+CAST_TO_MF(CLONGDOUBLE, npy_clongdouble, CLONGDOUBLE)
+
+/* ------------------------------------------------- minifloat -> builtin */
+
+#define CAST_FROM_MF(NAME, T, CAT)                                                        \
+    static int                                                                            \
+    cast_mf_to_##NAME(PyArrayMethod_Context *context, char *const data[],                 \
+                      npy_intp const dimensions[], npy_intp const strides[],              \
+                      NpyAuxData *NPY_UNUSED(aux))                                        \
+    {                                                                                     \
+        const mf_format *f = mf_descr_format(context->descriptors[0]);                    \
+        npy_intp n = dimensions[0];                                                       \
+        const char *in = data[0];                                                         \
+        char *out = data[1];                                                              \
+        npy_intp is = strides[0], os = strides[1];                                        \
+        if (f->kind != MF_KIND_FLOAT) {                                                   \
+            for (npy_intp i = 0; i < n; i++, in += is, out += os) {                       \
+                double v_ = mf_decode_f64(f, mf_load_code(f, in));                         \
+                IWRITE_##CAT(T, out, v_);                                                  \
+            }                                                                             \
+            return 0;                                                                     \
+        }                                                                                 \
+        for (npy_intp i = 0; i < n; i++, in += is, out += os) {                           \
+            double v_ = mf_decode_f64(f, mf_load_code(f, in));                             \
+            WRITE_##CAT(T, out, v_);                                                       \
+        }                                                                                 \
+        return 0;                                                                         \
+    }
+
+static int
+cast_mf_to_FLOAT(PyArrayMethod_Context *context, char *const data[],
+                 npy_intp const dimensions[], npy_intp const strides[],
+                 NpyAuxData *NPY_UNUSED(aux))
+{
+    const mf_format *f = mf_descr_format(context->descriptors[0]);
+    npy_intp n = dimensions[0];
+    const char *in = data[0];
+    char *out = data[1];
+    npy_intp is = strides[0], os = strides[1];
+    if (is == f->itemsize && os == 4 && ((uintptr_t)out % 4) == 0 && ((uintptr_t)in % f->itemsize) == 0) {
+        mf_k->decode_f32(f, in, (float *)out, n);
+        return 0;
+    }
+    for (npy_intp i = 0; i < n; i++, in += is, out += os) {
+        float v = mf_decode_f32(f, mf_load_code(f, in));
+        memcpy(out, &v, 4);
+    }
+    return 0;
+}
+
+CAST_FROM_MF(BOOL, npy_bool, BOOL)
+CAST_FROM_MF(BYTE, npy_byte, SINT)
+CAST_FROM_MF(UBYTE, npy_ubyte, UINT)
+CAST_FROM_MF(SHORT, npy_short, SINT)
+CAST_FROM_MF(USHORT, npy_ushort, UINT)
+CAST_FROM_MF(INT, npy_int, SINT)
+CAST_FROM_MF(UINT, npy_uint, UINT)
+CAST_FROM_MF(LONG, npy_long, SINT)
+CAST_FROM_MF(ULONG, npy_ulong, UINT)
+CAST_FROM_MF(LONGLONG, npy_longlong, SINT)
+CAST_FROM_MF(ULONGLONG, npy_ulonglong, UINT)
+CAST_FROM_MF(HALF, npy_half, HALF)
+CAST_FROM_MF(DOUBLE, npy_double, DOUBLE)
+CAST_FROM_MF(LONGDOUBLE, npy_longdouble, LONGDOUBLE)
+CAST_FROM_MF(CFLOAT, npy_cfloat, CFLOAT)
+CAST_FROM_MF(CDOUBLE, npy_cdouble, CDOUBLE)
+CAST_FROM_MF(CLONGDOUBLE, npy_clongdouble, CLONGDOUBLE)
+
+/* ------------------------------------------------ minifloat <-> minifloat */
+
+static int
+cast_mf_to_mf(PyArrayMethod_Context *context, char *const data[],
+              npy_intp const dimensions[], npy_intp const strides[],
+              NpyAuxData *NPY_UNUSED(aux))
+{
+    const mf_format *fa = mf_descr_format(context->descriptors[0]);
+    const mf_format *fb = mf_descr_format(context->descriptors[1]);
+    npy_intp n = dimensions[0];
+    const char *in = data[0];
+    char *out = data[1];
+    npy_intp is = strides[0], os = strides[1];
+    mf_write_epoch++;
+    if (fa == fb) {
+        for (npy_intp i = 0; i < n; i++, in += is, out += os) {
+            memcpy(out, in, fa->itemsize);
+        }
+        return 0;
+    }
+    if (fb->kind != MF_KIND_FLOAT) {
+        for (npy_intp i = 0; i < n; i++, in += is, out += os) {
+            double v = mf_decode_f64(fa, mf_load_code(fa, in));
+            uint32_t c = fa->kind != MF_KIND_FLOAT
+                         ? (uint32_t)((uint64_t)(int64_t)v & mf_code_mask(fb))
+                         : mf_encode_int_from_f64(fb, v);
+            mf_store_code(fb, out, c);
+        }
+        return 0;
+    }
+    /* one rounding from the exact value; a table for 8-bit sources */
+    int ovf = 0;
+    if (fa->itemsize == 1) {
+        uint16_t table[256];
+        uint8_t table_ovf[256];
+        for (int c = 0; c < 256; c++) {
+            int o = 0;
+            table[c] = (uint16_t)enc_f64(fb, mf_decode_f64(fa, (uint32_t)c & mf_code_mask(fa)), &o);
+            table_ovf[c] = (uint8_t)o;
+        }
+        for (npy_intp i = 0; i < n; i++, in += is, out += os) {
+            uint8_t c = (uint8_t)*in;
+            ovf |= table_ovf[c];
+            mf_store_code(fb, out, table[c]);
+        }
+    }
+    else {
+        for (npy_intp i = 0; i < n; i++, in += is, out += os) {
+            mf_store_code(fb, out, enc_f64(fb, mf_decode_f64(fa, mf_load_code(fa, in)), &ovf));
+        }
+    }
+    finish_overflow(ovf);
+    return 0;
+}
+
+static NPY_CASTING
+resolve_mf_to_mf(struct PyArrayMethodObject_tag *NPY_UNUSED(self), PyArray_DTypeMeta *const dtypes[2],
+                 PyArray_Descr *const given_descrs[2], PyArray_Descr *loop_descrs[2],
+                 npy_intp *view_offset)
+{
+    Py_INCREF(given_descrs[0]);
+    loop_descrs[0] = given_descrs[0];
+    if (given_descrs[1] == NULL) {
+        loop_descrs[1] = PyArray_GetDefaultDescr(dtypes[1]);
+    }
+    else {
+        Py_INCREF(given_descrs[1]);
+        loop_descrs[1] = given_descrs[1];
+    }
+    const mf_format *fa = mf_descr_format(loop_descrs[0]);
+    const mf_format *fb = mf_descr_format(loop_descrs[1]);
+    if (fa == fb) {
+        *view_offset = 0;
+        return NPY_NO_CASTING;
+    }
+    return casting_between_ranks(mf_format_casts_safely(fa, fb),
+                                 kind_rank_format(fa), kind_rank_format(fb));
+}
+
+/* --------------------------------------------------- resolve / get_loop */
+
+/* the native-byte-order version of a builtin descriptor (NumPy adds the
+ * byte swap around the loop) */
+static PyArray_Descr *
+canonical_descr(PyArray_Descr *d)
+{
+    if (PyArray_ISNBO(d->byteorder) || d->byteorder == '|') {
+        Py_INCREF(d);
+        return d;
+    }
+    return PyArray_DescrNewByteorder(d, NPY_NATIVE);
+}
+
+static NPY_CASTING
+resolve_builtin_to_mf(struct PyArrayMethodObject_tag *NPY_UNUSED(self), PyArray_DTypeMeta *const dtypes[2],
+                      PyArray_Descr *const given_descrs[2], PyArray_Descr *loop_descrs[2],
+                      npy_intp *NPY_UNUSED(view_offset))
+{
+    loop_descrs[0] = canonical_descr(given_descrs[0]);
+    if (loop_descrs[0] == NULL) {
+        return -1;
+    }
+    if (given_descrs[1] == NULL) {
+        loop_descrs[1] = PyArray_GetDefaultDescr(dtypes[1]);
+    }
+    else {
+        Py_INCREF(given_descrs[1]);
+        loop_descrs[1] = given_descrs[1];
+    }
+    int type_num = dtypes[0]->type_num;
+    const mf_format *f = mf_descr_format(loop_descrs[1]);
+    return casting_between_ranks(mf_builtin_safe_to_format(type_num, f),
+                                 kind_rank_builtin(type_num), kind_rank_format(f));
+}
+
+static NPY_CASTING
+resolve_mf_to_builtin(struct PyArrayMethodObject_tag *NPY_UNUSED(self), PyArray_DTypeMeta *const dtypes[2],
+                      PyArray_Descr *const given_descrs[2], PyArray_Descr *loop_descrs[2],
+                      npy_intp *NPY_UNUSED(view_offset))
+{
+    Py_INCREF(given_descrs[0]);
+    loop_descrs[0] = given_descrs[0];
+    if (given_descrs[1] == NULL) {
+        loop_descrs[1] = PyArray_GetDefaultDescr(dtypes[1]);
+    }
+    else {
+        loop_descrs[1] = canonical_descr(given_descrs[1]);
+    }
+    if (loop_descrs[1] == NULL) {
+        Py_DECREF(loop_descrs[0]);
+        return -1;
+    }
+    int type_num = dtypes[1]->type_num;
+    const mf_format *f = mf_descr_format(loop_descrs[0]);
+    return casting_between_ranks(mf_format_safe_to_builtin(f, type_num),
+                                 kind_rank_format(f), kind_rank_builtin(type_num));
+}
+
+/* complex -> minifloat: warn like NumPy's complex -> real casts */
+static int
+get_loop_complex_to_mf(PyArrayMethod_Context *context, int NPY_UNUSED(aligned),
+                       int NPY_UNUSED(move_references), const npy_intp *NPY_UNUSED(strides),
+                       PyArrayMethod_StridedLoop **out_loop, NpyAuxData **out_transferdata,
+                       NPY_ARRAYMETHOD_FLAGS *flags)
+{
+    if (PyErr_WarnEx(mf_ComplexWarning,
+                     "Casting complex values to real discards the imaginary part", 1) < 0) {
+        return -1;
+    }
+    switch (context->descriptors[0]->type_num) {
+        case NPY_CFLOAT: *out_loop = cast_CFLOAT_to_mf; break;
+        case NPY_CDOUBLE: *out_loop = cast_CDOUBLE_to_mf; break;
+        default: *out_loop = cast_CLONGDOUBLE_to_mf; break;
+    }
+    *out_transferdata = NULL;
+    *flags = NPY_METH_SUPPORTS_UNALIGNED;
+    return 0;
+}
+
+/* ------------------------------------------------------- str and bytes */
+
+static NPY_CASTING
+resolve_string_to_mf(struct PyArrayMethodObject_tag *NPY_UNUSED(self), PyArray_DTypeMeta *const dtypes[2],
+                     PyArray_Descr *const given_descrs[2], PyArray_Descr *loop_descrs[2],
+                     npy_intp *NPY_UNUSED(view_offset))
+{
+    loop_descrs[0] = canonical_descr(given_descrs[0]);
+    if (loop_descrs[0] == NULL) {
+        return -1;
+    }
+    if (given_descrs[1] == NULL) {
+        loop_descrs[1] = PyArray_GetDefaultDescr(dtypes[1]);
+    }
+    else {
+        Py_INCREF(given_descrs[1]);
+        loop_descrs[1] = given_descrs[1];
+    }
+    return NPY_UNSAFE_CASTING;
+}
+
+static int
+string_to_mf_loop(PyArrayMethod_Context *context, char *const data[],
+                  npy_intp const dimensions[], npy_intp const strides[],
+                  NpyAuxData *NPY_UNUSED(aux))
+{
+    PyArray_Descr *sd = context->descriptors[0];
+    const mf_format *f = mf_descr_format(context->descriptors[1]);
+    int is_unicode = sd->type_num == NPY_UNICODE;
+    npy_intp elsize = sd->elsize;
+    npy_intp n = dimensions[0];
+    const char *in = data[0];
+    char *out = data[1];
+    mf_write_epoch++;
+    for (npy_intp i = 0; i < n; i++, in += strides[0], out += strides[1]) {
+        PyObject *s;
+        if (is_unicode) {
+            npy_intp len = elsize / 4;
+            Py_UCS4 buf[256];
+            Py_UCS4 *chars = len <= 256 ? buf : PyMem_Malloc(len * sizeof(Py_UCS4));
+            if (chars == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            memcpy(chars, in, len * sizeof(Py_UCS4));
+            while (len > 0 && chars[len - 1] == 0) {
+                len--;
+            }
+            s = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, chars, len);
+            if (chars != buf) {
+                PyMem_Free(chars);
+            }
+        }
+        else {
+            npy_intp len = elsize;
+            while (len > 0 && in[len - 1] == 0) {
+                len--;
+            }
+            s = PyBytes_FromStringAndSize(in, len);
+        }
+        if (s == NULL) {
+            return -1;
+        }
+        uint32_t code;
+        int r = mf_code_from_pyobject(f, s, &code);
+        Py_DECREF(s);
+        if (r < 0) {
+            return -1;
+        }
+        mf_store_code(f, out, code);
+    }
+    return 0;
+}
+
+static NPY_CASTING
+resolve_mf_to_string(struct PyArrayMethodObject_tag *NPY_UNUSED(self), PyArray_DTypeMeta *const dtypes[2],
+                     PyArray_Descr *const given_descrs[2], PyArray_Descr *loop_descrs[2],
+                     npy_intp *NPY_UNUSED(view_offset))
+{
+    Py_INCREF(given_descrs[0]);
+    loop_descrs[0] = given_descrs[0];
+    if (given_descrs[1] == NULL) {
+        /* like float32: wide enough for every shortest repr */
+        int is_unicode = dtypes[1]->type_num == NPY_UNICODE;
+        PyArray_Descr *d = PyArray_DescrNewFromType(is_unicode ? NPY_UNICODE : NPY_STRING);
+        if (d == NULL) {
+            Py_DECREF(loop_descrs[0]);
+            return -1;
+        }
+        d->elsize = 32 * (is_unicode ? 4 : 1);
+        loop_descrs[1] = d;
+        return NPY_SAFE_CASTING;
+    }
+    loop_descrs[1] = canonical_descr(given_descrs[1]);
+    if (loop_descrs[1] == NULL) {
+        Py_DECREF(loop_descrs[0]);
+        return -1;
+    }
+    int chars = (int)(loop_descrs[1]->elsize / (dtypes[1]->type_num == NPY_UNICODE ? 4 : 1));
+    return chars >= 32 ? NPY_SAFE_CASTING : NPY_SAME_KIND_CASTING;
+}
+
+static int
+mf_to_string_loop(PyArrayMethod_Context *context, char *const data[],
+                  npy_intp const dimensions[], npy_intp const strides[],
+                  NpyAuxData *NPY_UNUSED(aux))
+{
+    const mf_format *f = mf_descr_format(context->descriptors[0]);
+    PyArray_Descr *sd = context->descriptors[1];
+    int is_unicode = sd->type_num == NPY_UNICODE;
+    npy_intp elsize = sd->elsize;
+    npy_intp n = dimensions[0];
+    const char *in = data[0];
+    char *out = data[1];
+    for (npy_intp i = 0; i < n; i++, in += strides[0], out += strides[1]) {
+        PyObject *scalar = mf_scalar_from_code((int)f->id, mf_load_code(f, in));
+        if (scalar == NULL) {
+            return -1;
+        }
+        PyObject *s = PyObject_Str(scalar);
+        Py_DECREF(scalar);
+        if (s == NULL) {
+            return -1;
+        }
+        memset(out, 0, elsize);
+        if (is_unicode) {
+            Py_ssize_t len = PyUnicode_GetLength(s);
+            npy_intp cap = elsize / 4;
+            if (len > cap) {
+                len = cap;
+            }
+            if (PyUnicode_AsUCS4(s, (Py_UCS4 *)out, cap, 0) == NULL && len > 0) {
+                /* AsUCS4 fails only when the buffer is short: copy what fits */
+                PyErr_Clear();
+                for (Py_ssize_t j = 0; j < len; j++) {
+                    Py_UCS4 ch = PyUnicode_ReadChar(s, j);
+                    memcpy(out + 4 * j, &ch, 4);
+                }
+            }
+        }
+        else {
+            Py_ssize_t len;
+            const char *u = PyUnicode_AsUTF8AndSize(s, &len);
+            if (u == NULL) {
+                Py_DECREF(s);
+                return -1;
+            }
+            memcpy(out, u, len < elsize ? len : elsize);
+        }
+        Py_DECREF(s);
+    }
+    return 0;
+}
+
+/* --------------------------------------------------------- the specs */
+
+#define MAX_SPECS 128
+static PyArrayMethod_Spec spec_pool[MF_NUM_PUBLIC_FORMATS][MAX_SPECS];
+static PyArrayMethod_Spec *spec_ptrs[MF_NUM_PUBLIC_FORMATS][MAX_SPECS + 1];
+static PyArray_DTypeMeta *dtype_pairs[MF_NUM_PUBLIC_FORMATS][MAX_SPECS][2];
+
+static PyType_Slot slots_self[] = {
+    {NPY_METH_resolve_descriptors, (void *)resolve_mf_to_mf},
+    {NPY_METH_strided_loop, (void *)cast_mf_to_mf},
+    {NPY_METH_unaligned_strided_loop, (void *)cast_mf_to_mf},
+    {0, NULL}};
+
+#define SLOTS_TO(NAME, T, CAT)                                           \
+    static PyType_Slot slots_##NAME##_to_mf[] = {                        \
+        {NPY_METH_resolve_descriptors, (void *)resolve_builtin_to_mf},   \
+        {NPY_METH_strided_loop, (void *)cast_##NAME##_to_mf},            \
+        {NPY_METH_unaligned_strided_loop, (void *)cast_##NAME##_to_mf},  \
+        {0, NULL}};                                                      \
+    static PyType_Slot slots_mf_to_##NAME[] = {                          \
+        {NPY_METH_resolve_descriptors, (void *)resolve_mf_to_builtin},   \
+        {NPY_METH_strided_loop, (void *)cast_mf_to_##NAME},              \
+        {NPY_METH_unaligned_strided_loop, (void *)cast_mf_to_##NAME},    \
+        {0, NULL}};
+MF_BUILTINS(SLOTS_TO)
+
+static PyType_Slot slots_complex_to_mf[] = {
+    {NPY_METH_resolve_descriptors, (void *)resolve_builtin_to_mf},
+    {NPY_METH_get_loop, (void *)get_loop_complex_to_mf},
+    {0, NULL}};
+
+static PyType_Slot slots_string_to_mf[] = {
+    {NPY_METH_resolve_descriptors, (void *)resolve_string_to_mf},
+    {NPY_METH_strided_loop, (void *)string_to_mf_loop},
+    {NPY_METH_unaligned_strided_loop, (void *)string_to_mf_loop},
+    {0, NULL}};
+
+static PyType_Slot slots_mf_to_string[] = {
+    {NPY_METH_resolve_descriptors, (void *)resolve_mf_to_string},
+    {NPY_METH_strided_loop, (void *)mf_to_string_loop},
+    {NPY_METH_unaligned_strided_loop, (void *)mf_to_string_loop},
+    {0, NULL}};
+
+static PyArray_DTypeMeta *
+builtin_dtype(int type_num)
+{
+    PyArray_Descr *d = PyArray_DescrFromType(type_num);
+    PyArray_DTypeMeta *DT = NPY_DTYPE(d);
+    Py_DECREF(d);
+    return DT;      /* builtin DTypes are immortal enough: owned by NumPy */
+}
+
+static int nspecs[MF_NUM_PUBLIC_FORMATS];
+
+static void
+add_spec(int id, const char *name, PyArray_DTypeMeta *from, PyArray_DTypeMeta *to,
+         NPY_CASTING casting, NPY_ARRAYMETHOD_FLAGS flags, PyType_Slot *slots)
+{
+    int k = nspecs[id]++;
+    dtype_pairs[id][k][0] = from;
+    dtype_pairs[id][k][1] = to;
+    spec_pool[id][k] = (PyArrayMethod_Spec){
+        .name = name,
+        .nin = 1,
+        .nout = 1,
+        .casting = casting,
+        .flags = flags,
+        .dtypes = dtype_pairs[id][k],
+        .slots = slots,
+    };
+    spec_ptrs[id][k] = &spec_pool[id][k];
+    spec_ptrs[id][k + 1] = NULL;
+}
+
+/*
+ * The casts of format `id`, for its DType spec.  NULL stands for the new
+ * DType itself.  Formats with a smaller id exist already, so the casts
+ * between the two are declared here, in both directions.
+ */
+PyArrayMethod_Spec **
+mf_get_cast_specs(int id)
+{
+    nspecs[id] = 0;
+    const NPY_ARRAYMETHOD_FLAGS U = NPY_METH_SUPPORTS_UNALIGNED;
+    const NPY_ARRAYMETHOD_FLAGS UN = NPY_METH_SUPPORTS_UNALIGNED | NPY_METH_NO_FLOATINGPOINT_ERRORS;
+    add_spec(id, "minifloat_self_cast", NULL, NULL, NPY_NO_CASTING, UN, slots_self);
+
+#define ADD_BUILTIN(NAME, T, CAT)                                                          \
+    if (NPY_##NAME == NPY_CFLOAT || NPY_##NAME == NPY_CDOUBLE || NPY_##NAME == NPY_CLONGDOUBLE) { \
+        add_spec(id, "complex_to_minifloat", builtin_dtype(NPY_##NAME), NULL,              \
+                 NPY_UNSAFE_CASTING, U, slots_complex_to_mf);                               \
+    }                                                                                       \
+    else {                                                                                  \
+        add_spec(id, #NAME "_to_minifloat", builtin_dtype(NPY_##NAME), NULL,               \
+                 NPY_UNSAFE_CASTING, U, slots_##NAME##_to_mf);                              \
+    }                                                                                       \
+    add_spec(id, "minifloat_to_" #NAME, NULL, builtin_dtype(NPY_##NAME),                   \
+             NPY_UNSAFE_CASTING, U, slots_mf_to_##NAME);
+    MF_BUILTINS(ADD_BUILTIN)
+#undef ADD_BUILTIN
+
+    add_spec(id, "unicode_to_minifloat", builtin_dtype(NPY_UNICODE), NULL,
+             NPY_UNSAFE_CASTING, NPY_METH_REQUIRES_PYAPI | U, slots_string_to_mf);
+    add_spec(id, "bytes_to_minifloat", builtin_dtype(NPY_STRING), NULL,
+             NPY_UNSAFE_CASTING, NPY_METH_REQUIRES_PYAPI | U, slots_string_to_mf);
+    add_spec(id, "minifloat_to_unicode", NULL, builtin_dtype(NPY_UNICODE),
+             NPY_UNSAFE_CASTING, NPY_METH_REQUIRES_PYAPI | U, slots_mf_to_string);
+    add_spec(id, "minifloat_to_bytes", NULL, builtin_dtype(NPY_STRING),
+             NPY_UNSAFE_CASTING, NPY_METH_REQUIRES_PYAPI | U, slots_mf_to_string);
+
+    for (int other = 0; other < id; other++) {
+        add_spec(id, "minifloat_to_minifloat", &mf_dtypes[other], NULL,
+                 NPY_UNSAFE_CASTING, U, slots_self);
+        add_spec(id, "minifloat_to_minifloat", NULL, &mf_dtypes[other],
+                 NPY_UNSAFE_CASTING, U, slots_self);
+    }
+    return spec_ptrs[id];
+}

@@ -1,0 +1,14 @@
+/*
+ * avx2 kernels.  Entries not yet written here use the serial kernel.
+ */
+#include "kernels.h"
+
+const mf_kernels mf_kernels_avx2 = {
+    .name = "avx2",
+    .decode_f32 = mf_serial_decode_f32,
+    .encode_f32 = mf_serial_encode_f32,
+    .binary = mf_serial_binary,
+    .sum = mf_serial_sum,
+    .dot = mf_serial_dot,
+    .gemm_f32acc = mf_serial_gemm_f32acc,
+};

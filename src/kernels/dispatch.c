@@ -1,0 +1,98 @@
+/*
+ * Run-time choice of the kernel level from the CPU's features.
+ */
+#include <string.h>
+#include "kernels.h"
+
+const mf_kernels *mf_k = &mf_kernels_serial;
+mf_level mf_active_level = MF_LEVEL_SERIAL;
+
+static const char *level_names[MF_NUM_LEVELS] = {"serial", "avx2", "avx512", "avx512bf16"};
+
+const char *
+mf_level_name(mf_level level)
+{
+    return (level >= 0 && level < MF_NUM_LEVELS) ? level_names[level] : "unknown";
+}
+
+int
+mf_level_from_name(const char *name)
+{
+    for (int i = 0; i < MF_NUM_LEVELS; i++) {
+        if (strcmp(name, level_names[i]) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+static const mf_kernels *
+level_table(mf_level level)
+{
+    switch (level) {
+        case MF_LEVEL_SERIAL: return &mf_kernels_serial;
+#ifdef MF_HAVE_AVX2
+        case MF_LEVEL_AVX2: return &mf_kernels_avx2;
+#endif
+#ifdef MF_HAVE_AVX512
+        case MF_LEVEL_AVX512: return &mf_kernels_avx512;
+#endif
+#ifdef MF_HAVE_AVX512BF16
+        case MF_LEVEL_AVX512BF16: return &mf_kernels_avx512bf16;
+#endif
+        default: return NULL;
+    }
+}
+
+static int
+cpu_has(mf_level level)
+{
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+    __builtin_cpu_init();
+    switch (level) {
+        case MF_LEVEL_SERIAL:
+            return 1;
+        case MF_LEVEL_AVX2:
+            return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
+                   && __builtin_cpu_supports("f16c");
+        case MF_LEVEL_AVX512:
+            return cpu_has(MF_LEVEL_AVX2) && __builtin_cpu_supports("avx512f")
+                   && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")
+                   && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512cd");
+        case MF_LEVEL_AVX512BF16:
+            return cpu_has(MF_LEVEL_AVX512) && __builtin_cpu_supports("avx512bf16");
+        default:
+            return 0;
+    }
+#else
+    return level == MF_LEVEL_SERIAL;
+#endif
+}
+
+int
+mf_level_supported(mf_level level)
+{
+    return level_table(level) != NULL && cpu_has(level);
+}
+
+mf_level
+mf_best_level(void)
+{
+    for (int level = MF_NUM_LEVELS - 1; level > 0; level--) {
+        if (mf_level_supported((mf_level)level)) {
+            return (mf_level)level;
+        }
+    }
+    return MF_LEVEL_SERIAL;
+}
+
+int
+mf_set_level(mf_level level)
+{
+    if (!mf_level_supported(level)) {
+        return -1;
+    }
+    mf_k = level_table(level);
+    mf_active_level = level;
+    return 0;
+}

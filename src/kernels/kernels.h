@@ -1,0 +1,106 @@
+/*
+ * Kernel table.  Every kernel has a serial version (serial.c), the oracle;
+ * SIMD versions (one file per ISA) must return bit-identical results and are
+ * chosen at run time from the CPU's features (dispatch.c).  The environment
+ * variable MINIFLOAT_KERNEL_LEVEL (serial, avx2, avx512, avx512bf16) or
+ * minifloat._core.set_kernel_level() forces a level for tests and benchmarks.
+ *
+ * All kernels work on contiguous data; the ufunc and cast loops gather
+ * strided operands into blocks.
+ *
+ * Summation order (sum, dot): element i goes to lane i % 32; each lane adds
+ * in float32 in index order, starting from -0.0; the 32 lanes are combined
+ * by halving (lane j += lane j+16, then j+8, 4, 2, 1).  Runs longer than
+ * MF_SUM_BLOCK are summed block by block and the block results are added in
+ * float64.  SIMD kernels reproduce this order exactly.
+ */
+#ifndef MF_KERNELS_H
+#define MF_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "../format_table.h"
+
+typedef ptrdiff_t mf_intp;
+
+typedef enum {
+    MF_LEVEL_SERIAL = 0,
+    MF_LEVEL_AVX2 = 1,
+    MF_LEVEL_AVX512 = 2,
+    MF_LEVEL_AVX512BF16 = 3,
+    MF_NUM_LEVELS
+} mf_level;
+
+typedef enum {
+    MF_OP_ADD = 0,
+    MF_OP_SUB,
+    MF_OP_MUL,
+    MF_OP_DIV,
+    MF_NUM_BINARY_OPS
+} mf_binary_op;
+
+#define MF_SUM_LANES 32
+#define MF_SUM_BLOCK 4096
+
+typedef struct {
+    const char *name;
+    /* codes -> float32, exact */
+    void (*decode_f32)(const mf_format *f, const void *src, float *dst, mf_intp n);
+    /* float32 -> codes, round to nearest even, the cast's overflow/NaN rules */
+    void (*encode_f32)(const mf_format *f, const float *src, void *dst, mf_intp n);
+    /* out = round(a op b) computed in float32: correctly rounded for the
+     * formats here (float32 has more than 2p+2 bits) */
+    void (*binary)(mf_binary_op op, const mf_format *f, const void *a, const void *b,
+                   void *out, mf_intp n);
+    /* sum of n codes in the summation order above */
+    double (*sum)(const mf_format *f, const void *src, mf_intp n);
+    /* sum of products of n pairs of codes, same order */
+    double (*dot)(const mf_format *f, const void *a, const void *b, mf_intp n);
+    /*
+     * C[m x n] (float32, row stride ldc) += A[m x k] * B[k x n] where A and B
+     * hold codes with row strides lda, ldb (in elements) and unit column
+     * stride.  For every output element the products are added in k order
+     * with float32 fused multiply-add: C[i,j] = fma(A[i,p], B[p,j], C[i,j]).
+     */
+    void (*gemm_f32acc)(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
+                        const void *A, mf_intp lda, const void *B, mf_intp ldb,
+                        float *C, mf_intp ldc);
+} mf_kernels;
+
+extern const mf_kernels mf_kernels_serial;
+/* the serial kernels, callable from the SIMD files for what they leave out */
+void mf_serial_decode_f32(const mf_format *f, const void *src, float *dst, mf_intp n);
+void mf_serial_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n);
+void mf_serial_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b,
+                      void *out, mf_intp n);
+double mf_serial_sum(const mf_format *f, const void *src, mf_intp n);
+double mf_serial_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
+void mf_serial_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
+                           const void *A, mf_intp lda, const void *B, mf_intp ldb,
+                           float *C, mf_intp ldc);
+#ifdef MF_HAVE_AVX2
+extern const mf_kernels mf_kernels_avx2;
+#endif
+#ifdef MF_HAVE_AVX512
+extern const mf_kernels mf_kernels_avx512;
+#endif
+#ifdef MF_HAVE_AVX512BF16
+extern const mf_kernels mf_kernels_avx512bf16;
+#endif
+
+/* the active table */
+extern const mf_kernels *mf_k;
+extern mf_level mf_active_level;
+
+const char *mf_level_name(mf_level level);
+int mf_level_from_name(const char *name);       /* -1 if unknown */
+int mf_level_supported(mf_level level);         /* CPU and build */
+mf_level mf_best_level(void);
+int mf_set_level(mf_level level);               /* 0 ok, -1 unsupported */
+
+/* 256-entry float32 value table of every 8-bit (or narrower) format,
+ * filled from the codec at start-up; shared by the kernels */
+extern float mf_lut8[MF_NUM_FORMATS][256];
+void mf_init_luts(void);
+
+#endif

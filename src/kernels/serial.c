@@ -1,0 +1,193 @@
+/*
+ * Serial kernels: the oracle every SIMD level is compared against, and the
+ * code that runs where no SIMD level applies (the compiler may still
+ * auto-vectorise it, e.g. NEON on aarch64).
+ */
+#include <math.h>
+#include "kernels.h"
+#include "scalar_ops.h"
+
+float mf_lut8[MF_NUM_FORMATS][256];
+
+void
+mf_init_luts(void)
+{
+    for (int id = 0; id < MF_NUM_FORMATS; id++) {
+        const mf_format *f = &mf_formats[id];
+        if (f->itemsize != 1) {
+            continue;
+        }
+        for (uint32_t c = 0; c < 256; c++) {
+            /* codes above the format's width alias their low bits */
+            mf_lut8[id][c] = mf_decode_f32(f, c & mf_code_mask(f));
+        }
+    }
+}
+
+void
+mf_serial_decode_f32(const mf_format *f, const void *src, float *dst, mf_intp n)
+{
+    if (f->id == MF_BFLOAT16) {
+        const uint16_t *s = (const uint16_t *)src;
+        uint32_t *d = (uint32_t *)dst;
+        for (mf_intp i = 0; i < n; i++) {
+            d[i] = (uint32_t)s[i] << 16;
+        }
+        return;
+    }
+    if (f->itemsize == 1) {
+        const uint8_t *s = (const uint8_t *)src;
+        const float *lut = mf_lut8[f->id];
+        for (mf_intp i = 0; i < n; i++) {
+            dst[i] = lut[s[i]];
+        }
+        return;
+    }
+    for (mf_intp i = 0; i < n; i++) {
+        dst[i] = mf_dec1(f, src, i);
+    }
+}
+
+void
+mf_serial_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n)
+{
+    if (f->id == MF_BFLOAT16) {
+        const uint32_t *s = (const uint32_t *)src;
+        uint16_t *d = (uint16_t *)dst;
+        int ovf = 0;
+        for (mf_intp i = 0; i < n; i++) {
+            uint32_t u = s[i];
+            uint32_t au = u & 0x7FFFFFFFu;
+            uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+            ovf |= ((r & 0x7FFFu) == 0x7F80u) & (au < 0x7F800000u);
+            d[i] = (uint16_t)((au > 0x7F800000u) ? (((u >> 16) & 0x8000u) | 0x7FC0u) : r);
+        }
+        if (ovf) {
+            mf_raise_overflow();
+        }
+        return;
+    }
+    for (mf_intp i = 0; i < n; i++) {
+        mf_enc1_store(f, dst, i, src[i]);
+    }
+}
+
+static inline float
+apply_op(mf_binary_op op, float a, float b)
+{
+    switch (op) {
+        case MF_OP_ADD: return a + b;
+        case MF_OP_SUB: return a - b;
+        case MF_OP_MUL: return a * b;
+        default:        return a / b;
+    }
+}
+
+void
+mf_serial_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b,
+              void *out, mf_intp n)
+{
+    float fa[256], fb[256];
+    for (mf_intp start = 0; start < n; start += 256) {
+        mf_intp len = n - start < 256 ? n - start : 256;
+        mf_serial_decode_f32(f, (const char *)a + start * f->itemsize, fa, len);
+        mf_serial_decode_f32(f, (const char *)b + start * f->itemsize, fb, len);
+        for (mf_intp i = 0; i < len; i++) {
+            fa[i] = apply_op(op, fa[i], fb[i]);
+        }
+        mf_serial_encode_f32(f, fa, (char *)out + start * f->itemsize, len);
+    }
+}
+
+static inline float
+lanes_combine(float *lanes)
+{
+    for (int w = MF_SUM_LANES / 2; w >= 1; w /= 2) {
+        for (int j = 0; j < w; j++) {
+            lanes[j] += lanes[j + w];
+        }
+    }
+    return lanes[0];
+}
+
+double
+mf_serial_sum(const mf_format *f, const void *src, mf_intp n)
+{
+    double total = -0.0;
+    float buf[MF_SUM_LANES];
+    for (mf_intp start = 0; start < n; start += MF_SUM_BLOCK) {
+        mf_intp len = n - start < MF_SUM_BLOCK ? n - start : MF_SUM_BLOCK;
+        float lanes[MF_SUM_LANES];
+        for (int j = 0; j < MF_SUM_LANES; j++) {
+            lanes[j] = -0.0f;
+        }
+        const char *base = (const char *)src + start * f->itemsize;
+        for (mf_intp i = 0; i < len; i += MF_SUM_LANES) {
+            mf_intp m = len - i < MF_SUM_LANES ? len - i : MF_SUM_LANES;
+            mf_serial_decode_f32(f, base + i * f->itemsize, buf, m);
+            for (mf_intp j = 0; j < m; j++) {
+                lanes[j] += buf[j];
+            }
+        }
+        total += (double)lanes_combine(lanes);
+    }
+    return total;
+}
+
+double
+mf_serial_dot(const mf_format *f, const void *a, const void *b, mf_intp n)
+{
+    double total = -0.0;
+    float ba[MF_SUM_LANES], bb[MF_SUM_LANES];
+    for (mf_intp start = 0; start < n; start += MF_SUM_BLOCK) {
+        mf_intp len = n - start < MF_SUM_BLOCK ? n - start : MF_SUM_BLOCK;
+        float lanes[MF_SUM_LANES];
+        for (int j = 0; j < MF_SUM_LANES; j++) {
+            lanes[j] = -0.0f;
+        }
+        const char *pa = (const char *)a + start * f->itemsize;
+        const char *pb = (const char *)b + start * f->itemsize;
+        for (mf_intp i = 0; i < len; i += MF_SUM_LANES) {
+            mf_intp m = len - i < MF_SUM_LANES ? len - i : MF_SUM_LANES;
+            mf_serial_decode_f32(f, pa + i * f->itemsize, ba, m);
+            mf_serial_decode_f32(f, pb + i * f->itemsize, bb, m);
+            for (mf_intp j = 0; j < m; j++) {
+                lanes[j] = fmaf(ba[j], bb[j], lanes[j]);
+            }
+        }
+        total += (double)lanes_combine(lanes);
+    }
+    return total;
+}
+
+void
+mf_serial_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
+                   const void *A, mf_intp lda, const void *B, mf_intp ldb,
+                   float *C, mf_intp ldc)
+{
+    enum { NB = 256 };
+    float brow[NB];
+    for (mf_intp j0 = 0; j0 < n; j0 += NB) {
+        mf_intp nb = n - j0 < NB ? n - j0 : NB;
+        for (mf_intp i = 0; i < m; i++) {
+            float *c = C + i * ldc + j0;
+            for (mf_intp p = 0; p < k; p++) {
+                float a = mf_dec1(f, A, i * lda + p);
+                mf_serial_decode_f32(f, (const char *)B + (p * ldb + j0) * f->itemsize, brow, nb);
+                for (mf_intp j = 0; j < nb; j++) {
+                    c[j] = fmaf(a, brow[j], c[j]);
+                }
+            }
+        }
+    }
+}
+
+const mf_kernels mf_kernels_serial = {
+    .name = "serial",
+    .decode_f32 = mf_serial_decode_f32,
+    .encode_f32 = mf_serial_encode_f32,
+    .binary = mf_serial_binary,
+    .sum = mf_serial_sum,
+    .dot = mf_serial_dot,
+    .gemm_f32acc = mf_serial_gemm_f32acc,
+};

@@ -1,0 +1,108 @@
+/*
+ * Shared declarations of the C core (module _core).
+ */
+#ifndef MF_MINIFLOAT_H
+#define MF_MINIFLOAT_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#define PY_ARRAY_UNIQUE_SYMBOL minifloat_ARRAY_API
+#define PY_UFUNC_UNIQUE_SYMBOL minifloat_UFUNC_API
+#define NPY_TARGET_VERSION NPY_2_0_API_VERSION
+#ifndef MF_IMPORT_ARRAY_HERE
+#define NO_IMPORT_ARRAY
+#define NO_IMPORT_UFUNC
+#endif
+#include <numpy/arrayobject.h>
+#include <numpy/ufuncobject.h>
+#include <numpy/dtype_api.h>
+#include <numpy/arrayscalars.h>
+
+#include "format_table.h"
+#include "codec.h"
+
+/* ---- scalars (scalar.c) ---- */
+typedef struct {
+    PyObject_HEAD
+    uint16_t code;
+} MFScalarObject;
+
+extern PyTypeObject *mf_scalar_types[MF_NUM_PUBLIC_FORMATS];
+int mf_init_scalars(PyObject *module);
+/* format id of a minifloat scalar object, or -1 */
+int mf_scalar_format_of(PyObject *obj);
+PyObject *mf_scalar_from_code(int fmt_id, uint32_t code);
+/* shortest decimal (as a double) that round-trips to `code` in the format */
+double mf_shortest_double(const mf_format *f, uint32_t code);
+/* Python float or int -> code with the cast's rounding; -1 with error set */
+int mf_code_from_pyobject(const mf_format *f, PyObject *obj, uint32_t *code);
+
+/* ---- dtypes (dtype.c) ---- */
+typedef struct {
+    PyArray_Descr base;
+    const mf_format *fmt;
+} MFDescrObject;
+
+extern PyArray_DTypeMeta mf_dtypes[MF_NUM_PUBLIC_FORMATS];
+extern PyArray_Descr *mf_singletons[MF_NUM_PUBLIC_FORMATS];
+int mf_init_dtypes(PyObject *module);
+/* format id of a DType class that is one of ours, or -1 */
+static inline int
+mf_dtype_index(PyArray_DTypeMeta *DType)
+{
+    if (DType >= &mf_dtypes[0] && DType < &mf_dtypes[MF_NUM_PUBLIC_FORMATS]) {
+        return (int)(DType - &mf_dtypes[0]);
+    }
+    return -1;
+}
+static inline const mf_format *
+mf_descr_format(PyArray_Descr *descr)
+{
+    return ((MFDescrObject *)descr)->fmt;
+}
+/* is this format's storage one uint16 (else one uint8) */
+static inline int mf_is_16bit(const mf_format *f) { return f->itemsize == 2; }
+
+static inline uint32_t
+mf_load_code(const mf_format *f, const char *p)
+{
+    if (f->itemsize == 2) { uint16_t v; memcpy(&v, p, 2); return v; }
+    return (uint8_t)*p;
+}
+static inline void
+mf_store_code(const mf_format *f, char *p, uint32_t c)
+{
+    if (f->itemsize == 2) { uint16_t v = (uint16_t)c; memcpy(p, &v, 2); }
+    else { *p = (char)(uint8_t)c; }
+}
+
+/* ---- casts (casts.c) ---- */
+PyArrayMethod_Spec **mf_get_cast_specs(int fmt_id);
+int mf_register_cross_casts(void);
+/* is every value of format a exactly representable in format b */
+int mf_format_casts_safely(const mf_format *a, const mf_format *b);
+extern int mf_cast_safety_table[MF_NUM_FORMATS][MF_NUM_FORMATS];
+int mf_builtin_safe_to_format(int type_num, const mf_format *f);
+int mf_format_safe_to_builtin(const mf_format *f, int type_num);
+void mf_compute_cast_safety(void);
+
+/* ---- sorting and ArrFuncs (sort.c) ---- */
+int mf_compare(const void *a, const void *b, void *arr);
+int mf_sort(void *start, npy_intp num, void *arr);
+int mf_argsort(void *start, npy_intp *idx, npy_intp num, void *arr);
+int mf_argmax(void *data, npy_intp n, npy_intp *max_ind, void *arr);
+int mf_argmin(void *data, npy_intp n, npy_intp *min_ind, void *arr);
+npy_bool mf_nonzero(void *data, void *arr);
+int mf_fill(void *buffer, npy_intp length, void *arr);
+int mf_fillwithscalar(void *buffer, npy_intp length, void *value, void *arr);
+int mf_sort_key_init(void);
+
+/* ---- ufuncs (umath/) ---- */
+int mf_init_ufuncs(PyObject *module);
+extern PyObject *mf_ComplexWarning;
+
+/* ---- misc ---- */
+PyObject *mf_formats_info(PyObject *self, PyObject *args);
+
+#endif

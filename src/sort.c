@@ -1,0 +1,293 @@
+/*
+ * The ArrFuncs NumPy still asks a dtype for: compare (searchsorted,
+ * partition, generic sorts), sort/argsort, argmax/argmin, nonzero, fill.
+ *
+ * Ordering is by value with NaN last (NumPy's order for floats); -0 and +0
+ * compare equal.  Sorting maps each code to an order key and radix-sorts
+ * the keys: O(n), and a permutation of the input (NaN payloads kept).
+ */
+#include "minifloat.h"
+
+/* order key: unsigned, increasing with the value, NaN above everything */
+static inline uint32_t
+order_key(const mf_format *f, uint32_t c)
+{
+    if (f->kind == MF_KIND_SINT) {
+        return c ^ (1u << (f->bits - 1));
+    }
+    if (f->kind == MF_KIND_UINT) {
+        return c;
+    }
+    uint32_t sbit = mf_sign_bit(f);
+    uint32_t top = 1u << f->bits;            /* keys live in [0, 2*top) */
+    if (mf_code_isnan(f, c)) {
+        return 2 * top - 1;
+    }
+    if (!f->has_sign) {
+        return top + c;
+    }
+    uint32_t mag = c & ~sbit;
+    return (c & sbit) ? top - mag : top + mag;
+}
+
+static inline const mf_format *
+arr_format(void *arr)
+{
+    return mf_descr_format(PyArray_DESCR((PyArrayObject *)arr));
+}
+
+int
+mf_compare(const void *a, const void *b, void *arr)
+{
+    const mf_format *f = arr_format(arr);
+    uint32_t ka = order_key(f, mf_load_code(f, a));
+    uint32_t kb = order_key(f, mf_load_code(f, b));
+    return ka < kb ? -1 : (ka > kb ? 1 : 0);
+}
+
+/* ---- radix sort of codes by key ---- */
+
+static int
+sort_codes(const mf_format *f, char *data, npy_intp n)
+{
+    if (n < 2) {
+        return 0;
+    }
+    int nkeybits = f->bits + 1;
+    npy_intp nbuckets = (npy_intp)1 << nkeybits;
+    if (f->itemsize == 1 || n >= nbuckets / 4) {
+        /* counting sort over all codes, emitted in key order */
+        npy_intp ncodes = (npy_intp)mf_code_mask(f) + 1;
+        npy_intp *count = PyMem_RawCalloc(ncodes, sizeof(npy_intp));
+        uint32_t *by_key = PyMem_RawMalloc(ncodes * sizeof(uint32_t));
+        if (count == NULL || by_key == NULL) {
+            PyMem_RawFree(count);
+            PyMem_RawFree(by_key);
+
+            return -1;
+        }
+        for (npy_intp i = 0; i < n; i++) {
+            count[mf_load_code(f, data + i * f->itemsize)]++;
+        }
+        /* codes ordered by key (ties: lower code first) */
+        npy_intp m = 0;
+        {
+            uint64_t *pairs = PyMem_RawMalloc(ncodes * sizeof(uint64_t));
+            if (pairs == NULL) {
+                PyMem_RawFree(count);
+                PyMem_RawFree(by_key);
+
+                return -1;
+            }
+            for (npy_intp c = 0; c < ncodes; c++) {
+                if (count[c]) {
+                    pairs[m++] = ((uint64_t)order_key(f, (uint32_t)c) << 32) | (uint64_t)c;
+                }
+            }
+            /* few distinct codes present: insertion sort them */
+            for (npy_intp i = 1; i < m; i++) {
+                uint64_t v = pairs[i];
+                npy_intp j = i;
+                while (j > 0 && pairs[j - 1] > v) {
+                    pairs[j] = pairs[j - 1];
+                    j--;
+                }
+                pairs[j] = v;
+            }
+            for (npy_intp i = 0; i < m; i++) {
+                by_key[i] = (uint32_t)pairs[i];
+            }
+            PyMem_RawFree(pairs);
+        }
+        npy_intp pos = 0;
+        for (npy_intp i = 0; i < m; i++) {
+            uint32_t c = by_key[i];
+            for (npy_intp r = 0; r < count[c]; r++) {
+                mf_store_code(f, data + (pos++) * f->itemsize, c);
+            }
+        }
+        PyMem_RawFree(count);
+        PyMem_RawFree(by_key);
+        return 0;
+    }
+    /* 16-bit codes, fewer elements than buckets: LSD radix on the 17-bit
+     * keys, carrying the code in the low 16 bits */
+    uint64_t *keys = PyMem_RawMalloc(n * sizeof(uint64_t));
+    uint64_t *tmp = PyMem_RawMalloc(n * sizeof(uint64_t));
+    if (keys == NULL || tmp == NULL) {
+        PyMem_RawFree(keys);
+        PyMem_RawFree(tmp);
+
+        return -1;
+    }
+    for (npy_intp i = 0; i < n; i++) {
+        uint32_t c = mf_load_code(f, data + i * f->itemsize);
+        keys[i] = ((uint64_t)order_key(f, c) << 16) | c;
+    }
+    for (int shift = 16; shift < 16 + nkeybits; shift += 9) {
+        npy_intp count[513] = {0};
+        for (npy_intp i = 0; i < n; i++) {
+            count[((keys[i] >> shift) & 511u) + 1]++;
+        }
+        for (int b = 0; b < 512; b++) {
+            count[b + 1] += count[b];
+        }
+        for (npy_intp i = 0; i < n; i++) {
+            tmp[count[(keys[i] >> shift) & 511u]++] = keys[i];
+        }
+        uint64_t *sw = keys; keys = tmp; tmp = sw;
+    }
+    for (npy_intp i = 0; i < n; i++) {
+        mf_store_code(f, data + i * f->itemsize, (uint32_t)(keys[i] & 0xFFFFu));
+    }
+    PyMem_RawFree(keys);
+    PyMem_RawFree(tmp);
+    return 0;
+}
+
+int
+mf_sort(void *start, npy_intp num, void *arr)
+{
+    return sort_codes(arr_format(arr), (char *)start, num);
+}
+
+/* stable LSD radix argsort on the keys */
+int
+mf_argsort(void *start, npy_intp *idx, npy_intp num, void *arr)
+{
+    const mf_format *f = arr_format(arr);
+    const char *data = (const char *)start;
+    if (num < 2) {
+        return 0;
+    }
+    npy_intp *tmp = PyMem_RawMalloc(num * sizeof(npy_intp));
+    uint32_t *k = PyMem_RawMalloc(num * sizeof(uint32_t));
+    uint32_t *ktmp = PyMem_RawMalloc(num * sizeof(uint32_t));
+    if (tmp == NULL || k == NULL || ktmp == NULL) {
+        PyMem_RawFree(tmp);
+        PyMem_RawFree(k);
+        PyMem_RawFree(ktmp);
+
+        return -1;
+    }
+    for (npy_intp i = 0; i < num; i++) {
+        k[i] = order_key(f, mf_load_code(f, data + idx[i] * f->itemsize));
+    }
+    int nkeybits = f->bits + 1;
+    for (int shift = 0; shift < nkeybits; shift += 9) {
+        npy_intp count[513] = {0};
+        for (npy_intp i = 0; i < num; i++) {
+            count[((k[i] >> shift) & 511u) + 1]++;
+        }
+        for (int b = 0; b < 512; b++) {
+            count[b + 1] += count[b];
+        }
+        for (npy_intp i = 0; i < num; i++) {
+            npy_intp dst = count[(k[i] >> shift) & 511u]++;
+            tmp[dst] = idx[i];
+            ktmp[dst] = k[i];
+        }
+        memcpy(idx, tmp, num * sizeof(npy_intp));
+        memcpy(k, ktmp, num * sizeof(uint32_t));
+    }
+    PyMem_RawFree(tmp);
+    PyMem_RawFree(k);
+    PyMem_RawFree(ktmp);
+    return 0;
+}
+
+/* argmax/argmin: the first NaN if there is one (NumPy's rule), else the
+ * first extreme */
+int
+mf_argmax(void *data, npy_intp n, npy_intp *max_ind, void *arr)
+{
+    const mf_format *f = arr_format(arr);
+    const char *p = (const char *)data;
+    *max_ind = 0;
+    if (n <= 0) {
+        return 0;
+    }
+    uint32_t best = order_key(f, mf_load_code(f, p));
+    uint32_t nan_key = (f->kind == MF_KIND_FLOAT) ? 2 * (1u << f->bits) - 1 : 0xFFFFFFFFu;
+    if (best == nan_key) {
+        return 0;
+    }
+    for (npy_intp i = 1; i < n; i++) {
+        uint32_t k = order_key(f, mf_load_code(f, p + i * f->itemsize));
+        if (k > best) {
+            best = k;
+            *max_ind = i;
+            if (k == nan_key) {
+                break;
+            }
+        }
+    }
+    return 0;
+}
+
+int
+mf_argmin(void *data, npy_intp n, npy_intp *min_ind, void *arr)
+{
+    const mf_format *f = arr_format(arr);
+    const char *p = (const char *)data;
+    *min_ind = 0;
+    if (n <= 0) {
+        return 0;
+    }
+    int is_float = f->kind == MF_KIND_FLOAT;
+    uint32_t c0 = mf_load_code(f, p);
+    if (is_float && mf_code_isnan(f, c0)) {
+        return 0;
+    }
+    uint32_t best = order_key(f, c0);
+    for (npy_intp i = 1; i < n; i++) {
+        uint32_t c = mf_load_code(f, p + i * f->itemsize);
+        if (is_float && mf_code_isnan(f, c)) {
+            *min_ind = i;
+            return 0;
+        }
+        uint32_t k = order_key(f, c);
+        if (k < best) {
+            best = k;
+            *min_ind = i;
+        }
+    }
+    return 0;
+}
+
+npy_bool
+mf_nonzero(void *data, void *arr)
+{
+    const mf_format *f = arr_format(arr);
+    return mf_decode_f64(f, mf_load_code(f, (const char *)data)) != 0.0;
+}
+
+/* arange: buffer[0], buffer[1] are set; continue start + i*delta */
+int
+mf_fill(void *buffer, npy_intp length, void *arr)
+{
+    const mf_format *f = arr_format(arr);
+    char *p = (char *)buffer;
+    if (length < 2) {
+        return 0;
+    }
+    double start = mf_decode_f64(f, mf_load_code(f, p));
+    double delta = mf_decode_f64(f, mf_load_code(f, p + f->itemsize)) - start;
+    for (npy_intp i = 2; i < length; i++) {
+        double v = start + (double)i * delta;
+        uint32_t c = f->kind == MF_KIND_FLOAT ? mf_encode_f64(f, v) : mf_encode_int_from_f64(f, v);
+        mf_store_code(f, p + i * f->itemsize, c);
+    }
+    return 0;
+}
+
+int
+mf_fillwithscalar(void *buffer, npy_intp length, void *value, void *arr)
+{
+    const mf_format *f = arr_format(arr);
+    uint32_t c = mf_load_code(f, (const char *)value);
+    for (npy_intp i = 0; i < length; i++) {
+        mf_store_code(f, (char *)buffer + i * f->itemsize, c);
+    }
+    return 0;
+}

@@ -1,0 +1,471 @@
+/*
+ * The strided loops behind every minifloat ufunc loop (see umath.h).
+ */
+#include "umath.h"
+#include "../kernels/scalar_ops.h"
+
+#define BLOCK 512
+
+PyUFuncGenericFunction mf_f32_fns[128];
+void *mf_f32_data[128];
+
+/* ------------------------------------------------------------ helpers */
+
+static inline int
+is_contig_aligned(const char *p, npy_intp stride, npy_intp itemsize)
+{
+    return stride == itemsize && ((uintptr_t)p % (uintptr_t)itemsize) == 0;
+}
+
+/* decode n codes at p (stride s) into dst */
+static inline void
+decode_block(const mf_format *f, const char *p, npy_intp s, float *dst, npy_intp n)
+{
+    if (is_contig_aligned(p, s, f->itemsize)) {
+        mf_k->decode_f32(f, p, dst, n);
+        return;
+    }
+    for (npy_intp i = 0; i < n; i++, p += s) {
+        dst[i] = mf_decode_f32(f, mf_load_code(f, p));
+    }
+}
+
+/* round n float32 values into codes at p (stride s) */
+static inline void
+encode_block(const mf_format *f, const float *src, char *p, npy_intp s, npy_intp n)
+{
+    if (is_contig_aligned(p, s, f->itemsize)) {
+        mf_k->encode_f32(f, src, p, n);
+        return;
+    }
+    for (npy_intp i = 0; i < n; i++, p += s) {
+        mf_store_code(f, p, mf_enc1(f, src[i]));
+    }
+}
+
+static int
+sig_nin(const char *sig)
+{
+    return (int)(strchr(sig, '-') - sig);
+}
+
+/* ----------------------------------------------- the NumPy float32 loop */
+
+static inline void
+call_f32(const mf_loop_aux *aux, char **args, npy_intp n, npy_intp *steps)
+{
+    aux->f32fn(args, &n, steps, aux->f32data);
+}
+
+/*
+ * One block of a general elementwise call: operands may be minifloat (decoded
+ * into float32 buffers), bool (passed through), or C ints (copied through
+ * aligned buffers).
+ */
+static int
+via_f32_block(const mf_loop_aux *aux, int nin, int nargs, char *const data[],
+              const npy_intp strides[], npy_intp start, npy_intp len)
+{
+    const mf_format *f = aux->fmt;
+    const char *sig = aux->def->sig;
+    float fbuf[4][BLOCK];
+    int64_t ibuf[4][BLOCK];
+    char *args[4];
+    npy_intp steps[4];
+    for (int k = 0; k < nargs; k++) {
+        char t = sig[k < nin ? k : k + 2];      /* skip "->" */
+        char *p = data[k] + start * strides[k];
+        if (t == 'M') {
+            if (k < nin) {
+                decode_block(f, p, strides[k], fbuf[k], len);
+            }
+            args[k] = (char *)fbuf[k];
+            steps[k] = sizeof(float);
+        }
+        else if (t == '?') {
+            args[k] = p;
+            steps[k] = strides[k];
+        }
+        else {
+            size_t isz = (t == 'i') ? sizeof(int) : sizeof(long);
+            if (k < nin) {
+                for (npy_intp i = 0; i < len; i++) {
+                    memcpy((char *)ibuf[k] + i * isz, p + i * strides[k], isz);
+                }
+            }
+            args[k] = (char *)ibuf[k];
+            steps[k] = (npy_intp)isz;
+        }
+    }
+    call_f32(aux, args, len, steps);
+    for (int k = nin; k < nargs; k++) {
+        char t = sig[k + 2];
+        char *p = data[k] + start * strides[k];
+        if (t == 'M') {
+            encode_block(f, fbuf[k], p, strides[k], len);
+        }
+        else if (t == 'i' || t == 'l') {
+            size_t isz = (t == 'i') ? sizeof(int) : sizeof(long);
+            for (npy_intp i = 0; i < len; i++) {
+                memcpy(p + i * strides[k], (char *)ibuf[k] + i * isz, isz);
+            }
+        }
+    }
+    return 0;
+}
+
+/* out[0] = op(out[0], in[i]) for all i: a reduction's inner loop */
+static void
+reduce_inner(mf_loop_aux *aux, char *out, const char *in, npy_intp is, npy_intp n)
+{
+    const mf_format *f = aux->fmt;
+    float acc;
+    float *partial = mf_shadow_lookup(aux->shadow, f, out, 0, 1);
+    acc = partial ? *partial : mf_decode_f32(f, mf_load_code(f, out));
+    float buf[BLOCK];
+    for (npy_intp start = 0; start < n; start += BLOCK) {
+        npy_intp len = n - start < BLOCK ? n - start : BLOCK;
+        decode_block(f, in + start * is, is, buf, len);
+        char *args[3] = {(char *)&acc, (char *)buf, (char *)&acc};
+        npy_intp steps[3] = {0, sizeof(float), 0};
+        call_f32(aux, args, len, steps);
+    }
+    encode_block(f, &acc, out, 0, 1);
+    if (aux->shadow) {
+        mf_shadow_store(aux->shadow, f, out, 0, 1, &acc);
+    }
+}
+
+/* out[i] = op(out[i-1], in[i]): an accumulation's inner loop; the running
+ * value is kept in float32 and each stored value is rounded once */
+static void
+accumulate_inner(mf_loop_aux *aux, char *prev, const char *in, npy_intp is,
+                 char *out, npy_intp os, npy_intp n)
+{
+    const mf_format *f = aux->fmt;
+    float carry = mf_decode_f32(f, mf_load_code(f, prev));
+    for (npy_intp i = 0; i < n; i++) {
+        float x = mf_decode_f32(f, mf_load_code(f, in + i * is));
+        float r;
+        char *args[3] = {(char *)&carry, (char *)&x, (char *)&r};
+        npy_intp steps[3] = {0, 0, 0};
+        call_f32(aux, args, 1, steps);
+        mf_store_code(f, out + i * os, mf_enc1(f, r));
+        carry = r;
+    }
+}
+
+/* out[j] = op(out[j], in[j]) where out is also the first input: the inner
+ * loop of a reduction over an outer axis; partials kept across calls */
+static void
+inplace_partials(mf_loop_aux *aux, char *out, npy_intp os, const char *in, npy_intp is, npy_intp n)
+{
+    const mf_format *f = aux->fmt;
+    float a[BLOCK], b[BLOCK];
+    for (npy_intp start = 0; start < n; start += BLOCK) {
+        npy_intp len = n - start < BLOCK ? n - start : BLOCK;
+        char *o = out + start * os;
+        float *partial = mf_shadow_lookup(aux->shadow, f, o, os, len);
+        if (partial) {
+            memcpy(a, partial, len * sizeof(float));
+        }
+        else {
+            decode_block(f, o, os, a, len);
+        }
+        decode_block(f, in + start * is, is, b, len);
+        char *args[3] = {(char *)a, (char *)b, (char *)a};
+        npy_intp steps[3] = {sizeof(float), sizeof(float), sizeof(float)};
+        call_f32(aux, args, len, steps);
+        encode_block(f, a, o, os, len);
+        mf_shadow_store(aux->shadow, f, o, os, len, a);
+    }
+}
+
+static int
+generic_loop(PyArrayMethod_Context *NPY_UNUSED(context), char *const data[],
+             npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *auxdata)
+{
+    mf_loop_aux *aux = (mf_loop_aux *)auxdata;
+    const char *sig = aux->def->sig;
+    int nin = sig_nin(sig);
+    int nargs = nin + (int)strlen(sig + nin + 2);
+    npy_intp n = dimensions[0];
+
+    if (nin == 2 && nargs == 3 && sig[0] == 'M' && sig[1] == 'M' && sig[4] == 'M') {
+        if (data[0] == data[2] && strides[0] == 0 && strides[2] == 0) {
+            reduce_inner(aux, data[0], data[1], strides[1], n);
+            return 0;
+        }
+        if (strides[0] == strides[2] && strides[0] != 0 && data[2] == data[0] + strides[0]) {
+            accumulate_inner(aux, data[0], data[1], strides[1], data[2], strides[2], n);
+            return 0;
+        }
+        if (aux->shadow && data[0] == data[2] && strides[0] == strides[2]) {
+            inplace_partials(aux, data[2], strides[2], data[1], strides[1], n);
+            return 0;
+        }
+    }
+    for (npy_intp start = 0; start < n; start += BLOCK) {
+        npy_intp len = n - start < BLOCK ? n - start : BLOCK;
+        if (via_f32_block(aux, nin, nargs, data, strides, start, len) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* + - * /: the fused kernels on contiguous operands, the general path else */
+static int
+arith_loop(PyArrayMethod_Context *context, char *const data[],
+           npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *auxdata)
+{
+    mf_loop_aux *aux = (mf_loop_aux *)auxdata;
+    const mf_format *f = aux->fmt;
+    npy_intp sz = f->itemsize;
+    npy_intp n = dimensions[0];
+    int inplace = data[0] == data[2];
+    if (!(aux->shadow && inplace)
+            && is_contig_aligned(data[0], strides[0], sz) && is_contig_aligned(data[1], strides[1], sz)
+            && is_contig_aligned(data[2], strides[2], sz)) {
+        mf_k->binary((mf_binary_op)aux->def->op, f, data[0], data[1], data[2], n);
+        return 0;
+    }
+    if (aux->def->op == MF_OP_ADD && inplace && strides[0] == 0 && strides[2] == 0) {
+        /* sum along the inner axis, in the kernels' summation order */
+        float *partial = mf_shadow_lookup(aux->shadow, f, data[0], 0, 1);
+        double acc = partial ? (double)*partial : mf_decode_f64(f, mf_load_code(f, data[0]));
+        const char *in = data[1];
+        npy_intp is = strides[1];
+        if (is_contig_aligned(in, is, sz)) {
+            acc += mf_k->sum(f, in, n);
+        }
+        else {
+            char codes[BLOCK * 2];
+            for (npy_intp start = 0; start < n; start += BLOCK) {
+                npy_intp len = n - start < BLOCK ? n - start : BLOCK;
+                for (npy_intp i = 0; i < len; i++) {
+                    memcpy(codes + i * sz, in + (start + i) * is, sz);
+                }
+                acc += mf_k->sum(f, codes, len);
+            }
+        }
+        float accf = (float)acc;   /* partials are kept in float32 */
+        int ovf = 0;
+        mf_store_code(f, data[0], mf_encode_f64_ovf(f, acc, &ovf));
+        if (ovf) {
+            mf_raise_overflow();
+        }
+        if (aux->shadow) {
+            mf_shadow_store(aux->shadow, f, data[0], 0, 1, &accf);
+        }
+        return 0;
+    }
+    return generic_loop(context, data, dimensions, strides, auxdata);
+}
+
+/* ---------------------------------------------------- native loops */
+
+static int
+nextafter_loop(PyArrayMethod_Context *NPY_UNUSED(context), char *const data[],
+               npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *auxdata)
+{
+    const mf_format *f = ((mf_loop_aux *)auxdata)->fmt;
+    npy_intp n = dimensions[0];
+    for (npy_intp i = 0; i < n; i++) {
+        uint32_t a = mf_load_code(f, data[0] + i * strides[0]);
+        uint32_t b = mf_load_code(f, data[1] + i * strides[1]);
+        mf_store_code(f, data[2] + i * strides[2], mf_nextafter_code(f, a, mf_decode_f64(f, b)));
+    }
+    return 0;
+}
+
+/* distance to the next value away from zero (NumPy's spacing) */
+static int
+spacing_loop(PyArrayMethod_Context *NPY_UNUSED(context), char *const data[],
+             npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *auxdata)
+{
+    const mf_format *f = ((mf_loop_aux *)auxdata)->fmt;
+    npy_intp n = dimensions[0];
+    for (npy_intp i = 0; i < n; i++) {
+        uint32_t c = mf_load_code(f, data[0] + i * strides[0]);
+        double x = mf_decode_f64(f, c);
+        double r;
+        if (isnan(x) || isinf(x)) {
+            r = NAN;
+        }
+        else {
+            double away = signbit(x) ? -INFINITY : INFINITY;
+            uint32_t nc = mf_nextafter_code(f, c, away);
+            double nx = mf_decode_f64(f, nc);
+            r = isinf(nx) || isnan(nx) ? NAN : nx - x;
+            if (isnan(r)) {
+                /* at the largest finite value the next step overflows:
+                 * NumPy gives inf for float types with inf, so do we */
+                r = mf_has_inf(f) ? (signbit(x) ? -INFINITY : INFINITY) : NAN;
+            }
+        }
+        mf_store_code(f, data[1] + i * strides[1], mf_encode_f64(f, r));
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------- get_loop */
+
+_Thread_local PyArrayMethod_Context *mf_reduction_context = NULL;
+
+/* sum: +0 (NumPy's float sums start there too: sum([-0.0]) is 0.0);
+ * product: 1; others: no initial value */
+int
+mf_get_reduction_initial(int def_index, PyArrayMethod_Context *context,
+                         npy_bool reduction_is_empty, void *initial)
+{
+    const mf_ufunc_def *def = &mf_ufunc_defs[def_index];
+    const mf_format *f = mf_descr_format(context->descriptors[0]);
+    mf_reduction_context = context;
+    if (def->identity == 1) {
+        if (!mf_has_zero(f)) {
+            return 0;
+        }
+        mf_store_code(f, (char *)initial, mf_encode_f64(f, 0.0));
+        return 1;
+    }
+    if (def->identity == 2) {
+        mf_store_code(f, (char *)initial, mf_encode_f64(f, 1.0));
+        return 1;
+    }
+    return 0;
+}
+
+static void
+aux_free(NpyAuxData *data)
+{
+    mf_loop_aux *aux = (mf_loop_aux *)data;
+    if (aux->shadow) {
+        mf_shadow_free(aux->shadow);
+    }
+    PyMem_RawFree(aux);
+}
+
+static NpyAuxData *
+aux_clone(NpyAuxData *data)
+{
+    mf_loop_aux *src = (mf_loop_aux *)data;
+    mf_loop_aux *dst = PyMem_RawMalloc(sizeof(mf_loop_aux));
+    if (dst == NULL) {
+        return NULL;
+    }
+    *dst = *src;
+    dst->shadow = src->shadow ? mf_shadow_new() : NULL;
+    return (NpyAuxData *)dst;
+}
+
+int
+mf_generic_get_loop(int def_index, PyArrayMethod_Context *context, int NPY_UNUSED(aligned),
+                    int NPY_UNUSED(move_references), const npy_intp *NPY_UNUSED(strides),
+                    PyArrayMethod_StridedLoop **out_loop, NpyAuxData **out_transferdata,
+                    NPY_ARRAYMETHOD_FLAGS *flags)
+{
+    const mf_ufunc_def *def = &mf_ufunc_defs[def_index];
+    mf_loop_aux *aux = PyMem_RawCalloc(1, sizeof(mf_loop_aux));
+    if (aux == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    aux->base.free = aux_free;
+    aux->base.clone = aux_clone;
+    aux->def = def;
+    aux->f32fn = mf_f32_fns[def_index];
+    aux->f32data = mf_f32_data[def_index];
+    /* the format: the first minifloat operand */
+    int k = (int)(strchr(def->sig, 'M') - def->sig);
+    if (k > sig_nin(def->sig)) {
+        k -= 2;
+    }
+    aux->fmt = mf_descr_format(context->descriptors[k]);
+    /* a reduction asks for its initial value just before its loop, with
+     * the same context: then keep partials across the inner loop calls */
+    if (def->keeps_partials && context == mf_reduction_context) {
+        aux->shadow = mf_shadow_new();
+        if (aux->shadow == NULL) {
+            PyMem_RawFree(aux);
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    mf_reduction_context = NULL;
+    switch (def->kind) {
+        case MF_LOOP_ARITH: *out_loop = arith_loop; break;
+        case MF_LOOP_NEXTAFTER: *out_loop = nextafter_loop; break;
+        case MF_LOOP_SPACING: *out_loop = spacing_loop; break;
+        default: *out_loop = generic_loop; break;
+    }
+    *out_transferdata = (NpyAuxData *)aux;
+    *flags = 0;   /* NumPy checks the FP status after the loop */
+    return 0;
+}
+
+/* ------------------------------------------- find NumPy's float32 loops */
+
+static int
+typechar_num(char t)
+{
+    switch (t) {
+        case 'f': return NPY_FLOAT;
+        case 'd': return NPY_DOUBLE;
+        case '?': return NPY_BOOL;
+        case 'i': return NPY_INT;
+        case 'l': return NPY_LONG;
+        default: return -1;
+    }
+}
+
+int
+mf_find_f32_loops(void)
+{
+    PyObject *np = PyImport_ImportModule("numpy._core.umath");
+    if (np == NULL) {
+        return -1;
+    }
+    for (int d = 0; d < mf_num_ufunc_defs; d++) {
+        const mf_ufunc_def *def = &mf_ufunc_defs[d];
+        mf_f32_fns[d] = NULL;
+        if (def->f32sig == NULL) {
+            continue;
+        }
+        PyUFuncObject *uf = (PyUFuncObject *)PyObject_GetAttrString(np, def->ufunc);
+        if (uf == NULL) {
+            Py_DECREF(np);
+            return -1;
+        }
+        int want[4];
+        int nin = sig_nin(def->f32sig);
+        int nargs = nin + (int)strlen(def->f32sig + nin + 2);
+        for (int k = 0; k < nargs; k++) {
+            want[k] = typechar_num(def->f32sig[k < nin ? k : k + 2]);
+        }
+        for (int i = 0; i < uf->ntypes && uf->nargs == nargs; i++) {
+            int match = 1;
+            for (int k = 0; k < nargs; k++) {
+                if (uf->types[i * nargs + k] != want[k]) {
+                    match = 0;
+                    break;
+                }
+            }
+            if (match) {
+                mf_f32_fns[d] = uf->functions[i];
+                mf_f32_data[d] = uf->data ? uf->data[i] : NULL;
+                break;
+            }
+        }
+        Py_DECREF(uf);
+        if (mf_f32_fns[d] == NULL) {
+            PyErr_Format(PyExc_RuntimeError,
+                         "minifloat: NumPy's np.%s has no %s loop to build on",
+                         def->ufunc, def->f32sig);
+            Py_DECREF(np);
+            return -1;
+        }
+    }
+    Py_DECREF(np);
+    return 0;
+}

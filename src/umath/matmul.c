@@ -1,0 +1,170 @@
+/*
+ * np.matmul and np.vecdot for the float formats: float32 accumulation,
+ * one rounding per output element.  The products of two minifloat values
+ * are exact in float32, so only the additions round before the final one.
+ *
+ * matmul:  C[i,j] = round(fma chain over k of A[i,k]*B[k,j]) in k order
+ *          (kernels' gemm_f32acc), the same order at every kernel level.
+ * vecdot:  the kernels' dot summation order (lanes, blocks in float64).
+ */
+#include "umath.h"
+#include "../kernels/scalar_ops.h"
+
+/* copy an (r x c) matrix of codes with element strides into a contiguous one */
+static void
+pack_codes(const mf_format *f, const char *src, npy_intp rs, npy_intp cs,
+           npy_intp r, npy_intp c, char *dst)
+{
+    npy_intp sz = f->itemsize;
+    for (npy_intp i = 0; i < r; i++) {
+        const char *row = src + i * rs;
+        if (cs == sz) {
+            memcpy(dst + i * c * sz, row, c * sz);
+        }
+        else {
+            for (npy_intp j = 0; j < c; j++) {
+                memcpy(dst + (i * c + j) * sz, row + j * cs, sz);
+            }
+        }
+    }
+}
+
+static int
+matmul_loop(PyArrayMethod_Context *context, char *const data[],
+            npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *NPY_UNUSED(aux))
+{
+    const mf_format *f = mf_descr_format(context->descriptors[0]);
+    npy_intp N = dimensions[0], n = dimensions[1], k = dimensions[2], m = dimensions[3];
+    npy_intp sz = f->itemsize;
+    npy_intp a_n = strides[3], a_k = strides[4], b_k = strides[5], b_m = strides[6];
+    npy_intp c_n = strides[7], c_m = strides[8];
+    int a_contig = (a_k == sz && a_n == k * sz);
+    int b_contig = (b_m == sz && b_k == m * sz);
+    char *apack = a_contig ? NULL : PyMem_RawMalloc((size_t)(n * k * sz) + 1);
+    char *bpack = b_contig ? NULL : PyMem_RawMalloc((size_t)(k * m * sz) + 1);
+    float *c32 = PyMem_RawMalloc((size_t)(n * m) * sizeof(float) + 1);
+    if ((!a_contig && apack == NULL) || (!b_contig && bpack == NULL) || c32 == NULL) {
+        PyMem_RawFree(apack);
+        PyMem_RawFree(bpack);
+        PyMem_RawFree(c32);
+        NPY_ALLOW_C_API_DEF
+        NPY_ALLOW_C_API
+        PyErr_NoMemory();
+        NPY_DISABLE_C_API
+        return -1;
+    }
+    for (npy_intp o = 0; o < N; o++) {
+        const char *A = data[0] + o * strides[0];
+        const char *B = data[1] + o * strides[1];
+        char *C = data[2] + o * strides[2];
+        if (!a_contig) {
+            pack_codes(f, A, a_n, a_k, n, k, apack);
+            A = apack;
+        }
+        if (!b_contig) {
+            pack_codes(f, B, b_k, b_m, k, m, bpack);
+            B = bpack;
+        }
+        memset(c32, 0, (size_t)(n * m) * sizeof(float));
+        mf_k->gemm_f32acc(f, n, m, k, A, k, B, m, c32, m);
+        for (npy_intp i = 0; i < n; i++) {
+            char *crow = C + i * c_n;
+            if (c_m == sz && ((uintptr_t)crow % (uintptr_t)sz) == 0) {
+                mf_k->encode_f32(f, c32 + i * m, crow, m);
+            }
+            else {
+                for (npy_intp j = 0; j < m; j++) {
+                    mf_store_code(f, crow + j * c_m, mf_enc1(f, c32[i * m + j]));
+                }
+            }
+        }
+    }
+    PyMem_RawFree(apack);
+    PyMem_RawFree(bpack);
+    PyMem_RawFree(c32);
+    return 0;
+}
+
+static int
+vecdot_loop(PyArrayMethod_Context *context, char *const data[],
+            npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *NPY_UNUSED(aux))
+{
+    const mf_format *f = mf_descr_format(context->descriptors[0]);
+    npy_intp N = dimensions[0], n = dimensions[1];
+    npy_intp sz = f->itemsize;
+    char *pa = NULL, *pb = NULL;
+    if (strides[3] != sz || strides[4] != sz) {
+        pa = PyMem_RawMalloc((size_t)(n * sz) + 1);
+        pb = PyMem_RawMalloc((size_t)(n * sz) + 1);
+        if (pa == NULL || pb == NULL) {
+            PyMem_RawFree(pa);
+            PyMem_RawFree(pb);
+            NPY_ALLOW_C_API_DEF
+            NPY_ALLOW_C_API
+            PyErr_NoMemory();
+            NPY_DISABLE_C_API
+            return -1;
+        }
+    }
+    int ovf = 0;
+    for (npy_intp o = 0; o < N; o++) {
+        const char *a = data[0] + o * strides[0];
+        const char *b = data[1] + o * strides[1];
+        if (pa != NULL) {
+            pack_codes(f, a, 0, strides[3], 1, n, pa);
+            pack_codes(f, b, 0, strides[4], 1, n, pb);
+            a = pa;
+            b = pb;
+        }
+        double s = mf_k->dot(f, a, b, n);
+        mf_store_code(f, data[2] + o * strides[2], mf_encode_f64_ovf(f, s, &ovf));
+    }
+    if (ovf) {
+        mf_raise_overflow();
+    }
+    PyMem_RawFree(pa);
+    PyMem_RawFree(pb);
+    return 0;
+}
+
+static int
+add_gufunc_loop(PyObject *umath, const char *name, PyArrayMethod_StridedLoop *loop,
+                PyArray_DTypeMeta *F)
+{
+    PyObject *ufunc = PyObject_GetAttrString(umath, name);
+    if (ufunc == NULL) {
+        return -1;
+    }
+    PyArray_DTypeMeta *dtypes[3] = {F, F, F};
+    PyType_Slot slots[] = {
+        {NPY_METH_strided_loop, (void *)loop},
+        {0, NULL},
+    };
+    PyArrayMethod_Spec spec = {
+        .name = "minifloat_gufunc",
+        .nin = 2,
+        .nout = 1,
+        .casting = NPY_NO_CASTING,
+        .flags = 0,
+        .dtypes = dtypes,
+        .slots = slots,
+    };
+    int r = PyUFunc_AddLoopFromSpec(ufunc, &spec);
+    Py_DECREF(ufunc);
+    return r;
+}
+
+int
+mf_register_matmul(PyObject *umath)
+{
+    for (int fid = 0; fid < MF_NUM_PUBLIC_FORMATS; fid++) {
+        if (mf_formats[fid].kind != MF_KIND_FLOAT) {
+            continue;
+        }
+        if (add_gufunc_loop(umath, "matmul", matmul_loop, &mf_dtypes[fid]) < 0
+                || add_gufunc_loop(umath, "vecdot", vecdot_loop, &mf_dtypes[fid]) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,238 @@
+/*
+ * Registration of the ufunc loops (PyUFunc_AddLoopFromSpec) and promoters
+ * (PyUFunc_AddPromoter) for every minifloat float format.
+ */
+#include "umath.h"
+#include "ufunc_table.h"
+
+static PyObject *umath_module = NULL;
+
+static PyArray_DTypeMeta *
+builtin_DType(int type_num)
+{
+    PyArray_Descr *d = PyArray_DescrFromType(type_num);
+    PyArray_DTypeMeta *DT = NPY_DTYPE(d);
+    Py_DECREF(d);
+    return DT;
+}
+
+static PyArray_DTypeMeta *
+dtype_for_letter(char t, PyArray_DTypeMeta *fmt_dtype)
+{
+    switch (t) {
+        case 'M': return fmt_dtype;
+        case '?': return builtin_DType(NPY_BOOL);
+        case 'i': return builtin_DType(NPY_INT);
+        case 'l': return builtin_DType(NPY_LONG);
+        default: return NULL;
+    }
+}
+
+static int
+sig_nin(const char *sig)
+{
+    return (int)(strchr(sig, '-') - sig);
+}
+
+/* the first table row of a ufunc, or NULL */
+static const mf_ufunc_def *
+def_of(const char *ufunc_name)
+{
+    for (int d = 0; d < mf_num_ufunc_defs; d++) {
+        if (strcmp(mf_ufunc_defs[d].ufunc, ufunc_name) == 0) {
+            return &mf_ufunc_defs[d];
+        }
+    }
+    return NULL;
+}
+
+/*
+ * Promoter for calls that mix a minifloat operand with other types: the
+ * minifloat-typed operands of the loop's signature all go to the common
+ * DType of those inputs (NEP 50, the dtypes' common_dtype); bool and int
+ * operands keep their type.  When the common DType is NumPy's own (float32,
+ * ...), NumPy's own loop runs.
+ */
+static int
+mf_promoter(PyObject *ufunc_obj, PyArray_DTypeMeta *const op_dtypes[],
+            PyArray_DTypeMeta *const signature[], PyArray_DTypeMeta *new_op_dtypes[])
+{
+    PyUFuncObject *ufunc = (PyUFuncObject *)ufunc_obj;
+    int nin = ufunc->nin, nargs = ufunc->nargs;
+    const mf_ufunc_def *def = def_of(ufunc->name);
+
+    if (op_dtypes[0] == NULL) {
+        /* a reduction: the operand's DType throughout */
+        for (int i = 0; i < nargs; i++) {
+            PyArray_DTypeMeta *d = signature[i] ? signature[i] : op_dtypes[1];
+            Py_INCREF(d);
+            new_op_dtypes[i] = d;
+        }
+        return 0;
+    }
+    PyArray_DTypeMeta *common;
+    if (def == NULL && strcmp(ufunc->name, "float_power") == 0) {
+        /* NumPy has no float32 float_power loop: float64, as for float16 */
+        common = builtin_DType(NPY_DOUBLE);
+        Py_INCREF(common);
+    }
+    else if (def == NULL) {
+        /* matmul, vecdot: every operand has the inputs' common DType */
+        common = PyArray_PromoteDTypeSequence(nin, (PyArray_DTypeMeta **)op_dtypes);
+        if (common == NULL) {
+            return -1;
+        }
+    }
+    else {
+        PyArray_DTypeMeta *ins[NPY_MAXARGS];
+        int k = 0;
+        for (int i = 0; i < nin; i++) {
+            if (def->sig[i] == 'M') {
+                ins[k++] = signature[i] ? signature[i] : op_dtypes[i];
+            }
+        }
+        common = PyArray_PromoteDTypeSequence(k, ins);
+        if (common == NULL) {
+            return -1;
+        }
+    }
+    for (int i = 0; i < nargs; i++) {
+        char t = def ? def->sig[i < nin ? i : i + 2] : 'M';
+        PyArray_DTypeMeta *d;
+        if (signature[i] != NULL) {
+            d = signature[i];
+        }
+        else if (t == 'M') {
+            d = common;
+        }
+        else if (t == '?') {
+            d = builtin_DType(NPY_BOOL);
+        }
+        else if (t == 'i' && i >= nin) {
+            d = builtin_DType(NPY_INT);
+        }
+        else {
+            d = builtin_DType(NPY_LONG);     /* ldexp's exponent */
+        }
+        Py_INCREF(d);
+        new_op_dtypes[i] = d;
+    }
+    Py_DECREF(common);
+    return 0;
+}
+
+static int
+add_promoters(PyObject *ufunc, int nin, int nargs, PyArray_DTypeMeta *fmt_dtype, PyObject *capsule)
+{
+    for (int pos = 0; pos < nin; pos++) {
+        PyObject *tup = PyTuple_New(nargs);
+        if (tup == NULL) {
+            return -1;
+        }
+        for (int i = 0; i < nargs; i++) {
+            PyObject *item = (i == pos) ? (PyObject *)fmt_dtype : Py_None;
+            Py_INCREF(item);
+            PyTuple_SET_ITEM(tup, i, item);
+        }
+        int r = PyUFunc_AddPromoter(ufunc, tup, capsule);
+        Py_DECREF(tup);
+        if (r < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int
+mf_init_ufuncs(PyObject *module)
+{
+    umath_module = PyImport_ImportModule("numpy._core.umath");
+    if (umath_module == NULL) {
+        return -1;
+    }
+    if (mf_find_f32_loops() < 0) {
+        return -1;
+    }
+    PyObject *capsule = PyCapsule_New((void *)mf_promoter, "numpy._ufunc_promoter", NULL);
+    if (capsule == NULL) {
+        return -1;
+    }
+    for (int fid = 0; fid < MF_NUM_PUBLIC_FORMATS; fid++) {
+        if (mf_formats[fid].kind != MF_KIND_FLOAT) {
+            continue;
+        }
+        PyArray_DTypeMeta *F = &mf_dtypes[fid];
+        const char *promoted[128];
+        int npromoted = 0;
+        for (int d = 0; d < mf_num_ufunc_defs; d++) {
+            const mf_ufunc_def *def = &mf_ufunc_defs[d];
+            PyObject *ufunc = PyObject_GetAttrString(umath_module, def->ufunc);
+            if (ufunc == NULL) {
+                Py_DECREF(capsule);
+                return -1;
+            }
+            int nin = sig_nin(def->sig);
+            int nargs = nin + (int)strlen(def->sig + nin + 2);
+            PyArray_DTypeMeta *dtypes[4];
+            for (int k = 0; k < nargs; k++) {
+                dtypes[k] = dtype_for_letter(def->sig[k < nin ? k : k + 2], F);
+            }
+            PyType_Slot slots[3] = {
+                {NPY_METH_get_loop, (void *)get_loops[d]},
+                {0, NULL},
+                {0, NULL},
+            };
+            if (def->identity) {
+                slots[1].slot = NPY_METH_get_reduction_initial;
+                slots[1].pfunc = (void *)red_inits[d];
+            }
+            PyArrayMethod_Spec spec = {
+                .name = "minifloat_loop",
+                .nin = nin,
+                .nout = nargs - nin,
+                .casting = NPY_NO_CASTING,
+                .flags = def->reorderable ? NPY_METH_IS_REORDERABLE : 0,
+                .dtypes = dtypes,
+                .slots = slots,
+            };
+            if (PyUFunc_AddLoopFromSpec(ufunc, &spec) < 0) {
+                Py_DECREF(ufunc);
+                Py_DECREF(capsule);
+                return -1;
+            }
+            /* one set of promoters per ufunc */
+            int seen = 0;
+            for (int i = 0; i < npromoted; i++) {
+                if (strcmp(promoted[i], def->ufunc) == 0) {
+                    seen = 1;
+                }
+            }
+            if (!seen) {
+                promoted[npromoted++] = def->ufunc;
+                if (add_promoters(ufunc, nin, nargs, F, capsule) < 0) {
+                    Py_DECREF(ufunc);
+                    Py_DECREF(capsule);
+                    return -1;
+                }
+            }
+            Py_DECREF(ufunc);
+        }
+        /* ufuncs without a row: float_power (float64 as for float16), and
+         * the gufuncs matmul and vecdot (loops in matmul.c) */
+        static const char *others[] = {"float_power", "matmul", "vecdot"};
+        for (int i = 0; i < 3; i++) {
+            PyObject *u = PyObject_GetAttrString(umath_module, others[i]);
+            if (u == NULL || add_promoters(u, 2, 3, F, capsule) < 0) {
+                Py_XDECREF(u);
+                Py_DECREF(capsule);
+                return -1;
+            }
+            Py_DECREF(u);
+        }
+    }
+    Py_DECREF(capsule);
+    if (mf_register_matmul(umath_module) < 0) {
+        return -1;
+    }
+    return 0;
+}

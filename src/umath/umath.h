@@ -1,0 +1,84 @@
+/*
+ * Ufunc loops for the minifloat float formats.
+ *
+ * Nearly every ufunc is computed the same way: decode the minifloat operands
+ * of a block to float32, call NumPy's own float32 inner loop for that ufunc
+ * (so results, special cases and floating-point errors are NumPy's float32
+ * ones), and round the float32 results once into the format.  For + - * / and
+ * sqrt this is correctly rounded (float32 has more than 2p+2 bits for every
+ * format here), hence bit-identical to torch.
+ *
+ * add and multiply keep their partial results unrounded across the inner
+ * loop calls of one reduction or accumulation (accumulate.c), so sums and
+ * products along any axis accumulate in float32 and round once.
+ */
+#ifndef MF_UMATH_H
+#define MF_UMATH_H
+
+#include "../minifloat.h"
+#include "../kernels/kernels.h"
+
+/* operand letters in a loop signature:
+ *   M  the minifloat format of the loop
+ *   ?  bool   i  int32 (C int)   l  C long */
+typedef enum {
+    MF_LOOP_VIA_F32 = 0,   /* NumPy's float32 loop between decode and encode */
+    MF_LOOP_ARITH,         /* + - * /: fused kernels when contiguous */
+    MF_LOOP_NEXTAFTER,     /* native, on the format's own grid */
+    MF_LOOP_SPACING,
+} mf_loop_kind;
+
+typedef struct {
+    const char *ufunc;       /* NumPy ufunc name */
+    const char *sig;         /* our signature, e.g. "MM->M" */
+    const char *f32sig;      /* NumPy float32 loop to borrow, e.g. "ff->f" */
+    mf_loop_kind kind;
+    int op;                  /* mf_binary_op for MF_LOOP_ARITH */
+    int reorderable;
+    int keeps_partials;      /* add/multiply: unrounded partials in reductions */
+    int identity;            /* 0: none, 1: zero (sum), 2: one (product) */
+} mf_ufunc_def;
+
+extern const mf_ufunc_def mf_ufunc_defs[];
+extern const int mf_num_ufunc_defs;
+
+typedef struct mf_shadow mf_shadow;
+
+typedef struct {
+    NpyAuxData base;
+    const mf_ufunc_def *def;
+    PyUFuncGenericFunction f32fn;
+    void *f32data;
+    const mf_format *fmt;
+    mf_shadow *shadow;        /* created on first use */
+} mf_loop_aux;
+
+/* loops.c */
+int mf_generic_get_loop(int def_index, PyArrayMethod_Context *context, int aligned,
+                        int move_references, const npy_intp *strides,
+                        PyArrayMethod_StridedLoop **out_loop, NpyAuxData **out_transferdata,
+                        NPY_ARRAYMETHOD_FLAGS *flags);
+int mf_find_f32_loops(void);
+int mf_get_reduction_initial(int def_index, PyArrayMethod_Context *context,
+                             npy_bool reduction_is_empty, void *initial);
+extern _Thread_local PyArrayMethod_Context *mf_reduction_context;
+extern PyUFuncGenericFunction mf_f32_fns[];
+extern void *mf_f32_data[];
+
+/* accumulate.c: unrounded partial results keyed by output address */
+mf_shadow *mf_shadow_new(void);
+void mf_shadow_free(mf_shadow *s);
+/* the float32 partials for n elements at ptr (stride) if this loop wrote
+ * them last and memory still holds what it wrote; NULL otherwise */
+float *mf_shadow_lookup(mf_shadow *s, const mf_format *f, char *ptr, npy_intp stride, npy_intp n);
+/* remember `vals` as the unrounded values just stored at ptr */
+int mf_shadow_store(mf_shadow *s, const mf_format *f, char *ptr, npy_intp stride, npy_intp n,
+                    const float *vals);
+/* bumped by every cast into a minifloat format: a cast between two calls of
+ * a reduction loop means NumPy refilled a buffer, so partials are stale */
+extern _Thread_local uint64_t mf_write_epoch;
+
+/* matmul.c */
+int mf_register_matmul(PyObject *numpy_umath);
+
+#endif

@@ -1,5 +1,9 @@
-"""minifloat: low-precision floats (bfloat16, float8, float6, float4, ...) as
-first-class NumPy dtypes, with ml_dtypes' names and semantics."""
+"""minifloat: low-precision number formats (bfloat16, float8, float6, float4,
+e8m0 scales, int4/int2/int1) as first-class NumPy dtypes, with ml_dtypes'
+names and semantics, float32-accurate arithmetic and reductions, and
+zero-copy exchange with torch, JAX and anything that speaks DLPack."""
+import numpy as _np
+
 from . import _core
 from ._core import (
     bfloat16,
@@ -21,5 +25,17 @@ from ._core import (
     int1,
     uint1,
 )
+from . import dtypes
+from ._finfo import finfo, iinfo
 
 __version__ = "0.1.0"
+
+#: every scalar type minifloat defines, in format-table order
+scalar_types = tuple(f["type"] for f in _core.formats())
+
+# np.dtype("bfloat16") etc., as with ml_dtypes
+for _t in scalar_types:
+    _np.sctypeDict[_t.__name__] = _t
+del _t
+
+__all__ = [t.__name__ for t in scalar_types] + ["finfo", "iinfo", "dtypes", "scalar_types"]

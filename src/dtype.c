@@ -265,9 +265,17 @@ mf_get_constant(PyArray_Descr *descr, int constant_id, void *ptr)
             *(npy_intp *)ptr = e;
             return 1;
         }
-        case NPY_CONSTANT_finfo_decimal_digits:
-            *(npy_intp *)ptr = (npy_intp)floor(f->mant_bits * 0.30102999566398120);
+        case NPY_CONSTANT_finfo_decimal_digits: {
+            /* floor(nmant * log10(2)), but at least one digit for the 8-bit
+             * and wider formats: ml_dtypes' convention (its finfo.precision
+             * is 1 for every float8, 0 for float6/float4) */
+            npy_intp digits = (npy_intp)floor(f->mant_bits * 0.30102999566398120);
+            if (f->bits >= 8 && digits < 1) {
+                digits = 1;
+            }
+            *(npy_intp *)ptr = digits;
             return 1;
+        }
         default:
             return 0;
     }

@@ -102,6 +102,9 @@ int mf_sort_key_init(void);
 int mf_init_ufuncs(PyObject *module);
 extern PyObject *mf_ComplexWarning;
 
+/* ---- DLPack (dlpack.c) ---- */
+int mf_init_dlpack(PyObject *module);
+
 /* ---- misc ---- */
 PyObject *mf_formats_info(PyObject *self, PyObject *args);
 

@@ -121,23 +121,81 @@ mf_promoter(PyObject *ufunc_obj, PyArray_DTypeMeta *const op_dtypes[],
     return 0;
 }
 
+/*
+ * Promoter patterns.  NumPy's dispatcher needs promoters that never match an
+ * input equally well: (F, None, ...) catches every call whose first operand
+ * is a minifloat F; (K, F, None, ...) with K one of NumPy's abstract numeric
+ * DTypes (and bool) catches a NumPy operand followed by F.  Two minifloat
+ * operands always match the first pattern only.
+ */
+static PyObject *numpy_kinds[8];
+static int n_numpy_kinds = 0;
+
+static int
+init_numpy_kinds(void)
+{
+    if (n_numpy_kinds) {
+        return 0;
+    }
+    /* NumPy's abstract kinds are the bases of its concrete DTypes */
+    static const int representatives[] = {NPY_FLOAT, NPY_INT8, NPY_CFLOAT};
+    for (int i = 0; i < 3; i++) {
+        PyObject *k = (PyObject *)((PyTypeObject *)builtin_DType(representatives[i]))->tp_base;
+        if (k == NULL || !(((PyArray_DTypeMeta *)k)->flags & NPY_DT_ABSTRACT)) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "minifloat: NumPy's abstract numeric DTypes were not found");
+            return -1;
+        }
+        Py_INCREF(k);
+        numpy_kinds[n_numpy_kinds++] = k;
+    }
+    PyObject *extra[] = {(PyObject *)builtin_DType(NPY_BOOL), (PyObject *)&PyArray_PyLongDType,
+                         (PyObject *)&PyArray_PyFloatDType, (PyObject *)&PyArray_PyComplexDType};
+    for (int i = 0; i < 4; i++) {
+        int covered = 0;
+        for (int j = 0; j < 3; j++) {
+            int sub = PyObject_IsSubclass(extra[i], numpy_kinds[j]);
+            if (sub < 0) {
+                return -1;
+            }
+            covered |= sub;
+        }
+        if (!covered) {
+            Py_INCREF(extra[i]);
+            numpy_kinds[n_numpy_kinds++] = extra[i];
+        }
+    }
+    return 0;
+}
+
+static int
+add_pattern(PyObject *ufunc, int nargs, PyObject *first, PyObject *second, PyObject *capsule)
+{
+    PyObject *tup = PyTuple_New(nargs);
+    if (tup == NULL) {
+        return -1;
+    }
+    for (int i = 0; i < nargs; i++) {
+        PyObject *item = (i == 0) ? first : (i == 1 && second) ? second : Py_None;
+        Py_INCREF(item);
+        PyTuple_SET_ITEM(tup, i, item);
+    }
+    int r = PyUFunc_AddPromoter(ufunc, tup, capsule);
+    Py_DECREF(tup);
+    return r;
+}
+
 static int
 add_promoters(PyObject *ufunc, int nin, int nargs, PyArray_DTypeMeta *fmt_dtype, PyObject *capsule)
 {
-    for (int pos = 0; pos < nin; pos++) {
-        PyObject *tup = PyTuple_New(nargs);
-        if (tup == NULL) {
-            return -1;
-        }
-        for (int i = 0; i < nargs; i++) {
-            PyObject *item = (i == pos) ? (PyObject *)fmt_dtype : Py_None;
-            Py_INCREF(item);
-            PyTuple_SET_ITEM(tup, i, item);
-        }
-        int r = PyUFunc_AddPromoter(ufunc, tup, capsule);
-        Py_DECREF(tup);
-        if (r < 0) {
-            return -1;
+    if (add_pattern(ufunc, nargs, (PyObject *)fmt_dtype, NULL, capsule) < 0) {
+        return -1;
+    }
+    if (nin >= 2) {
+        for (int k = 0; k < n_numpy_kinds; k++) {
+            if (add_pattern(ufunc, nargs, numpy_kinds[k], (PyObject *)fmt_dtype, capsule) < 0) {
+                return -1;
+            }
         }
     }
     return 0;
@@ -150,7 +208,10 @@ mf_init_ufuncs(PyObject *module)
     if (umath_module == NULL) {
         return -1;
     }
-    if (mf_find_f32_loops() < 0) {
+    if (mf_find_f32_loops() < 0 || init_numpy_kinds() < 0) {
+        return -1;
+    }
+    if (mf_register_matmul(umath_module) < 0) {
         return -1;
     }
     PyObject *capsule = PyCapsule_New((void *)mf_promoter, "numpy._ufunc_promoter", NULL);
@@ -231,8 +292,5 @@ mf_init_ufuncs(PyObject *module)
         }
     }
     Py_DECREF(capsule);
-    if (mf_register_matmul(umath_module) < 0) {
-        return -1;
-    }
     return 0;
 }

@@ -1,0 +1,130 @@
+"""finfo and iinfo for minifloat's formats, with ml_dtypes' fields and values.
+
+Values come from the format table (``_core.formats()``) and from NumPy's
+``np.finfo``, which asks the DType for its constants (NumPy >= 2.4); the
+properties below replace what NumPy derives from the storage size (bits,
+nexp) or from a radix assumption (epsneg) that does not hold for the narrow
+formats.
+"""
+import math
+
+import numpy as np
+
+from . import _core
+
+_FORMATS = {f["name"]: f for f in _core.formats()}
+
+
+def _format_of(dtype):
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        return None
+    return _FORMATS.get(str(dt)) if type(dt).__module__ == "minifloat.dtypes" else None
+
+
+class finfo(np.finfo):
+    """Machine limits of a float format; ``np.finfo`` for NumPy's types.
+
+    Fields are those of ``ml_dtypes.finfo``: bits, eps, epsneg, max, min, tiny,
+    smallest_normal, smallest_subnormal, nmant, nexp, maxexp, minexp, machep,
+    negep, precision, resolution, dtype.
+    """
+
+    _mf_cache = {}
+
+    def __new__(cls, dtype):
+        fmt = _format_of(dtype)
+        if fmt is None:
+            return np.finfo(dtype)
+        if fmt["kind"] != "float":
+            raise ValueError(f"data type {fmt['name']} not inexact; use minifloat.iinfo")
+        obj = cls._mf_cache.get(fmt["name"])
+        if obj is None:
+            obj = object.__new__(cls)
+            obj._mf_format = fmt
+            obj._init(fmt["dtype"])
+            # plain attributes np.finfo derives from the storage size
+            obj.bits = fmt["bits"]
+            obj.smallest_subnormal = obj.dtype.type(fmt["smallest_subnormal"])
+            cls._mf_cache[fmt["name"]] = obj
+        return obj
+
+    @property
+    def nexp(self):
+        return self._mf_format["exp_bits"]
+
+    @property
+    def iexp(self):
+        return self.nexp
+
+    @property
+    def epsneg(self):
+        # 1 minus the largest value below 1: one code down
+        below = _core._scalar_from_code(self._mf_format["name"], self.dtype.type(1).code - 1)
+        return self.dtype.type(1.0 - float(below))
+
+    @property
+    def negep(self):
+        return int(math.log2(float(self.epsneg)))
+
+    @property
+    def resolution(self):
+        return self.dtype.type(10.0 ** -self.precision)
+
+    @property
+    def machep(self):
+        return -self._mf_format["mant_bits"]
+
+
+class iinfo(np.iinfo):
+    """Machine limits of an integer format (int4, uint2, ...); ``np.iinfo``
+    for NumPy's types."""
+
+    def __init__(self, int_type):
+        fmt = _format_of(int_type)
+        if fmt is None:
+            super().__init__(int_type)
+            self._mf_format = None
+            return
+        if fmt["kind"] == "float":
+            raise ValueError(f"Invalid integer data type {fmt['name']!r}; use minifloat.finfo")
+        self._mf_format = fmt
+        self.dtype = fmt["dtype"]
+        self.kind = self.dtype.kind
+        self.key = fmt["name"]
+
+    @property
+    def bits(self):
+        if self._mf_format is None:
+            return super().bits
+        return self._mf_format["bits"]
+
+    @bits.setter
+    def bits(self, value):
+        pass
+
+    @property
+    def min(self):
+        if self._mf_format is None:
+            return super().min
+        return int(self._mf_format["min"])
+
+    @property
+    def max(self):
+        if self._mf_format is None:
+            return super().max
+        return int(self._mf_format["max"])
+
+    def __repr__(self):
+        if self._mf_format is None:
+            return super().__repr__()
+        return f"iinfo(min={self.min}, max={self.max}, dtype={self.key})"
+
+    def __str__(self):
+        if self._mf_format is None:
+            return super().__str__()
+        return (f"Machine parameters for {self.key}\n"
+                f"---------------------------------------------------------------\n"
+                f"min = {self.min}\nmax = {self.max}\n"
+                f"---------------------------------------------------------------\n")

@@ -27,6 +27,8 @@ from ._core import (
 )
 from . import dtypes
 from ._finfo import finfo, iinfo
+from . import exchange
+from .exchange import *  # noqa: F401,F403  (from_dlpack, asnumpy, dlpack, ...)
 
 __version__ = "0.1.0"
 
@@ -38,4 +40,5 @@ for _t in scalar_types:
     _np.sctypeDict[_t.__name__] = _t
 del _t
 
-__all__ = [t.__name__ for t in scalar_types] + ["finfo", "iinfo", "dtypes", "scalar_types"]
+__all__ = ([t.__name__ for t in scalar_types] + ["finfo", "iinfo", "dtypes", "scalar_types"]
+           + list(exchange.__all__))

@@ -88,6 +88,36 @@ extern const mf_kernels mf_kernels_avx512;
 extern const mf_kernels mf_kernels_avx512bf16;
 #endif
 
+/* Per-ISA entry points (src/kernels/<isa>.c, gemm in gemm_<isa>.c); a level's
+ * table may reuse a lower level's entries. */
+void mf_avx2_decode_f32(const mf_format *f, const void *src, float *dst, mf_intp n);
+void mf_avx2_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n);
+void mf_avx2_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b,
+                      void *out, mf_intp n);
+double mf_avx2_sum(const mf_format *f, const void *src, mf_intp n);
+double mf_avx2_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
+void mf_avx2_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
+                           const void *A, mf_intp lda, const void *B, mf_intp ldb,
+                           float *C, mf_intp ldc);
+void mf_avx512_decode_f32(const mf_format *f, const void *src, float *dst, mf_intp n);
+void mf_avx512_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n);
+void mf_avx512_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b,
+                      void *out, mf_intp n);
+double mf_avx512_sum(const mf_format *f, const void *src, mf_intp n);
+double mf_avx512_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
+void mf_avx512_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
+                           const void *A, mf_intp lda, const void *B, mf_intp ldb,
+                           float *C, mf_intp ldc);
+void mf_avx512bf16_decode_f32(const mf_format *f, const void *src, float *dst, mf_intp n);
+void mf_avx512bf16_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n);
+void mf_avx512bf16_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b,
+                      void *out, mf_intp n);
+double mf_avx512bf16_sum(const mf_format *f, const void *src, mf_intp n);
+double mf_avx512bf16_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
+void mf_avx512bf16_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
+                           const void *A, mf_intp lda, const void *B, mf_intp ldb,
+                           float *C, mf_intp ldc);
+
 /* the active table */
 extern const mf_kernels *mf_k;
 extern mf_level mf_active_level;

@@ -1,0 +1,34 @@
+import contextlib
+
+import numpy as np
+import pytest
+
+import minifloat
+from minifloat import _core
+
+LEVELS = _core.kernel_levels()
+
+
+@contextlib.contextmanager
+def kernel_level(name):
+    """Run a block with the kernels of one level forced."""
+    prev = _core.set_kernel_level(name)
+    try:
+        yield
+    finally:
+        _core.set_kernel_level(prev)
+
+
+@pytest.fixture(params=LEVELS)
+def each_level(request):
+    """Parametrize a test over every kernel level this CPU supports."""
+    with kernel_level(request.param):
+        yield request.param
+
+
+FLOAT_FORMATS = [f["name"] for f in _core.formats() if f["kind"] == "float"]
+INT_FORMATS = [f["name"] for f in _core.formats() if f["kind"] != "float"]
+
+
+def mf_type(name):
+    return getattr(minifloat, name)

@@ -40,5 +40,11 @@ for _t in scalar_types:
     _np.sctypeDict[_t.__name__] = _t
 del _t
 
-__all__ = ([t.__name__ for t in scalar_types] + ["finfo", "iinfo", "dtypes", "scalar_types"]
+from .npyio import save, load, savez, savez_compressed
+from . import _numpy_patches
+
+_numpy_patches.apply()
+
+__all__ = ([t.__name__ for t in scalar_types] + ["finfo", "iinfo", "dtypes", "scalar_types",
+                                                 "save", "load", "savez", "savez_compressed"]
            + list(exchange.__all__))

@@ -446,25 +446,109 @@ CAST_FROM_MF(CFLOAT, npy_cfloat, CFLOAT)
 CAST_FROM_MF(CDOUBLE, npy_cdouble, CDOUBLE)
 CAST_FROM_MF(CLONGDOUBLE, npy_clongdouble, CLONGDOUBLE)
 
-/* ------------------------------------------------ minifloat <-> minifloat */
-
+/*
+ * Float formats -> NumPy integers: exactly what NumPy's float32 -> integer
+ * cast gives (values for NaN/inf/out of range, and its "invalid value"
+ * warning), by decoding to float32 and letting NumPy cast that block.
+ * Integer formats convert exactly (the macro loops above).
+ */
 static int
-cast_mf_to_mf(PyArrayMethod_Context *context, char *const data[],
-              npy_intp const dimensions[], npy_intp const strides[],
-              NpyAuxData *NPY_UNUSED(aux))
+cast_mf_to_int_via_numpy(PyArrayMethod_Context *context, char *const data[],
+                         npy_intp const dimensions[], npy_intp const strides[],
+                         NpyAuxData *NPY_UNUSED(aux))
 {
-    const mf_format *fa = mf_descr_format(context->descriptors[0]);
-    const mf_format *fb = mf_descr_format(context->descriptors[1]);
+    const mf_format *f = mf_descr_format(context->descriptors[0]);
+    PyArray_Descr *to = context->descriptors[1];
     npy_intp n = dimensions[0];
     const char *in = data[0];
     char *out = data[1];
     npy_intp is = strides[0], os = strides[1];
+    enum { B = 1024 };
+    float buf[B];
+    while (n > 0) {
+        npy_intp len = n < B ? n : B;
+        for (npy_intp i = 0; i < len; i++, in += is) {
+            buf[i] = mf_decode_f32(f, mf_load_code(f, in));
+        }
+        PyArray_Descr *f32 = PyArray_DescrFromType(NPY_FLOAT);
+        PyObject *src = PyArray_NewFromDescr(&PyArray_Type, f32, 1, &len, NULL, buf, 0, NULL);
+        if (src == NULL) {
+            return -1;
+        }
+        Py_INCREF(to);
+        PyObject *dst = PyArray_NewFromDescr(&PyArray_Type, to, 1, &len, &os, out,
+                                             NPY_ARRAY_WRITEABLE, NULL);
+        if (dst == NULL) {
+            Py_DECREF(src);
+            return -1;
+        }
+        int r = PyArray_CopyInto((PyArrayObject *)dst, (PyArrayObject *)src);
+        Py_DECREF(src);
+        Py_DECREF(dst);
+        if (r < 0) {
+            return -1;
+        }
+        out += len * os;
+        n -= len;
+    }
+    return 0;
+}
+
+#define INT_VIA_NUMPY(NAME)                                                               \
+    static int                                                                            \
+    cast_mf_to_##NAME##_any(PyArrayMethod_Context *context, char *const data[],           \
+                            npy_intp const dimensions[], npy_intp const strides[],        \
+                            NpyAuxData *aux)                                              \
+    {                                                                                     \
+        if (mf_descr_format(context->descriptors[0])->kind != MF_KIND_FLOAT) {            \
+            return cast_mf_to_##NAME(context, data, dimensions, strides, aux);            \
+        }                                                                                 \
+        return cast_mf_to_int_via_numpy(context, data, dimensions, strides, aux);         \
+    }
+INT_VIA_NUMPY(BYTE)
+INT_VIA_NUMPY(UBYTE)
+INT_VIA_NUMPY(SHORT)
+INT_VIA_NUMPY(USHORT)
+INT_VIA_NUMPY(INT)
+INT_VIA_NUMPY(UINT)
+INT_VIA_NUMPY(LONG)
+INT_VIA_NUMPY(ULONG)
+INT_VIA_NUMPY(LONGLONG)
+INT_VIA_NUMPY(ULONGLONG)
+
+/* ------------------------------------------------ minifloat <-> minifloat */
+
+/* ml_dtypes' DTypes, by format id, when ml_dtypes is installed: their arrays
+ * hold the same codes as ours (same formats, same names) */
+PyArray_DTypeMeta *mf_ml_dtypes[MF_NUM_PUBLIC_FORMATS];
+
+static const mf_format *
+format_of_descr(PyArray_Descr *d)
+{
+    PyArray_DTypeMeta *DT = NPY_DTYPE(d);
+    int id = mf_dtype_index(DT);
+    if (id >= 0) {
+        return &mf_formats[id];
+    }
+    for (int i = 0; i < MF_NUM_PUBLIC_FORMATS; i++) {
+        if (mf_ml_dtypes[i] == DT) {
+            return &mf_formats[i];
+        }
+    }
+    return NULL;
+}
+
+/* codes of format fa -> codes of format fb, one rounding */
+static void
+convert_codes(const mf_format *fa, const mf_format *fb, const char *in, npy_intp is,
+              char *out, npy_intp os, npy_intp n)
+{
     mf_write_epoch++;
     if (fa == fb) {
         for (npy_intp i = 0; i < n; i++, in += is, out += os) {
             memcpy(out, in, fa->itemsize);
         }
-        return 0;
+        return;
     }
     if (fb->kind != MF_KIND_FLOAT) {
         for (npy_intp i = 0; i < n; i++, in += is, out += os) {
@@ -474,11 +558,11 @@ cast_mf_to_mf(PyArrayMethod_Context *context, char *const data[],
                          : mf_encode_int_from_f64(fb, v);
             mf_store_code(fb, out, c);
         }
-        return 0;
+        return;
     }
-    /* one rounding from the exact value; a table for 8-bit sources */
     int ovf = 0;
     if (fa->itemsize == 1) {
+        /* a table for 8-bit sources */
         uint16_t table[256];
         uint8_t table_ovf[256];
         for (int c = 0; c < 256; c++) {
@@ -498,6 +582,15 @@ cast_mf_to_mf(PyArrayMethod_Context *context, char *const data[],
         }
     }
     finish_overflow(ovf);
+}
+
+static int
+cast_mf_to_mf(PyArrayMethod_Context *context, char *const data[],
+              npy_intp const dimensions[], npy_intp const strides[],
+              NpyAuxData *NPY_UNUSED(aux))
+{
+    convert_codes(format_of_descr(context->descriptors[0]), format_of_descr(context->descriptors[1]),
+                  data[0], strides[0], data[1], strides[1], dimensions[0]);
     return 0;
 }
 
@@ -515,11 +608,14 @@ resolve_mf_to_mf(struct PyArrayMethodObject_tag *NPY_UNUSED(self), PyArray_DType
         Py_INCREF(given_descrs[1]);
         loop_descrs[1] = given_descrs[1];
     }
-    const mf_format *fa = mf_descr_format(loop_descrs[0]);
-    const mf_format *fb = mf_descr_format(loop_descrs[1]);
-    if (fa == fb) {
+    const mf_format *fa = format_of_descr(loop_descrs[0]);
+    const mf_format *fb = format_of_descr(loop_descrs[1]);
+    if (fa == fb && dtypes[0] == dtypes[1]) {
         *view_offset = 0;
         return NPY_NO_CASTING;
+    }
+    if (fa == fb) {
+        return NPY_SAFE_CASTING;     /* ml_dtypes' array of the same format */
     }
     return casting_between_ranks(mf_format_casts_safely(fa, fb),
                                  kind_rank_format(fa), kind_rank_format(fb));
@@ -761,7 +857,7 @@ mf_to_string_loop(PyArrayMethod_Context *context, char *const data[],
 
 /* --------------------------------------------------------- the specs */
 
-#define MAX_SPECS 128
+#define MAX_SPECS 160
 static PyArrayMethod_Spec spec_pool[MF_NUM_PUBLIC_FORMATS][MAX_SPECS];
 static PyArrayMethod_Spec *spec_ptrs[MF_NUM_PUBLIC_FORMATS][MAX_SPECS + 1];
 static PyArray_DTypeMeta *dtype_pairs[MF_NUM_PUBLIC_FORMATS][MAX_SPECS][2];
@@ -784,6 +880,23 @@ static PyType_Slot slots_self[] = {
         {NPY_METH_unaligned_strided_loop, (void *)cast_mf_to_##NAME},    \
         {0, NULL}};
 MF_BUILTINS(SLOTS_TO)
+
+#define SLOTS_TO_INT(NAME)                                                  \
+    static PyType_Slot slots_mf_to_##NAME##_any[] = {                       \
+        {NPY_METH_resolve_descriptors, (void *)resolve_mf_to_builtin},      \
+        {NPY_METH_strided_loop, (void *)cast_mf_to_##NAME##_any},           \
+        {NPY_METH_unaligned_strided_loop, (void *)cast_mf_to_##NAME##_any}, \
+        {0, NULL}};
+SLOTS_TO_INT(BYTE)
+SLOTS_TO_INT(UBYTE)
+SLOTS_TO_INT(SHORT)
+SLOTS_TO_INT(USHORT)
+SLOTS_TO_INT(INT)
+SLOTS_TO_INT(UINT)
+SLOTS_TO_INT(LONG)
+SLOTS_TO_INT(ULONG)
+SLOTS_TO_INT(LONGLONG)
+SLOTS_TO_INT(ULONGLONG)
 
 static PyType_Slot slots_complex_to_mf[] = {
     {NPY_METH_resolve_descriptors, (void *)resolve_builtin_to_mf},
@@ -855,10 +968,22 @@ mf_get_cast_specs(int id)
         add_spec(id, #NAME "_to_minifloat", builtin_dtype(NPY_##NAME), NULL,               \
                  NPY_UNSAFE_CASTING, U, slots_##NAME##_to_mf);                              \
     }                                                                                       \
-    add_spec(id, "minifloat_to_" #NAME, NULL, builtin_dtype(NPY_##NAME),                   \
-             NPY_UNSAFE_CASTING, U, slots_mf_to_##NAME);
+    if (!PyTypeNum_ISINTEGER(NPY_##NAME)) {                                                 \
+        add_spec(id, "minifloat_to_" #NAME, NULL, builtin_dtype(NPY_##NAME),               \
+                 NPY_UNSAFE_CASTING, U, slots_mf_to_##NAME);                                \
+    }
     MF_BUILTINS(ADD_BUILTIN)
 #undef ADD_BUILTIN
+    /* to NumPy integers: NumPy's own float32 -> int conversion does the work
+     * (and reports its floating-point errors itself) */
+    const NPY_ARRAYMETHOD_FLAGS INTF = NPY_METH_SUPPORTS_UNALIGNED | NPY_METH_REQUIRES_PYAPI
+                                      | NPY_METH_NO_FLOATINGPOINT_ERRORS;
+#define ADD_TO_INT(NAME) \
+    add_spec(id, "minifloat_to_" #NAME, NULL, builtin_dtype(NPY_##NAME), NPY_UNSAFE_CASTING, \
+             INTF, slots_mf_to_##NAME##_any);
+    ADD_TO_INT(BYTE) ADD_TO_INT(UBYTE) ADD_TO_INT(SHORT) ADD_TO_INT(USHORT) ADD_TO_INT(INT)
+    ADD_TO_INT(UINT) ADD_TO_INT(LONG) ADD_TO_INT(ULONG) ADD_TO_INT(LONGLONG) ADD_TO_INT(ULONGLONG)
+#undef ADD_TO_INT
 
     add_spec(id, "unicode_to_minifloat", builtin_dtype(NPY_UNICODE), NULL,
              NPY_UNSAFE_CASTING, NPY_METH_REQUIRES_PYAPI | U, slots_string_to_mf);
@@ -875,5 +1000,52 @@ mf_get_cast_specs(int id)
         add_spec(id, "minifloat_to_minifloat", NULL, &mf_dtypes[other],
                  NPY_UNSAFE_CASTING, U, slots_self);
     }
+    /* ml_dtypes arrays: every ml_dtypes format to and from this one */
+    for (int other = 0; other < MF_NUM_PUBLIC_FORMATS; other++) {
+        if (mf_ml_dtypes[other] != NULL) {
+            add_spec(id, "ml_dtypes_to_minifloat", mf_ml_dtypes[other], NULL,
+                     NPY_UNSAFE_CASTING, U, slots_self);
+            add_spec(id, "minifloat_to_ml_dtypes", NULL, mf_ml_dtypes[other],
+                     NPY_UNSAFE_CASTING, U, slots_self);
+        }
+    }
     return spec_ptrs[id];
+}
+
+/*
+ * Find ml_dtypes' DTypes (importing ml_dtypes if it is installed, unless
+ * MINIFLOAT_NO_ML_DTYPES is set) so that casts between its arrays and ours
+ * can be declared.  Absent ml_dtypes is not an error.
+ */
+int
+mf_find_ml_dtypes(void)
+{
+    const char *no = getenv("MINIFLOAT_NO_ML_DTYPES");
+    if (no != NULL && no[0] != '\0' && strcmp(no, "0") != 0) {
+        return 0;
+    }
+    PyObject *ml = PyImport_ImportModule("ml_dtypes");
+    if (ml == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    for (int id = 0; id < MF_NUM_PUBLIC_FORMATS; id++) {
+        PyObject *t = PyObject_GetAttrString(ml, mf_formats[id].name);
+        if (t == NULL) {
+            PyErr_Clear();
+            continue;
+        }
+        PyArray_Descr *d = NULL;
+        if (PyArray_DescrConverter(t, &d) && d != NULL && d->elsize == mf_formats[id].itemsize) {
+            mf_ml_dtypes[id] = NPY_DTYPE(d);
+            Py_INCREF(mf_ml_dtypes[id]);
+        }
+        else {
+            PyErr_Clear();
+        }
+        Py_XDECREF(d);
+        Py_DECREF(t);
+    }
+    Py_DECREF(ml);
+    return 0;
 }

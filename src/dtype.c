@@ -115,6 +115,12 @@ mf_common_dtype(PyArray_DTypeMeta *cls, PyArray_DTypeMeta *other)
         return r;
     }
 
+    for (int i = 0; i < MF_NUM_PUBLIC_FORMATS; i++) {
+        if (mf_ml_dtypes[i] != NULL && other == mf_ml_dtypes[i]) {
+            /* an ml_dtypes array: promote as if it were ours */
+            return mf_common_dtype(cls, &mf_dtypes[i]);
+        }
+    }
     int b = mf_dtype_index(other);
     int other_is_builtin = b < 0 && other->type_num >= 0 && other->type_num < NPY_NTYPES_LEGACY
                            && other->singleton != NULL;
@@ -386,6 +392,9 @@ int
 mf_init_dtypes(PyObject *module)
 {
     mf_compute_cast_safety();
+    if (mf_find_ml_dtypes() < 0) {
+        return -1;
+    }
     for (int id = 0; id < MF_NUM_PUBLIC_FORMATS; id++) {
         const mf_format *f = &mf_formats[id];
         PyTypeObject *t = (PyTypeObject *)&mf_dtypes[id];

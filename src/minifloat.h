@@ -79,6 +79,8 @@ mf_store_code(const mf_format *f, char *p, uint32_t c)
 
 /* ---- casts (casts.c) ---- */
 PyArrayMethod_Spec **mf_get_cast_specs(int fmt_id);
+extern PyArray_DTypeMeta *mf_ml_dtypes[MF_NUM_PUBLIC_FORMATS];
+int mf_find_ml_dtypes(void);
 int mf_register_cross_casts(void);
 /* is every value of format a exactly representable in format b */
 int mf_format_casts_safely(const mf_format *a, const mf_format *b);

@@ -62,9 +62,15 @@ mf_promoter(PyObject *ufunc_obj, PyArray_DTypeMeta *const op_dtypes[],
     const mf_ufunc_def *def = def_of(ufunc->name);
 
     if (op_dtypes[0] == NULL) {
-        /* a reduction: the operand's DType throughout */
+        /* a reduction: dtype= if given, else the operand's DType, throughout */
+        PyArray_DTypeMeta *d = op_dtypes[1];
         for (int i = 0; i < nargs; i++) {
-            PyArray_DTypeMeta *d = signature[i] ? signature[i] : op_dtypes[1];
+            if (signature[i] != NULL) {
+                d = signature[i];
+                break;
+            }
+        }
+        for (int i = 0; i < nargs; i++) {
             Py_INCREF(d);
             new_op_dtypes[i] = d;
         }
@@ -76,24 +82,30 @@ mf_promoter(PyObject *ufunc_obj, PyArray_DTypeMeta *const op_dtypes[],
         common = builtin_DType(NPY_DOUBLE);
         Py_INCREF(common);
     }
-    else if (def == NULL) {
-        /* matmul, vecdot: every operand has the inputs' common DType */
-        common = PyArray_PromoteDTypeSequence(nin, (PyArray_DTypeMeta **)op_dtypes);
-        if (common == NULL) {
-            return -1;
-        }
-    }
     else {
-        PyArray_DTypeMeta *ins[NPY_MAXARGS];
-        int k = 0;
-        for (int i = 0; i < nin; i++) {
-            if (def->sig[i] == 'M') {
-                ins[k++] = signature[i] ? signature[i] : op_dtypes[i];
+        /* dtype=/signature= fixing a minifloat-typed operand fixes them all,
+         * as NumPy's dtype= does for its own loops (matmul, vecdot: every
+         * operand is minifloat-typed) */
+        common = NULL;
+        for (int i = 0; i < nargs && common == NULL; i++) {
+            char t = def ? def->sig[i < nin ? i : i + 2] : 'M';
+            if (signature[i] != NULL && t == 'M') {
+                common = signature[i];
+                Py_INCREF(common);
             }
         }
-        common = PyArray_PromoteDTypeSequence(k, ins);
         if (common == NULL) {
-            return -1;
+            PyArray_DTypeMeta *ins[NPY_MAXARGS];
+            int k = 0;
+            for (int i = 0; i < nin; i++) {
+                if (def == NULL || def->sig[i] == 'M') {
+                    ins[k++] = op_dtypes[i];
+                }
+            }
+            common = PyArray_PromoteDTypeSequence(k, ins);
+            if (common == NULL) {
+                return -1;
+            }
         }
     }
     for (int i = 0; i < nargs; i++) {
@@ -168,15 +180,17 @@ init_numpy_kinds(void)
     return 0;
 }
 
+/* a promoter for the pattern: `dt` at position `pos`, preceded (when
+ * `first` is given) by `first` at position 0, None elsewhere */
 static int
-add_pattern(PyObject *ufunc, int nargs, PyObject *first, PyObject *second, PyObject *capsule)
+add_pattern(PyObject *ufunc, int nargs, int pos, PyObject *dt, PyObject *first, PyObject *capsule)
 {
     PyObject *tup = PyTuple_New(nargs);
     if (tup == NULL) {
         return -1;
     }
     for (int i = 0; i < nargs; i++) {
-        PyObject *item = (i == 0) ? first : (i == 1 && second) ? second : Py_None;
+        PyObject *item = (i == pos) ? dt : (i == 0 && first) ? first : Py_None;
         Py_INCREF(item);
         PyTuple_SET_ITEM(tup, i, item);
     }
@@ -185,19 +199,28 @@ add_pattern(PyObject *ufunc, int nargs, PyObject *first, PyObject *second, PyObj
     return r;
 }
 
+/*
+ * (F, None, ...): the first operand is F.  (K, F, None, ...): a NumPy operand
+ * then F.  These never tie.  (A pattern on the output, for NumPy operands
+ * with dtype=F, would tie in reductions, whose output DType is unknown when
+ * matching: so np.add(f64, f64, dtype=F) is not supported; cast first.)
+ */
 static int
-add_promoters(PyObject *ufunc, int nin, int nargs, PyArray_DTypeMeta *fmt_dtype, PyObject *capsule)
+add_promoters(PyObject *ufunc, int nin, int nargs, PyArray_DTypeMeta *fmt_dtype,
+              int output_is_format, PyObject *capsule)
 {
-    if (add_pattern(ufunc, nargs, (PyObject *)fmt_dtype, NULL, capsule) < 0) {
+    PyObject *F = (PyObject *)fmt_dtype;
+    if (add_pattern(ufunc, nargs, 0, F, NULL, capsule) < 0) {
         return -1;
     }
     if (nin >= 2) {
         for (int k = 0; k < n_numpy_kinds; k++) {
-            if (add_pattern(ufunc, nargs, numpy_kinds[k], (PyObject *)fmt_dtype, capsule) < 0) {
+            if (add_pattern(ufunc, nargs, 1, F, numpy_kinds[k], capsule) < 0) {
                 return -1;
             }
         }
     }
+    (void)output_is_format;
     return 0;
 }
 
@@ -270,7 +293,7 @@ mf_init_ufuncs(PyObject *module)
             }
             if (!seen) {
                 promoted[npromoted++] = def->ufunc;
-                if (add_promoters(ufunc, nin, nargs, F, capsule) < 0) {
+                if (add_promoters(ufunc, nin, nargs, F, def->sig[nin + 2] == 'M', capsule) < 0) {
                     Py_DECREF(ufunc);
                     Py_DECREF(capsule);
                     return -1;
@@ -283,7 +306,7 @@ mf_init_ufuncs(PyObject *module)
         static const char *others[] = {"float_power", "matmul", "vecdot"};
         for (int i = 0; i < 3; i++) {
             PyObject *u = PyObject_GetAttrString(umath_module, others[i]);
-            if (u == NULL || add_promoters(u, 2, 3, F, capsule) < 0) {
+            if (u == NULL || add_promoters(u, 2, 3, F, i > 0, capsule) < 0) {
                 Py_XDECREF(u);
                 Py_DECREF(capsule);
                 return -1;

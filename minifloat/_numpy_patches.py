@@ -1,0 +1,289 @@
+"""Work-arounds for holes NumPy 2.4 leaves for new-style (NEP 42) dtypes.
+
+Each patch replaces one NumPy function (or a module global a NumPy function
+looks up at call time) by a wrapper that handles arrays of minifloat dtypes
+and calls the original, unchanged, for everything else.  docs/design.md lists
+each hole, what NumPy does, and why the patch is the smallest fix; the
+patches can be switched off with the environment variable
+MINIFLOAT_NO_NUMPY_PATCHES=1 (the holes then come back).
+
+    arrayprint   array printing: shortest digits of the *format* (0.1, not the
+                 float64 digits 0.10009765625) and ``dtype=bfloat16``
+    dot          np.dot, np.vdot, np.inner (and np.tensordot, which calls
+                 dot): NumPy's C code accepts only legacy dtypes
+    einsum       np.einsum: NumPy's C einsum indexes its loop tables with the
+                 type number, which new-style dtypes do not have
+    statistics   mean/var/std: accumulate in float32 and round once, as NumPy
+                 already does for float16 means
+    reductions   np.sum/np.prod/np.max/... and ndarray.sum/prod with
+                 ``dtype=<a minifloat dtype or its scalar type or name>``:
+                 NumPy's ufuncs reject new-style dtype *instances* in
+                 ``dtype=``; the DType class is accepted, so pass that
+"""
+import functools
+import os
+
+import numpy as np
+from numpy._core import _methods, arrayprint, einsumfunc, fromnumeric, multiarray, numeric
+
+from . import _core
+
+_FLOAT_DTYPES = frozenset(type(f["dtype"]) for f in _core.formats() if f["kind"] == "float")
+_ALL_DTYPES = frozenset(type(f["dtype"]) for f in _core.formats())
+_FLOAT_SCALARS = frozenset(f["type"] for f in _core.formats() if f["kind"] == "float")
+
+applied = []   # (name, target) of every patch in effect
+
+
+def _dtype_class(dtype):
+    """For a dtype= argument naming a minifloat dtype (instance, scalar type or
+    name), the DType class, which NumPy's ufuncs accept; else unchanged."""
+    if dtype is None or isinstance(dtype, type) and issubclass(dtype, np.dtype):
+        return dtype
+    if type(dtype) in _ALL_DTYPES:
+        return type(dtype)
+    if isinstance(dtype, (str, type)):
+        try:
+            dt = np.dtype(dtype)
+        except TypeError:
+            return dtype
+        if type(dt) in _ALL_DTYPES:
+            return type(dt)
+    return dtype
+
+
+def _is_mf_float(x):
+    dt = getattr(x, "dtype", None)
+    return dt is not None and type(dt) in _FLOAT_DTYPES
+
+
+def _replace(module, name, wrapper, label):
+    original = getattr(module, name)
+    wrapper.__wrapped__ = original
+    setattr(module, name, wrapper)
+    applied.append((label, f"{module.__name__}.{name}"))
+    return original
+
+
+# --------------------------------------------------------------- arrayprint
+
+def _patch_arrayprint():
+    orig_pos = arrayprint.dragon4_positional
+    orig_sci = arrayprint.dragon4_scientific
+    orig_short_repr = arrayprint.dtype_short_repr
+
+    def _digits_source(x, kwargs):
+        # the shortest decimal that rounds back to x in its format, as a
+        # float64 (whose own shortest digits are those); exact value when a
+        # fixed number of digits is asked for
+        if type(x) in _FLOAT_SCALARS:
+            if kwargs.get("unique", True):
+                return np.float64(_core._shortest(x))
+            return np.float64(float(x))
+        return x
+
+    @functools.wraps(orig_pos)
+    def dragon4_positional(x, *args, **kwargs):
+        return orig_pos(_digits_source(x, kwargs), *args, **kwargs)
+
+    @functools.wraps(orig_sci)
+    def dragon4_scientific(x, *args, **kwargs):
+        return orig_sci(_digits_source(x, kwargs), *args, **kwargs)
+
+    @functools.wraps(orig_short_repr)
+    def dtype_short_repr(dtype):
+        if type(dtype) in _ALL_DTYPES:
+            return dtype.name
+        return orig_short_repr(dtype)
+
+    _replace(arrayprint, "dragon4_positional", dragon4_positional, "arrayprint")
+    _replace(arrayprint, "dragon4_scientific", dragon4_scientific, "arrayprint")
+    _replace(arrayprint, "dtype_short_repr", dtype_short_repr, "arrayprint")
+
+
+# ---------------------------------------------------------------------- dot
+
+def _as_arrays(a, b):
+    return np.asanyarray(a), np.asanyarray(b)
+
+
+def _mf_dot(a, b, out=None):
+    """np.dot's contraction (last axis of a with second-to-last of b), through
+    np.matmul, which has minifloat loops."""
+    a, b = _as_arrays(a, b)
+    rt = np.result_type(a, b)
+    if type(rt) not in _FLOAT_DTYPES:
+        # NumPy's own type computes it (e.g. bf16 with float32 -> float32)
+        res = _orig_dot(a.astype(rt), b.astype(rt))
+    elif a.ndim == 0 or b.ndim == 0:
+        res = np.multiply(a, b, dtype=type(rt))
+    elif b.ndim == 1:
+        res = np.matmul(a, b, dtype=type(rt))
+    elif a.ndim == 1 and b.ndim == 2:
+        res = np.matmul(a, b, dtype=type(rt))
+    else:
+        k = a.shape[-1]
+        if b.shape[-2] != k:
+            raise ValueError(f"shapes {a.shape} and {b.shape} not aligned: "
+                             f"{k} (dim {a.ndim - 1}) != {b.shape[-2]} (dim {b.ndim - 2})")
+        a2 = a.reshape(-1, k)
+        b2 = np.moveaxis(b, -2, 0).reshape(k, -1)
+        res = np.matmul(a2, b2, dtype=type(rt)).reshape(a.shape[:-1] + b.shape[:-2] + b.shape[-1:])
+    return _into(res, out)
+
+
+def _into(res, out):
+    if out is None:
+        return res
+    if out.dtype != np.asarray(res).dtype:
+        raise ValueError("output array is not acceptable (must have the right datatype, "
+                         "number of dimensions, and be a C-Array)")
+    np.copyto(out, res)
+    return out
+
+
+def _patch_dot():
+    global _orig_dot
+
+    _orig_dot = np.dot
+    orig_vdot = np.vdot
+    orig_inner = np.inner
+
+    @functools.wraps(_orig_dot)
+    def dot(a, b, out=None):
+        if _is_mf_float(a) or _is_mf_float(b) or _is_mf_float(out):
+            return _mf_dot(a, b, out)
+        return _orig_dot(a, b, out)
+
+    @functools.wraps(orig_vdot)
+    def vdot(a, b):
+        if _is_mf_float(a) or _is_mf_float(b):
+            a, b = _as_arrays(a, b)
+            if a.size != b.size:
+                raise ValueError("cannot reshape array of size "
+                                 f"{b.size} into shape ({a.size},)")
+            rt = np.result_type(a, b)
+            if type(rt) not in _FLOAT_DTYPES:
+                return orig_vdot(a.astype(rt), b.astype(rt))
+            return np.vecdot(a.ravel(), b.ravel(), dtype=type(rt))[()]
+        return orig_vdot(a, b)
+
+    @functools.wraps(orig_inner)
+    def inner(a, b):
+        if _is_mf_float(a) or _is_mf_float(b):
+            a, b = _as_arrays(a, b)
+            rt = np.result_type(a, b)
+            if type(rt) not in _FLOAT_DTYPES:
+                return orig_inner(a.astype(rt), b.astype(rt))
+            if a.ndim == 0 or b.ndim == 0:
+                return np.multiply(a, b, dtype=type(rt))
+            k = a.shape[-1]
+            if b.shape[-1] != k:
+                raise ValueError(f"shapes {a.shape} and {b.shape} not aligned: "
+                                 f"{k} (dim {a.ndim - 1}) != {b.shape[-1]} (dim {b.ndim - 1})")
+            res = np.matmul(a.reshape(-1, k), b.reshape(-1, k).T, dtype=type(rt))
+            return res.reshape(a.shape[:-1] + b.shape[:-1])
+        return orig_inner(a, b)
+
+    for mod in (np, multiarray, numeric):
+        _replace(mod, "dot", dot, "dot")
+    _replace(np, "vdot", vdot, "dot")
+    _replace(np, "inner", inner, "dot")
+
+
+# ------------------------------------------------------------------- einsum
+
+def _einsum_arrays(operands):
+    """The array operands of c_einsum's two call forms:
+    (subscripts, a, b, ...) and (a, sublist_a, b, sublist_b, ..., [sublist_out])."""
+    if isinstance(operands[0], str):
+        return list(range(1, len(operands)))
+    return list(range(0, len(operands) - (len(operands) % 2), 2))
+
+
+def _patch_einsum():
+    orig = einsumfunc.c_einsum
+
+    @functools.wraps(orig)
+    def c_einsum(*operands, **kwargs):
+        dtype = kwargs.get("dtype")
+        out = kwargs.get("out")
+        idx = _einsum_arrays(operands) if operands else []
+        ops = list(operands)
+        for i in idx:
+            ops[i] = np.asanyarray(ops[i])
+        if not (any(_is_mf_float(ops[i]) for i in idx) or _is_mf_float(out)
+                or (dtype is not None and type(np.dtype(dtype)) in _FLOAT_DTYPES)):
+            return orig(*operands, **kwargs)
+        # NumPy's rule: the result has the operands' common dtype.  Compute
+        # in float32 (float32 accumulation) and round once.
+        kwargs = dict(kwargs)
+        kwargs.pop("dtype", None)
+        kwargs.pop("out", None)
+        kwargs.pop("casting", None)
+        result_dt = np.dtype(dtype) if dtype is not None else np.result_type(*[ops[i] for i in idx])
+        if type(result_dt) not in _FLOAT_DTYPES:
+            for i in idx:
+                ops[i] = ops[i].astype(result_dt)
+            return orig(*ops, dtype=result_dt, out=out, **kwargs)
+        for i in idx:
+            if _is_mf_float(ops[i]):
+                ops[i] = ops[i].astype(np.float32)
+        res = orig(*ops, dtype=np.float32, casting="unsafe", **kwargs)
+        if out is not None:
+            np.copyto(out, res, casting="unsafe")
+            return out
+        res = np.asarray(res).astype(result_dt)
+        return res if res.ndim else res[()]
+
+    _replace(einsumfunc, "c_einsum", c_einsum, "einsum")
+
+
+# --------------------------------------------------------------- statistics
+
+def _patch_statistics():
+    def wrap(orig):
+        @functools.wraps(orig)
+        def stat(a, axis=None, dtype=None, out=None, *args, **kwargs):
+            if dtype is None and out is None and _is_mf_float(a):
+                arr = np.asanyarray(a)
+                res = orig(arr, axis, np.float32, None, *args, **kwargs)
+                if isinstance(res, np.ndarray):
+                    return res.astype(arr.dtype)
+                return arr.dtype.type(res)
+            return orig(a, axis, _dtype_class(dtype), out, *args, **kwargs)
+        return stat
+
+    for name in ("_mean", "_var", "_std"):
+        _replace(_methods, name, wrap(getattr(_methods, name)), "statistics")
+
+
+def _patch_reductions():
+    orig_wrap = fromnumeric._wrapreduction
+
+    @functools.wraps(orig_wrap)
+    def _wrapreduction(obj, ufunc, method, axis, dtype, out, **kwargs):
+        return orig_wrap(obj, ufunc, method, axis, _dtype_class(dtype), out, **kwargs)
+
+    _replace(fromnumeric, "_wrapreduction", _wrapreduction, "reductions")
+
+    def wrap(orig):
+        @functools.wraps(orig)
+        def reduction(a, axis=None, dtype=None, *args, **kwargs):
+            return orig(a, axis, _dtype_class(dtype), *args, **kwargs)
+        return reduction
+
+    for name in ("_sum", "_prod"):
+        _replace(_methods, name, wrap(getattr(_methods, name)), "reductions")
+
+
+def apply():
+    if os.environ.get("MINIFLOAT_NO_NUMPY_PATCHES", "") not in ("", "0"):
+        return
+    if applied:
+        return
+    _patch_arrayprint()
+    _patch_dot()
+    _patch_einsum()
+    _patch_statistics()
+    _patch_reductions()

@@ -1,0 +1,119 @@
+"""Saving and loading minifloat arrays without pickle.
+
+``np.save`` stores arrays of new-style (NEP 42) dtypes by pickling them, so
+``np.load`` needs ``allow_pickle=True`` (and NumPy warns when saving).  The
+functions here store the codes instead, in a standard .npy/.npz file whose
+dtype is a one-field structured type named after the format::
+
+    [('minifloat:bfloat16', '<u2')]
+
+Any NumPy reads such a file safely with ``allow_pickle=False`` (as a
+structured array of the raw codes); ``minifloat.load`` turns it back into the
+minifloat dtype, as a view (so ``mmap_mode`` stays zero-copy).
+"""
+import numpy as np
+
+from . import _core
+
+_PREFIX = "minifloat:"
+_BY_NAME = {f["name"]: f for f in _core.formats()}
+_MF_DTYPES = {type(f["dtype"]): f for f in _core.formats()}
+
+__all__ = ["save", "load", "savez", "savez_compressed", "to_storable", "from_storable"]
+
+
+def to_storable(arr):
+    """The array as its codes, with the one-field structured dtype above
+    (a view when the array is contiguous).  Other dtypes pass through."""
+    arr = np.asanyarray(arr)
+    fmt = _MF_DTYPES.get(type(arr.dtype))
+    if fmt is None:
+        return arr
+    codes_dt = np.dtype(f"<u{fmt['itemsize']}")
+    codes = np.ascontiguousarray(arr).view(f"u{fmt['itemsize']}")
+    if codes.dtype.byteorder not in ("<", "|") and codes_dt.itemsize > 1 and \
+            not np.dtype(f"u{fmt['itemsize']}").isnative:
+        codes = codes.astype(codes_dt)
+    return codes.view(np.dtype([(_PREFIX + fmt["name"], codes_dt)]))
+
+
+def from_storable(arr):
+    """Inverse of :func:`to_storable` (a view); anything else passes through."""
+    names = getattr(arr.dtype, "names", None)
+    if not names or len(names) != 1 or not names[0].startswith(_PREFIX):
+        return arr
+    fmt = _BY_NAME.get(names[0][len(_PREFIX):])
+    if fmt is None:
+        raise ValueError(f"unknown minifloat format {names[0][len(_PREFIX):]!r} in file; "
+                         f"this minifloat knows {', '.join(_BY_NAME)}")
+    codes = arr[names[0]]
+    if not codes.dtype.isnative:
+        codes = codes.astype(codes.dtype.newbyteorder("="))
+    return codes.view(fmt["dtype"])
+
+
+def save(file, arr, allow_pickle=False):
+    """np.save for any array; minifloat arrays are stored as their codes."""
+    np.save(file, to_storable(arr), allow_pickle=allow_pickle)
+
+
+def savez(file, *args, **kwds):
+    """np.savez with minifloat arrays stored as their codes."""
+    np.savez(file, *[to_storable(a) for a in args], **{k: to_storable(v) for k, v in kwds.items()})
+
+
+def savez_compressed(file, *args, **kwds):
+    """np.savez_compressed with minifloat arrays stored as their codes."""
+    np.savez_compressed(file, *[to_storable(a) for a in args],
+                        **{k: to_storable(v) for k, v in kwds.items()})
+
+
+class _NpzFile:
+    """np.load's NpzFile, giving minifloat arrays back with their dtype."""
+
+    def __init__(self, npz):
+        self._npz = npz
+
+    def __getitem__(self, key):
+        return from_storable(self._npz[key])
+
+    def __getattr__(self, name):
+        return getattr(self._npz, name)
+
+    def __iter__(self):
+        return iter(self._npz)
+
+    def __len__(self):
+        return len(self._npz)
+
+    def __contains__(self, key):
+        return key in self._npz
+
+    def keys(self):
+        return self._npz.keys()
+
+    def items(self):
+        return [(k, self[k]) for k in self._npz.keys()]
+
+    def values(self):
+        return [self[k] for k in self._npz.keys()]
+
+    def close(self):
+        self._npz.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def load(file, mmap_mode=None, allow_pickle=False, **kwargs):
+    """np.load that restores minifloat dtypes from files written by
+    minifloat.save/savez (and reads every other .npy/.npz as np.load does)."""
+    res = np.load(file, mmap_mode=mmap_mode, allow_pickle=allow_pickle, **kwargs)
+    if isinstance(res, np.lib.npyio.NpzFile):
+        return _NpzFile(res)
+    if isinstance(res, np.ndarray):
+        return from_storable(res)
+    return res

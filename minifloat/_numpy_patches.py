@@ -18,7 +18,10 @@ MINIFLOAT_NO_NUMPY_PATCHES=1 (the holes then come back).
     reductions   np.sum/np.prod/np.max/... and ndarray.sum/prod with
                  ``dtype=<a minifloat dtype or its scalar type or name>``:
                  NumPy's ufuncs reject new-style dtype *instances* in
-                 ``dtype=``; the DType class is accepted, so pass that
+                 ``dtype=``; the DType class is accepted, so pass that.
+                 Sums and products of the integer formats (int4, ...) default
+                 to int64/uint64, NumPy's rule for its small integers (NumPy
+                 applies it by type number, which new-style dtypes lack)
 """
 import functools
 import os
@@ -50,6 +53,22 @@ def _dtype_class(dtype):
         if type(dt) in _ALL_DTYPES:
             return type(dt)
     return dtype
+
+
+_INT_DTYPES = _ALL_DTYPES - _FLOAT_DTYPES
+
+
+def _int_accumulator(a):
+    """int64/uint64 for arrays of the integer formats, else None."""
+    dt = getattr(a, "dtype", None)
+    if dt is not None and type(dt) in _INT_DTYPES:
+        return np.dtype(np.uint64 if dt.kind == "u" else np.int64)
+    return None
+
+
+def _is_mf(x):
+    dt = getattr(x, "dtype", None)
+    return dt is not None and type(dt) in _ALL_DTYPES
 
 
 def _is_mf_float(x):
@@ -112,15 +131,17 @@ def _mf_dot(a, b, out=None):
     np.matmul, which has minifloat loops."""
     a, b = _as_arrays(a, b)
     rt = np.result_type(a, b)
-    if type(rt) not in _FLOAT_DTYPES:
+    if type(rt) not in _ALL_DTYPES:
         # NumPy's own type computes it (e.g. bf16 with float32 -> float32)
         res = _orig_dot(a.astype(rt), b.astype(rt))
-    elif a.ndim == 0 or b.ndim == 0:
+        return _into(res, out)
+    # minifloat floats: float32 accumulation, result in the format; integer
+    # formats: np.matmul's rule for them (int64, no wrap-around)
+    kw = {"dtype": type(rt)} if type(rt) in _FLOAT_DTYPES else {}
+    if a.ndim == 0 or b.ndim == 0:
         res = np.multiply(a, b, dtype=type(rt))
-    elif b.ndim == 1:
-        res = np.matmul(a, b, dtype=type(rt))
-    elif a.ndim == 1 and b.ndim == 2:
-        res = np.matmul(a, b, dtype=type(rt))
+    elif b.ndim == 1 or (a.ndim == 1 and b.ndim == 2):
+        res = np.matmul(a, b, **kw)
     else:
         k = a.shape[-1]
         if b.shape[-2] != k:
@@ -128,7 +149,7 @@ def _mf_dot(a, b, out=None):
                              f"{k} (dim {a.ndim - 1}) != {b.shape[-2]} (dim {b.ndim - 2})")
         a2 = a.reshape(-1, k)
         b2 = np.moveaxis(b, -2, 0).reshape(k, -1)
-        res = np.matmul(a2, b2, dtype=type(rt)).reshape(a.shape[:-1] + b.shape[:-2] + b.shape[-1:])
+        res = np.matmul(a2, b2, **kw).reshape(a.shape[:-1] + b.shape[:-2] + b.shape[-1:])
     return _into(res, out)
 
 
@@ -151,29 +172,30 @@ def _patch_dot():
 
     @functools.wraps(_orig_dot)
     def dot(a, b, out=None):
-        if _is_mf_float(a) or _is_mf_float(b) or _is_mf_float(out):
+        if _is_mf(a) or _is_mf(b) or _is_mf(out):
             return _mf_dot(a, b, out)
         return _orig_dot(a, b, out)
 
     @functools.wraps(orig_vdot)
     def vdot(a, b):
-        if _is_mf_float(a) or _is_mf_float(b):
+        if _is_mf(a) or _is_mf(b):
             a, b = _as_arrays(a, b)
             if a.size != b.size:
                 raise ValueError("cannot reshape array of size "
                                  f"{b.size} into shape ({a.size},)")
             rt = np.result_type(a, b)
-            if type(rt) not in _FLOAT_DTYPES:
+            if type(rt) not in _ALL_DTYPES:
                 return orig_vdot(a.astype(rt), b.astype(rt))
-            return np.vecdot(a.ravel(), b.ravel(), dtype=type(rt))[()]
+            kw = {"dtype": type(rt)} if type(rt) in _FLOAT_DTYPES else {}
+            return np.vecdot(a.ravel(), b.ravel(), **kw)[()]
         return orig_vdot(a, b)
 
     @functools.wraps(orig_inner)
     def inner(a, b):
-        if _is_mf_float(a) or _is_mf_float(b):
+        if _is_mf(a) or _is_mf(b):
             a, b = _as_arrays(a, b)
             rt = np.result_type(a, b)
-            if type(rt) not in _FLOAT_DTYPES:
+            if type(rt) not in _ALL_DTYPES:
                 return orig_inner(a.astype(rt), b.astype(rt))
             if a.ndim == 0 or b.ndim == 0:
                 return np.multiply(a, b, dtype=type(rt))
@@ -181,7 +203,8 @@ def _patch_dot():
             if b.shape[-1] != k:
                 raise ValueError(f"shapes {a.shape} and {b.shape} not aligned: "
                                  f"{k} (dim {a.ndim - 1}) != {b.shape[-1]} (dim {b.ndim - 1})")
-            res = np.matmul(a.reshape(-1, k), b.reshape(-1, k).T, dtype=type(rt))
+            kw = {"dtype": type(rt)} if type(rt) in _FLOAT_DTYPES else {}
+            res = np.matmul(a.reshape(-1, k), b.reshape(-1, k).T, **kw)
             return res.reshape(a.shape[:-1] + b.shape[:-1])
         return orig_inner(a, b)
 
@@ -212,9 +235,15 @@ def _patch_einsum():
         ops = list(operands)
         for i in idx:
             ops[i] = np.asanyarray(ops[i])
-        if not (any(_is_mf_float(ops[i]) for i in idx) or _is_mf_float(out)
-                or (dtype is not None and type(np.dtype(dtype)) in _FLOAT_DTYPES)):
+        if not (any(_is_mf(ops[i]) for i in idx) or _is_mf(out)
+                or (dtype is not None and type(np.dtype(dtype)) in _ALL_DTYPES)):
             return orig(*operands, **kwargs)
+        if not any(_is_mf_float(ops[i]) for i in idx) and dtype is None:
+            # integer formats only: int64 arithmetic (no wrap-around), as matmul
+            for i in idx:
+                if _is_mf(ops[i]):
+                    ops[i] = ops[i].astype(np.uint64 if ops[i].dtype.kind == "u" else np.int64)
+            return orig(*ops, **kwargs)
         # NumPy's rule: the result has the operands' common dtype.  Compute
         # in float32 (float32 accumulation) and round once.
         kwargs = dict(kwargs)
@@ -263,14 +292,18 @@ def _patch_reductions():
 
     @functools.wraps(orig_wrap)
     def _wrapreduction(obj, ufunc, method, axis, dtype, out, **kwargs):
+        if dtype is None and out is None and method in ("sum", "prod"):
+            dtype = _int_accumulator(obj)
         return orig_wrap(obj, ufunc, method, axis, _dtype_class(dtype), out, **kwargs)
 
     _replace(fromnumeric, "_wrapreduction", _wrapreduction, "reductions")
 
     def wrap(orig):
         @functools.wraps(orig)
-        def reduction(a, axis=None, dtype=None, *args, **kwargs):
-            return orig(a, axis, _dtype_class(dtype), *args, **kwargs)
+        def reduction(a, axis=None, dtype=None, out=None, *args, **kwargs):
+            if dtype is None and out is None:
+                dtype = _int_accumulator(a)
+            return orig(a, axis, _dtype_class(dtype), out, *args, **kwargs)
         return reduction
 
     for name in ("_sum", "_prod"):

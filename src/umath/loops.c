@@ -181,6 +181,102 @@ inplace_partials(mf_loop_aux *aux, char *out, npy_intp os, const char *in, npy_i
     }
 }
 
+/* ------------------------------------------------ integer formats */
+
+/* codes -> int32 (sign-extended for signed formats) */
+static inline void
+idecode_block(const mf_format *f, const char *p, npy_intp s, int32_t *dst, npy_intp n)
+{
+    for (npy_intp i = 0; i < n; i++, p += s) {
+        dst[i] = (int32_t)mf_decode_f64(f, mf_load_code(f, p));
+    }
+}
+
+/* int32 -> codes, wrapping to the format's width (ml_dtypes' arithmetic) */
+static inline void
+iencode_block(const mf_format *f, const int32_t *src, char *p, npy_intp s, npy_intp n)
+{
+    uint32_t mask = mf_code_mask(f);
+    for (npy_intp i = 0; i < n; i++, p += s) {
+        mf_store_code(f, p, (uint32_t)src[i] & mask);
+    }
+}
+
+/*
+ * Integer formats: NumPy's int32 loop between decode and a wrap-around
+ * encode.  Reductions and accumulations wrap too (add and multiply are
+ * ring operations, so wrapping once at the end equals wrapping each step).
+ */
+static int
+int_loop(PyArrayMethod_Context *NPY_UNUSED(context), char *const data[],
+         npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *auxdata)
+{
+    mf_loop_aux *aux = (mf_loop_aux *)auxdata;
+    const mf_format *f = aux->fmt;
+    const char *sig = aux->def->sig;
+    int nin = sig_nin(sig);
+    int nargs = nin + (int)strlen(sig + nin + 2);
+    npy_intp n = dimensions[0];
+    int32_t buf[4][BLOCK];
+
+    if (nin == 2 && nargs == 3 && sig[4] == 'M') {
+        if (data[0] == data[2] && strides[0] == 0 && strides[2] == 0) {
+            int32_t acc;
+            idecode_block(f, data[0], 0, &acc, 1);
+            for (npy_intp start = 0; start < n; start += BLOCK) {
+                npy_intp len = n - start < BLOCK ? n - start : BLOCK;
+                idecode_block(f, data[1] + start * strides[1], strides[1], buf[1], len);
+                char *args[3] = {(char *)&acc, (char *)buf[1], (char *)&acc};
+                npy_intp steps[3] = {0, 4, 0};
+                call_f32(aux, args, len, steps);
+            }
+            iencode_block(f, &acc, data[0], 0, 1);
+            return 0;
+        }
+        if (strides[0] == strides[2] && strides[0] != 0 && data[2] == data[0] + strides[0]) {
+            int32_t carry;
+            idecode_block(f, data[0], 0, &carry, 1);
+            for (npy_intp i = 0; i < n; i++) {
+                int32_t x, r;
+                idecode_block(f, data[1] + i * strides[1], 0, &x, 1);
+                char *args[3] = {(char *)&carry, (char *)&x, (char *)&r};
+                npy_intp steps[3] = {0, 0, 0};
+                call_f32(aux, args, 1, steps);
+                iencode_block(f, &r, data[2] + i * strides[2], 0, 1);
+                idecode_block(f, data[2] + i * strides[2], 0, &carry, 1);
+            }
+            return 0;
+        }
+    }
+    for (npy_intp start = 0; start < n; start += BLOCK) {
+        npy_intp len = n - start < BLOCK ? n - start : BLOCK;
+        char *args[4];
+        npy_intp steps[4];
+        for (int k = 0; k < nargs; k++) {
+            char t = sig[k < nin ? k : k + 2];
+            char *p = data[k] + start * strides[k];
+            if (t == 'M') {
+                if (k < nin) {
+                    idecode_block(f, p, strides[k], buf[k], len);
+                }
+                args[k] = (char *)buf[k];
+                steps[k] = 4;
+            }
+            else {                     /* bool */
+                args[k] = p;
+                steps[k] = strides[k];
+            }
+        }
+        call_f32(aux, args, len, steps);
+        for (int k = nin; k < nargs; k++) {
+            if (sig[k + 2] == 'M') {
+                iencode_block(f, buf[k], data[k] + start * strides[k], strides[k], len);
+            }
+        }
+    }
+    return 0;
+}
+
 static int
 generic_loop(PyArrayMethod_Context *NPY_UNUSED(context), char *const data[],
              npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *auxdata)
@@ -394,6 +490,7 @@ mf_generic_get_loop(int def_index, PyArrayMethod_Context *context, int NPY_UNUSE
     }
     mf_reduction_context = NULL;
     switch (def->kind) {
+        case MF_LOOP_INT: *out_loop = int_loop; break;
         case MF_LOOP_ARITH: *out_loop = arith_loop; break;
         case MF_LOOP_NEXTAFTER: *out_loop = nextafter_loop; break;
         case MF_LOOP_SPACING: *out_loop = spacing_loop; break;
@@ -411,6 +508,7 @@ typechar_num(char t)
 {
     switch (t) {
         case 'f': return NPY_FLOAT;
+        case 'I': return NPY_INT;      /* an int32 operand standing for an integer format */
         case 'd': return NPY_DOUBLE;
         case '?': return NPY_BOOL;
         case 'i': return NPY_INT;

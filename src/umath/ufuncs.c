@@ -34,16 +34,53 @@ sig_nin(const char *sig)
     return (int)(strchr(sig, '-') - sig);
 }
 
-/* the first table row of a ufunc, or NULL */
+/* the first table row of a ufunc for float (or integer) formats, or NULL */
 static const mf_ufunc_def *
-def_of(const char *ufunc_name)
+row_of(const char *ufunc_name, int for_ints)
 {
     for (int d = 0; d < mf_num_ufunc_defs; d++) {
-        if (strcmp(mf_ufunc_defs[d].ufunc, ufunc_name) == 0) {
+        if (strcmp(mf_ufunc_defs[d].ufunc, ufunc_name) == 0
+                && (mf_ufunc_defs[d].kind == MF_LOOP_INT) == for_ints) {
             return &mf_ufunc_defs[d];
         }
     }
     return NULL;
+}
+
+static const mf_ufunc_def *
+def_of(const char *ufunc_name)
+{
+    const mf_ufunc_def *d = row_of(ufunc_name, 0);
+    return d ? d : row_of(ufunc_name, 1);
+}
+
+/*
+ * An integer format meeting a ufunc that has no integer loop: the float
+ * type NumPy would use for int8 (float16 for sqrt, exp, ...; float64 for
+ * true division and float_power), and int64/uint64 for matmul/vecdot so
+ * that products do not wrap.
+ */
+static PyArray_DTypeMeta *
+int_format_fallback(const char *name, PyArray_DTypeMeta *common)
+{
+    int cid = mf_dtype_index(common);
+    if (cid < 0 || mf_formats[cid].kind == MF_KIND_FLOAT || row_of(name, 1) != NULL) {
+        return common;
+    }
+    int tn;
+    if (strcmp(name, "matmul") == 0 || strcmp(name, "vecdot") == 0) {
+        tn = mf_formats[cid].kind == MF_KIND_UINT ? NPY_UINT64 : NPY_INT64;
+    }
+    else if (strcmp(name, "divide") == 0 || strcmp(name, "float_power") == 0) {
+        tn = NPY_DOUBLE;
+    }
+    else {
+        tn = NPY_HALF;
+    }
+    PyArray_DTypeMeta *r = builtin_DType(tn);
+    Py_INCREF(r);
+    Py_DECREF(common);
+    return r;
 }
 
 /*
@@ -107,6 +144,7 @@ mf_promoter(PyObject *ufunc_obj, PyArray_DTypeMeta *const op_dtypes[],
                 return -1;
             }
         }
+        common = int_format_fallback(ufunc->name, common);
     }
     for (int i = 0; i < nargs; i++) {
         char t = def ? def->sig[i < nin ? i : i + 2] : 'M';
@@ -206,8 +244,7 @@ add_pattern(PyObject *ufunc, int nargs, int pos, PyObject *dt, PyObject *first, 
  * matching: so np.add(f64, f64, dtype=F) is not supported; cast first.)
  */
 static int
-add_promoters(PyObject *ufunc, int nin, int nargs, PyArray_DTypeMeta *fmt_dtype,
-              int output_is_format, PyObject *capsule)
+add_promoters(PyObject *ufunc, int nin, int nargs, PyArray_DTypeMeta *fmt_dtype, PyObject *capsule)
 {
     PyObject *F = (PyObject *)fmt_dtype;
     if (add_pattern(ufunc, nargs, 0, F, NULL, capsule) < 0) {
@@ -220,7 +257,6 @@ add_promoters(PyObject *ufunc, int nin, int nargs, PyArray_DTypeMeta *fmt_dtype,
             }
         }
     }
-    (void)output_is_format;
     return 0;
 }
 
@@ -242,71 +278,78 @@ mf_init_ufuncs(PyObject *module)
         return -1;
     }
     for (int fid = 0; fid < MF_NUM_PUBLIC_FORMATS; fid++) {
-        if (mf_formats[fid].kind != MF_KIND_FLOAT) {
-            continue;
-        }
+        int is_int = mf_formats[fid].kind != MF_KIND_FLOAT;
         PyArray_DTypeMeta *F = &mf_dtypes[fid];
-        const char *promoted[128];
+        const char *promoted[160];
         int npromoted = 0;
-        for (int d = 0; d < mf_num_ufunc_defs; d++) {
-            const mf_ufunc_def *def = &mf_ufunc_defs[d];
-            PyObject *ufunc = PyObject_GetAttrString(umath_module, def->ufunc);
-            if (ufunc == NULL) {
-                Py_DECREF(capsule);
-                return -1;
-            }
-            int nin = sig_nin(def->sig);
-            int nargs = nin + (int)strlen(def->sig + nin + 2);
-            PyArray_DTypeMeta *dtypes[4];
-            for (int k = 0; k < nargs; k++) {
-                dtypes[k] = dtype_for_letter(def->sig[k < nin ? k : k + 2], F);
-            }
-            PyType_Slot slots[3] = {
-                {NPY_METH_get_loop, (void *)get_loops[d]},
-                {0, NULL},
-                {0, NULL},
-            };
-            if (def->identity) {
-                slots[1].slot = NPY_METH_get_reduction_initial;
-                slots[1].pfunc = (void *)red_inits[d];
-            }
-            PyArrayMethod_Spec spec = {
-                .name = "minifloat_loop",
-                .nin = nin,
-                .nout = nargs - nin,
-                .casting = NPY_NO_CASTING,
-                .flags = def->reorderable ? NPY_METH_IS_REORDERABLE : 0,
-                .dtypes = dtypes,
-                .slots = slots,
-            };
-            if (PyUFunc_AddLoopFromSpec(ufunc, &spec) < 0) {
-                Py_DECREF(ufunc);
-                Py_DECREF(capsule);
-                return -1;
-            }
-            /* one set of promoters per ufunc */
-            int seen = 0;
-            for (int i = 0; i < npromoted; i++) {
-                if (strcmp(promoted[i], def->ufunc) == 0) {
-                    seen = 1;
+        for (int pass = 0; pass < 2; pass++) {
+            for (int d = 0; d < mf_num_ufunc_defs; d++) {
+                const mf_ufunc_def *def = &mf_ufunc_defs[d];
+                int own_row = (def->kind == MF_LOOP_INT) == is_int;
+                /* pass 0: this format's loops; pass 1: promoters only, for the
+                 * ufuncs it has no loop for (integer formats meeting sqrt...) */
+                if ((pass == 0) != own_row) {
+                    continue;
                 }
-            }
-            if (!seen) {
-                promoted[npromoted++] = def->ufunc;
-                if (add_promoters(ufunc, nin, nargs, F, def->sig[nin + 2] == 'M', capsule) < 0) {
-                    Py_DECREF(ufunc);
+                PyObject *ufunc = PyObject_GetAttrString(umath_module, def->ufunc);
+                if (ufunc == NULL) {
                     Py_DECREF(capsule);
                     return -1;
                 }
+                int nin = sig_nin(def->sig);
+                int nargs = nin + (int)strlen(def->sig + nin + 2);
+                if (pass == 0) {
+                    PyArray_DTypeMeta *dtypes[4];
+                    for (int k = 0; k < nargs; k++) {
+                        dtypes[k] = dtype_for_letter(def->sig[k < nin ? k : k + 2], F);
+                    }
+                    PyType_Slot slots[3] = {
+                        {NPY_METH_get_loop, (void *)get_loops[d]},
+                        {0, NULL},
+                        {0, NULL},
+                    };
+                    if (def->identity) {
+                        slots[1].slot = NPY_METH_get_reduction_initial;
+                        slots[1].pfunc = (void *)red_inits[d];
+                    }
+                    PyArrayMethod_Spec spec = {
+                        .name = "minifloat_loop",
+                        .nin = nin,
+                        .nout = nargs - nin,
+                        .casting = NPY_NO_CASTING,
+                        .flags = def->reorderable ? NPY_METH_IS_REORDERABLE : 0,
+                        .dtypes = dtypes,
+                        .slots = slots,
+                    };
+                    if (PyUFunc_AddLoopFromSpec(ufunc, &spec) < 0) {
+                        Py_DECREF(ufunc);
+                        Py_DECREF(capsule);
+                        return -1;
+                    }
+                }
+                int seen = 0;
+                for (int i = 0; i < npromoted; i++) {
+                    if (strcmp(promoted[i], def->ufunc) == 0) {
+                        seen = 1;
+                    }
+                }
+                if (!seen) {
+                    promoted[npromoted++] = def->ufunc;
+                    if (add_promoters(ufunc, nin, nargs, F, capsule) < 0) {
+                        Py_DECREF(ufunc);
+                        Py_DECREF(capsule);
+                        return -1;
+                    }
+                }
+                Py_DECREF(ufunc);
             }
-            Py_DECREF(ufunc);
         }
-        /* ufuncs without a row: float_power (float64 as for float16), and
-         * the gufuncs matmul and vecdot (loops in matmul.c) */
+        /* ufuncs without rows: float_power (float64 as for float16), and the
+         * gufuncs matmul and vecdot (loops in matmul.c) */
         static const char *others[] = {"float_power", "matmul", "vecdot"};
         for (int i = 0; i < 3; i++) {
             PyObject *u = PyObject_GetAttrString(umath_module, others[i]);
-            if (u == NULL || add_promoters(u, 2, 3, F, i > 0, capsule) < 0) {
+            if (u == NULL || add_promoters(u, 2, 3, F, capsule) < 0) {
                 Py_XDECREF(u);
                 Py_DECREF(capsule);
                 return -1;

@@ -26,6 +26,7 @@ typedef enum {
     MF_LOOP_ARITH,         /* + - * /: fused kernels when contiguous */
     MF_LOOP_NEXTAFTER,     /* native, on the format's own grid */
     MF_LOOP_SPACING,
+    MF_LOOP_INT,           /* integer formats: NumPy's int32 loop, wrap-around */
 } mf_loop_kind;
 
 typedef struct {

@@ -41,10 +41,12 @@ for _t in scalar_types:
 del _t
 
 from .npyio import save, load, savez, savez_compressed
+from .convert import convert, pack, unpack
 from . import _numpy_patches
 
 _numpy_patches.apply()
 
 __all__ = ([t.__name__ for t in scalar_types] + ["finfo", "iinfo", "dtypes", "scalar_types",
-                                                 "save", "load", "savez", "savez_compressed"]
+                                                 "save", "load", "savez", "savez_compressed",
+                                                 "convert", "pack", "unpack"]
            + list(exchange.__all__))

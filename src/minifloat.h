@@ -104,6 +104,9 @@ int mf_sort_key_init(void);
 int mf_init_ufuncs(PyObject *module);
 extern PyObject *mf_ComplexWarning;
 
+/* ---- convert (convert.c) ---- */
+int mf_init_convert(PyObject *module);
+
 /* ---- DLPack (dlpack.c) ---- */
 int mf_init_dlpack(PyObject *module);
 

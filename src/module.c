@@ -365,6 +365,9 @@ PyInit__core(void)
     if (mf_init_ufuncs(m) < 0) {
         goto fail;
     }
+    if (mf_init_convert(m) < 0) {
+        goto fail;
+    }
     if (mf_init_dlpack(m) < 0) {
         goto fail;
     }

@@ -251,10 +251,15 @@ def _patch_einsum():
         kwargs.pop("out", None)
         kwargs.pop("casting", None)
         result_dt = np.dtype(dtype) if dtype is not None else np.result_type(*[ops[i] for i in idx])
+        if out is not None:
+            kwargs["out"] = out
         if type(result_dt) not in _FLOAT_DTYPES:
+            # a NumPy result type (e.g. with float32 operands): NumPy computes
             for i in idx:
-                ops[i] = ops[i].astype(result_dt)
-            return orig(*ops, dtype=result_dt, out=out, **kwargs)
+                if _is_mf(ops[i]):
+                    ops[i] = ops[i].astype(result_dt)
+            return orig(*ops, **kwargs)
+        kwargs.pop("out", None)
         for i in idx:
             if _is_mf_float(ops[i]):
                 ops[i] = ops[i].astype(np.float32)

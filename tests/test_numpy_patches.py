@@ -1,0 +1,159 @@
+"""The work-arounds for NumPy's holes for new-style dtypes (docs/design.md)."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import minifloat as mf
+
+BF = mf.bfloat16
+
+
+def f32_reference(func, *arrays):
+    """Compute on the float32 values (float64 accumulation is tighter than
+    needed; the point is a value to round once)."""
+    return func(*[a.astype(np.float64) for a in arrays])
+
+
+def rounded(x, dtype=BF):
+    return np.asarray(x, np.float64).astype(dtype)
+
+
+@pytest.fixture
+def mats():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((5, 7)).astype(BF)
+    b = rng.standard_normal((7, 3)).astype(BF)
+    v = rng.standard_normal(7).astype(BF)
+    return a, b, v
+
+
+def close_to_reference(got, ref, dtype=BF):
+    got = np.asarray(got)
+    assert got.dtype == np.dtype(dtype)
+    # float32 accumulation then one rounding: within one ulp of the exact result
+    eps = float(mf.finfo(dtype).eps)
+    np.testing.assert_allclose(got.astype(np.float64), ref, rtol=2 * eps, atol=1e-6)
+
+
+def test_dot_matrix_vector_and_scalar(mats):
+    a, b, v = mats
+    close_to_reference(np.dot(a, b), f32_reference(np.dot, a, b))
+    close_to_reference(np.dot(a, v), f32_reference(np.dot, a, v))
+    close_to_reference(np.dot(v, v), f32_reference(np.dot, v, v))
+    # a Python float becomes a float64 array in np.dot, as for float32 arrays
+    assert np.dot(a, 2.0).dtype == np.dot(np.ones(2, np.float32), 2.0).dtype
+    assert np.dot(a, BF(2.0)).dtype == np.dtype(BF)
+    # N-D . M-D is np.dot's contraction, not matmul's broadcasting
+    c = np.arange(24, dtype=BF).reshape(2, 3, 4)
+    d = np.arange(40, dtype=BF).reshape(2, 4, 5)
+    got = np.dot(c, d)
+    assert got.shape == (2, 3, 2, 5)
+    exact = np.dot(c.astype(np.float64), d.astype(np.float64))   # integers, exact in float32
+    np.testing.assert_array_equal(got.view(np.uint16), rounded(exact).view(np.uint16))
+
+
+def test_dot_mixed_with_float32_gives_float32(mats):
+    a, b, _ = mats
+    r = np.dot(a, b.astype(np.float32))
+    assert r.dtype == np.float32
+    np.testing.assert_array_equal(r, np.dot(a.astype(np.float32), b.astype(np.float32)))
+
+
+def test_dot_out_and_errors(mats):
+    a, b, _ = mats
+    out = np.empty((5, 3), BF)
+    assert np.dot(a, b, out=out) is out
+    with pytest.raises(ValueError, match="not aligned"):
+        np.dot(a, a)
+
+
+def test_vdot_inner_tensordot(mats):
+    a, b, v = mats
+    close_to_reference(np.vdot(a, a), f32_reference(np.vdot, a, a))
+    close_to_reference(np.inner(a, a), f32_reference(np.inner, a, a))
+    close_to_reference(np.inner(v, v), f32_reference(np.inner, v, v))
+    close_to_reference(np.tensordot(a, b, axes=1), f32_reference(lambda x, y: np.tensordot(x, y, axes=1), a, b))
+
+
+def test_einsum_accumulates_in_float32_not_zeros():
+    ones = np.ones((3, 3), BF)
+    r = np.einsum("ij->j", ones)
+    assert r.dtype == np.dtype(BF)
+    np.testing.assert_array_equal(r.astype(np.float32), [3, 3, 3])
+    # 4096 ones along one axis: a bfloat16 accumulator would stop at 256
+    big = np.ones((4096, 2), BF)
+    np.testing.assert_array_equal(np.einsum("ij->j", big).astype(np.float32), [4096, 4096])
+    a = np.arange(6, dtype=BF).reshape(2, 3)
+    np.testing.assert_array_equal(np.einsum("ij,kj->ik", a, a).astype(np.float32),
+                                  (a.astype(np.float32) @ a.astype(np.float32).T))
+    # interleaved operand form and a scalar result
+    assert float(np.einsum(a, [0, 1], a, [0, 1])) == float((a.astype(np.float32) ** 2).sum())
+    assert np.einsum("ij,ij", a, a).dtype == np.dtype(BF)
+
+
+def test_einsum_mixed_and_integer_formats():
+    a = np.arange(6, dtype=BF).reshape(2, 3)
+    assert np.einsum("ij->", a.astype(np.float32)).dtype == np.float32
+    assert np.einsum("ij,ij->i", a, np.ones((2, 3), np.float32)).dtype == np.float32
+    i4 = np.array([7, 7, 7], mf.int4)
+    assert np.einsum("i->", i4) == 21          # int64 arithmetic, no wrap-around
+
+
+def test_array_printing_uses_the_formats_shortest_digits():
+    a = np.array([0.1, 1.5, -2.0], BF)
+    assert repr(a) == "array([ 0.1,  1.5, -2. ], dtype=bfloat16)"
+    assert str(a) == "[ 0.1  1.5 -2. ]"
+    assert repr(np.array([1, 2], mf.float8_e4m3fn)) == "array([1., 2.], dtype=float8_e4m3fn)"
+    assert "dtype=int4" in repr(np.array([1], mf.int4))
+    assert np.format_float_positional(BF(0.1)) == "0.1"
+
+
+def test_mean_var_std_round_once():
+    x = np.arange(100, dtype=BF)
+    ref = np.arange(100, dtype=np.float64)
+    for name in ("mean", "var", "std"):
+        got = getattr(np, name)(x)
+        assert type(got) is BF
+        # float32 computation rounded once: the correctly rounded result here
+        assert got == BF(getattr(np, name)(ref)), name
+        assert getattr(x, name)() == got
+    m = np.arange(12, dtype=BF).reshape(3, 4)
+    np.testing.assert_array_equal(m.mean(axis=0).astype(np.float64), rounded(np.arange(12.).reshape(3, 4).mean(axis=0)).astype(np.float64))
+    assert m.mean(axis=0).dtype == np.dtype(BF)
+
+
+def test_reductions_accept_dtype_instances_scalar_types_and_names():
+    a = np.ones(1000, BF)
+    for spec in (a.dtype, BF, "bfloat16", mf.dtypes.BFloat16DType):
+        assert a.sum(dtype=spec) == 1000
+        assert np.sum(a, dtype=spec) == 1000
+        assert np.prod(a, dtype=spec) == 1
+    assert np.mean(a, dtype=a.dtype) == 1
+    # the ufunc call itself needs the DType class (NumPy limitation)
+    with pytest.raises(TypeError, match="DType class"):
+        np.add(a, a, dtype=a.dtype)
+    assert np.add(a, a, dtype=mf.dtypes.BFloat16DType).dtype == np.dtype(BF)
+
+
+def test_integer_format_sums_default_to_int64():
+    a = np.array([7, 7, 7], mf.int4)
+    assert a.sum() == 21 and a.sum().dtype == np.int64
+    assert np.prod(a) == 343
+    assert np.array([15, 15], mf.uint4).sum().dtype == np.uint64
+    # explicit dtype keeps the format's wrap-around
+    assert a.sum(dtype=mf.int4) == 5
+
+
+def test_patches_can_be_switched_off():
+    code = ("import numpy as np, minifloat as mf\n"
+            "assert mf._numpy_patches.applied == []\n"
+            "a = np.ones((2, 2), mf.bfloat16)\n"
+            "try:\n    np.dot(a, a)\nexcept TypeError:\n    print('hole')\n")
+    env = dict(os.environ, MINIFLOAT_NO_NUMPY_PATCHES="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         cwd="/")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "hole"

@@ -22,6 +22,8 @@ MINIFLOAT_NO_NUMPY_PATCHES=1 (the holes then come back).
                  Sums and products of the integer formats (int4, ...) default
                  to int64/uint64, NumPy's rule for its small integers (NumPy
                  applies it by type number, which new-style dtypes lack)
+    histogram    np.histogram: NumPy subtracts the range with
+                 ``np.subtract(..., dtype=<instance>)``
 """
 import functools
 import os
@@ -315,6 +317,21 @@ def _patch_reductions():
         _replace(_methods, name, wrap(getattr(_methods, name)), "reductions")
 
 
+def _patch_histogram():
+    from numpy.lib import _histograms_impl as hist
+
+    orig = hist._unsigned_subtract
+
+    @functools.wraps(orig)
+    def _unsigned_subtract(a, b):
+        dt = np.result_type(a, b)
+        if type(dt) in _ALL_DTYPES:
+            return np.subtract(a, b, dtype=type(dt))
+        return orig(a, b)
+
+    _replace(hist, "_unsigned_subtract", _unsigned_subtract, "histogram")
+
+
 def apply():
     if os.environ.get("MINIFLOAT_NO_NUMPY_PATCHES", "") not in ("", "0"):
         return
@@ -325,3 +342,4 @@ def apply():
     _patch_einsum()
     _patch_statistics()
     _patch_reductions()
+    _patch_histogram()

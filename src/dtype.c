@@ -306,6 +306,8 @@ static PyType_Slot dtype_slots[] = {
     {NPY_DT_PyArray_ArrFuncs_fillwithscalar, (void *)mf_fillwithscalar},
     {NPY_DT_PyArray_ArrFuncs_sort, (void *)mf_sort},
     {NPY_DT_PyArray_ArrFuncs_argsort, (void *)mf_argsort},
+    {NPY_DT_PyArray_ArrFuncs_fromstr, (void *)mf_fromstr},
+    {NPY_DT_PyArray_ArrFuncs_scanfunc, (void *)mf_scanfunc},
     {0, NULL},
 };
 

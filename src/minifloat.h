@@ -98,7 +98,8 @@ int mf_argmin(void *data, npy_intp n, npy_intp *min_ind, void *arr);
 npy_bool mf_nonzero(void *data, void *arr);
 int mf_fill(void *buffer, npy_intp length, void *arr);
 int mf_fillwithscalar(void *buffer, npy_intp length, void *value, void *arr);
-int mf_sort_key_init(void);
+int mf_fromstr(char *str, void *ip, char **endptr, PyArray_Descr *descr);
+int mf_scanfunc(FILE *fp, void *dptr, char *ignore, PyArray_Descr *descr);
 
 /* ---- ufuncs (umath/) ---- */
 int mf_init_ufuncs(PyObject *module);

@@ -291,3 +291,31 @@ mf_fillwithscalar(void *buffer, npy_intp length, void *value, void *arr)
     }
     return 0;
 }
+
+/* np.fromstring / np.fromfile with sep: parse a float, round once */
+int
+mf_fromstr(char *str, void *ip, char **endptr, PyArray_Descr *descr)
+{
+    const mf_format *f = mf_descr_format(descr);
+    double v = PyOS_string_to_double(str, endptr, NULL);
+    if (v == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    uint32_t c = f->kind == MF_KIND_FLOAT ? mf_encode_f64(f, v) : mf_encode_int_from_f64(f, v);
+    mf_store_code(f, (char *)ip, c);
+    return 0;
+}
+
+int
+mf_scanfunc(FILE *fp, void *dptr, char *ignore, PyArray_Descr *descr)
+{
+    const mf_format *f = mf_descr_format(descr);
+    double v;
+    int r = fscanf(fp, "%lg", &v);
+    if (r == 1) {
+        uint32_t c = f->kind == MF_KIND_FLOAT ? mf_encode_f64(f, v) : mf_encode_int_from_f64(f, v);
+        mf_store_code(f, (char *)dptr, c);
+    }
+    return r;
+}

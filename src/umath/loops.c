@@ -144,6 +144,16 @@ accumulate_inner(mf_loop_aux *aux, char *prev, const char *in, npy_intp is,
 {
     const mf_format *f = aux->fmt;
     float carry = mf_decode_f32(f, mf_load_code(f, prev));
+    if (aux->def->kind == MF_LOOP_ARITH && (aux->def->op == MF_OP_ADD || aux->def->op == MF_OP_MUL)) {
+        /* cumsum / cumprod: the float32 running value, each output rounded once */
+        int mul = aux->def->op == MF_OP_MUL;
+        for (npy_intp i = 0; i < n; i++) {
+            float x = mf_decode_f32(f, mf_load_code(f, in + i * is));
+            carry = mul ? carry * x : carry + x;
+            mf_store_code(f, out + i * os, mf_enc1(f, carry));
+        }
+        return;
+    }
     for (npy_intp i = 0; i < n; i++) {
         float x = mf_decode_f32(f, mf_load_code(f, in + i * is));
         float r;
@@ -320,7 +330,10 @@ arith_loop(PyArrayMethod_Context *context, char *const data[],
     npy_intp sz = f->itemsize;
     npy_intp n = dimensions[0];
     int inplace = data[0] == data[2];
-    if (!(aux->shadow && inplace)
+    /* an accumulation's loop (out[i] = out[i-1] op in[i]) overlaps itself:
+     * the general path runs it sequentially */
+    int accumulating = strides[0] == strides[2] && strides[0] != 0 && data[2] == data[0] + strides[0];
+    if (!(aux->shadow && inplace) && !accumulating
             && is_contig_aligned(data[0], strides[0], sz) && is_contig_aligned(data[1], strides[1], sz)
             && is_contig_aligned(data[2], strides[2], sz)) {
         mf_k->binary((mf_binary_op)aux->def->op, f, data[0], data[1], data[2], n);

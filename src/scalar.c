@@ -100,6 +100,26 @@ code_from_pylong(const mf_format *f, PyObject *obj, uint32_t *code)
     return 0;
 }
 
+/* NumPy 2: an integer out of an integer type's range is an error when it
+ * is stored as a scalar (arrays cast with wrap-around instead) */
+static int
+check_int_range(const mf_format *f, PyObject *pylong)
+{
+    if (f->kind == MF_KIND_FLOAT) {
+        return 0;
+    }
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(pylong, &overflow);
+    if (v == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (overflow || v < mf_int_min(f) || v > mf_int_max(f)) {
+        PyErr_Format(PyExc_OverflowError, "Python integer %R out of bounds for %s", pylong, f->name);
+        return -1;
+    }
+    return 0;
+}
+
 int
 mf_code_from_pyobject(const mf_format *f, PyObject *obj, uint32_t *code)
 {
@@ -125,6 +145,9 @@ mf_code_from_pyobject(const mf_format *f, PyObject *obj, uint32_t *code)
         return 0;
     }
     if (PyLong_Check(obj)) {
+        if (check_int_range(f, obj) < 0) {
+            return -1;
+        }
         return code_from_pylong(f, obj, code);
     }
     if (PyArray_IsScalar(obj, LongDouble)) {
@@ -138,6 +161,10 @@ mf_code_from_pyobject(const mf_format *f, PyObject *obj, uint32_t *code)
     if (PyArray_IsScalar(obj, Integer)) {
         PyObject *as_int = PyNumber_Index(obj);
         if (as_int == NULL) {
+            return -1;
+        }
+        if (check_int_range(f, as_int) < 0) {
+            Py_DECREF(as_int);
             return -1;
         }
         int r = code_from_pylong(f, as_int, code);

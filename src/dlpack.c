@@ -178,13 +178,21 @@ call_deleter(void *managed, int versioned)
 static void
 call_deleter_preserving_error(void *managed, int versioned)
 {
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = PyErr_GetRaisedException();
+#else
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
+#endif
     call_deleter(managed, versioned);
     if (PyErr_Occurred()) {
         PyErr_WriteUnraisable(NULL);
     }
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(exc);
+#else
     PyErr_Restore(type, value, tb);
+#endif
 }
 
 /* base object of an imported array */

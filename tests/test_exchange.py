@@ -717,6 +717,21 @@ def test_ndarrays_import_as_views():
         minifloat.from_dlpack(np.array([object()]))
 
 
+def test_numkong_tensors_both_ways():
+    nk = pytest.importorskip("numkong")
+    for name, mf_name in [("bfloat16", "bfloat16"), ("float8_e4m3", "float8_e4m3fn"),
+                          ("float8_e5m2", "float8_e5m2"), ("float6_e2m3", "float6_e2m3fn"),
+                          ("float6_e3m2", "float6_e3m2fn")]:
+        x = nk.full((2, 3), 1.5, dtype=name)
+        a = minifloat.from_dlpack(x)       # float6 arrives padded (one value per byte): a view
+        assert a.dtype == getattr(minifloat, mf_name) and a.shape == (2, 3)
+        assert a.astype(np.float32).ravel().tolist() == [1.5] * 6
+        assert np.shares_memory(a, minifloat.from_dlpack(x))
+    b = np.arange(6, dtype=np.float32).astype(minifloat.bfloat16)
+    t = nk.from_dlpack(minifloat.dlpack(b))
+    assert np.asarray(t).view(np.uint16).tolist() == b.view(np.uint16).tolist()
+
+
 # ---------------------------------------------------------------- asnumpy
 
 def test_asnumpy_copies_and_dtypes():

@@ -384,40 +384,49 @@ if hasattr(np.dtypes, "register_dlpack_dtype"):
 
 # ----------------------------------------------------------------- benchmark
 
-def _bench_import_cost(number=20000, repeat=5, small=16, large=1 << 22):
-    """Per-call cost (ns, best of `repeat`) of importing a tensor: minifloat's
-    from_dlpack against NumPy's np.from_dlpack of a float32 tensor, for a small
-    and a large tensor, with and without the producer's C exchange API.  Uses
-    torch if it is installed (else only ndarray and test-capsule producers)."""
-    def ns(fn):
-        return min(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e9
-
-    out = {}
+def _bench_import_cost(number=20000, repeat=7, small=16, large=1 << 22):
+    """Per-call cost in ns of importing a tensor: minifloat's from_dlpack against
+    NumPy's np.from_dlpack of a float32 tensor, for a small and a large tensor,
+    with and without the producer's C exchange API.  The candidates are timed in
+    interleaved rounds (best of `repeat`), so a ratio taken from one result is
+    fair on a shared machine.  Uses torch if it is installed."""
+    cases = {}
     a_small = np.zeros(small, np.float32)
-    out["np.from_dlpack(ndarray f32)"] = ns(lambda: np.from_dlpack(a_small))
-    out["mf.from_dlpack(ndarray f32)"] = ns(lambda: from_dlpack(a_small))
+    cases["np.from_dlpack(ndarray f32)"] = (lambda: np.from_dlpack(a_small), None)
+    cases["mf.from_dlpack(ndarray f32)"] = (lambda: from_dlpack(a_small), None)
     try:
         import torch
     except ImportError:
-        return out
-    tensors = {
-        "f32 small": torch.zeros(small, dtype=torch.float32),
-        "bf16 small": torch.zeros(small, dtype=torch.bfloat16),
-        "f32 large": torch.zeros(large, dtype=torch.float32),
-        "bf16 large": torch.zeros(large, dtype=torch.bfloat16),
-    }
-    for key in ("f32 small", "f32 large"):
-        t = tensors[key]
-        out[f"np.from_dlpack(torch {key})"] = ns(lambda: np.from_dlpack(t))
+        torch = None
+    if torch is not None:
+        tensors = {
+            "f32 small": torch.zeros(small, dtype=torch.float32),
+            "bf16 small": torch.zeros(small, dtype=torch.bfloat16),
+            "f32 large": torch.zeros(large, dtype=torch.float32),
+            "bf16 large": torch.zeros(large, dtype=torch.bfloat16),
+        }
+        for key in ("f32 small", "f32 large"):
+            t = tensors[key]
+            cases[f"np.from_dlpack(torch {key})"] = ((lambda t=t: np.from_dlpack(t)), None)
+        for key, t in tensors.items():
+            cases[f"mf.from_dlpack(torch {key}) C API"] = ((lambda t=t: from_dlpack(t)), True)
+            cases[f"mf.from_dlpack(torch {key}) __dlpack__"] = ((lambda t=t: from_dlpack(t)),
+                                                                 False)
+    best = dict.fromkeys(cases, float("inf"))
     prev = _core._set_exchange_api(True)
     try:
-        for key, t in tensors.items():
-            out[f"mf.from_dlpack(torch {key}) C API"] = ns(lambda: from_dlpack(t))
-        _core._set_exchange_api(False)
-        for key, t in tensors.items():
-            out[f"mf.from_dlpack(torch {key}) __dlpack__"] = ns(lambda: from_dlpack(t))
+        for _ in range(repeat):
+            for name, (fn, api) in cases.items():
+                if api is not None:
+                    _core._set_exchange_api(api)
+                t = timeit.timeit(fn, number=number) / number * 1e9
+                best[name] = min(best[name], t)
     finally:
         _core._set_exchange_api(prev)
-    out["ratio small (C API / np f32)"] = (out["mf.from_dlpack(torch bf16 small) C API"]
-                                           / out["np.from_dlpack(torch f32 small)"])
-    return out
+    if torch is not None:
+        base = best["np.from_dlpack(torch f32 small)"]
+        for key in ("bf16 small", "bf16 large"):
+            for path in ("C API", "__dlpack__"):
+                best[f"ratio mf {key} {path} / np f32 small"] = (
+                    best[f"mf.from_dlpack(torch {key}) {path}"] / base)
+    return best

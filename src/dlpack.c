@@ -916,8 +916,11 @@ find_exchange_api(PyTypeObject *type, int *is_torch)
  * torch.Tensor.numpy() does.  0 ok, -1 error set.
  */
 static int
-torch_checks(PyObject *x)
+torch_checks(PyObject *x, int all)
 {
+    if (!all) {
+        goto bits;   /* torch's __dlpack__ checks requires_grad and conj itself */
+    }
     PyObject *r = PyObject_GetAttr(x, s_requires_grad);
     if (r == NULL) {
         return -1;
@@ -933,6 +936,7 @@ torch_checks(PyObject *x)
                         "array would bypass autograd); use tensor.detach()");
         return -1;
     }
+bits:;
     PyObject *names[2] = {s_is_conj, s_is_neg};
     const char *msgs[2] = {
         "the torch tensor has its conjugate bit set, so its memory does not hold its values; "
@@ -940,7 +944,7 @@ torch_checks(PyObject *x)
         "the torch tensor has its negative bit set, so its memory does not hold its values; "
         "use tensor.resolve_neg()",
     };
-    for (int i = 0; i < 2; i++) {
+    for (int i = all ? 0 : 1; i < 2; i++) {
         PyObject *args[1] = {x};
         PyObject *v = PyObject_VectorcallMethod(names[i], args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
         if (v == NULL) {
@@ -986,7 +990,7 @@ from_dlpack_impl(PyObject *x, int cpu_requested, copy_mode copy)
     if (!use_exchange_api) {
         is_torch = type_is_torch_tensor(type);
     }
-    if (is_torch && torch_checks(x) < 0) {
+    if (is_torch && torch_checks(x, api != NULL) < 0) {
         return NULL;
     }
     if (api != NULL) {

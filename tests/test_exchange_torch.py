@@ -127,7 +127,8 @@ def test_tensor_lifetime(api):
 
 
 def test_requires_grad_conj_and_neg_are_refused(api):
-    with pytest.raises(BufferError, match="requires grad"):
+    # torch's own __dlpack__ raises its message, the C API path minifloat's
+    with pytest.raises(BufferError, match="requires grad|require gradient"):
         minifloat.from_dlpack(torch.zeros(3, requires_grad=True))
     with pytest.raises(BufferError, match="conjugate bit"):
         minifloat.from_dlpack(torch.tensor([1 + 2j]).conj())

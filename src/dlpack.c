@@ -1002,8 +1002,10 @@ from_dlpack_impl(PyObject *x, int cpu_requested, copy_mode copy)
             }
             return NULL;
         }
-        if (!device_is_cpu_addressable(m->dl_tensor.device.device_type)) {
-            /* device memory: only __dlpack__ can ask for a host copy */
+        if (m->dl_tensor.device.device_type != MFDL_CPU) {
+            /* The C API neither synchronises streams nor copies between devices:
+             * pinned, managed and device memory go through __dlpack__, which does
+             * (stream=None, and dl_device when a host copy is wanted). */
             call_deleter(m, 1);
         }
         else {

@@ -124,7 +124,7 @@ def to_torch(a, *, copy=None):
     f = _mf_format(arr.dtype)
     if f is not None and (f["name"] in _SUBBYTE or _torch_dtype_for(torch, f["name"]) is None):
         x2 = _torch_dtype_for(torch, f["name"] + "_x2")
-        if f["name"] in _SUBBYTE and x2 is not None and f["dlpack_bits"] == 4:
+        if f["name"] in _SUBBYTE and x2 is not None and 2 * f["dlpack_bits"] == 8:
             if copy is False:
                 raise BufferError(f"torch keeps {f['name']} only packed two values per byte "
                                   f"({x2}); packing needs a copy: pass copy=None or copy=True")

@@ -195,27 +195,17 @@ call_deleter_preserving_error(void *managed, int versioned)
 #endif
 }
 
-/* base object of an imported array */
+/* base object of an imported array: its name says which kind of tensor it owns */
 static void
-owner_destructor_versioned(PyObject *cap)
+owner_destructor(PyObject *cap)
 {
-    void *p = PyCapsule_GetPointer(cap, NAME_OWNER_VERSIONED);
+    const char *name = PyCapsule_GetName(cap);
+    void *p = name ? PyCapsule_GetPointer(cap, name) : NULL;
     if (p == NULL) {
         PyErr_WriteUnraisable(cap);
         return;
     }
-    call_deleter_preserving_error(p, 1);
-}
-
-static void
-owner_destructor_legacy(PyObject *cap)
-{
-    void *p = PyCapsule_GetPointer(cap, NAME_OWNER_LEGACY);
-    if (p == NULL) {
-        PyErr_WriteUnraisable(cap);
-        return;
-    }
-    call_deleter_preserving_error(p, 0);
+    call_deleter_preserving_error(p, name == NAME_OWNER_VERSIONED);
 }
 
 /* destructor of a producer capsule (ours, or the test producer's): frees the
@@ -736,9 +726,8 @@ import_managed(void *managed, int versioned, PyObject *capsule, copy_mode copy,
         call_deleter(managed, versioned);
         return c;
     }
-    PyObject *owner = versioned
-        ? PyCapsule_New(managed, NAME_OWNER_VERSIONED, owner_destructor_versioned)
-        : PyCapsule_New(managed, NAME_OWNER_LEGACY, owner_destructor_legacy);
+    PyObject *owner = PyCapsule_New(managed, versioned ? NAME_OWNER_VERSIONED : NAME_OWNER_LEGACY,
+                                    owner_destructor);
     if (owner == NULL) {
         Py_DECREF(arr);
         return NULL;
@@ -1100,29 +1089,27 @@ py_from_dlpack(PyObject *NPY_UNUSED(self), PyObject *const *args, Py_ssize_t nar
 /* deleters of the managed tensors we export: may run on any thread, with or
  * without the GIL */
 static void
-export_deleter_versioned(mfdl_managed_v *self)
+export_release(void *mem, PyObject *owner)
 {
     if (!Py_IsInitialized()) {
         return;   /* interpreter gone: leak rather than crash */
     }
     PyGILState_STATE st = PyGILState_Ensure();
-    PyObject *owner = (PyObject *)self->manager_ctx;
-    PyMem_RawFree(self);
+    PyMem_RawFree(mem);
     Py_XDECREF(owner);
     PyGILState_Release(st);
 }
 
 static void
+export_deleter_versioned(mfdl_managed_v *self)
+{
+    export_release(self, (PyObject *)self->manager_ctx);
+}
+
+static void
 export_deleter_legacy(mfdl_managed *self)
 {
-    if (!Py_IsInitialized()) {
-        return;
-    }
-    PyGILState_STATE st = PyGILState_Ensure();
-    PyObject *owner = (PyObject *)self->manager_ctx;
-    PyMem_RawFree(self);
-    Py_XDECREF(owner);
-    PyGILState_Release(st);
+    export_release(self, (PyObject *)self->manager_ctx);
 }
 
 /*

@@ -1,5 +1,432 @@
 """Zero-copy exchange over DLPack with torch, JAX and anything else (issue 4).
 
-Placeholder: the functions are implemented by the exchange work."""
+- :func:`from_dlpack` (in C): like ``np.from_dlpack``, and also for bfloat16 and
+  every float8/float6/float4 and int4/int2/int1 DLPack type.
+- :func:`asnumpy`: the one boundary call: any tensor or array-like -> ndarray.
+- :func:`dlpack`: an exporter (``__dlpack__``/``__dlpack_device__``) for an
+  ndarray of any minifloat or NumPy dtype; :func:`to_torch`, :func:`to_jax`.
+- :func:`patch_torch` / :func:`unpatch_torch`: ``torch.Tensor.numpy()`` for
+  bfloat16 and float8 tensors.
 
-__all__ = []
+torch and JAX are imported only by the functions named after them (and by
+:func:`patch_torch`), never at import time.  See docs/exchange.md.
+"""
+import sys
+import timeit
+import warnings
+
+import numpy as np
+
+from . import _core
+
+__all__ = ["from_dlpack", "asnumpy", "dlpack", "to_torch", "to_jax", "patch_torch",
+           "unpatch_torch"]
+
+from_dlpack = _core.from_dlpack
+
+_KDLCPU = 1
+
+# Everything below is derived from the format table.
+_FORMATS = _core.formats()
+_BY_NAME = {f["name"]: f for f in _FORMATS}
+#: formats stored in fewer bits than their one-byte storage (float6, float4, int4, ...)
+_SUBBYTE = frozenset(f["name"] for f in _FORMATS if f["dlpack_bits"] < 8 * f["itemsize"])
+
+
+def _mf_format(dtype):
+    """The format-table row of a minifloat dtype, else None."""
+    f = _BY_NAME.get(dtype.name)
+    return f if f is not None and f["dtype"] == dtype else None
+
+
+def _from_ml_dtypes(arr):
+    """An ml_dtypes array as a zero-copy view with the minifloat dtype of the same
+    name (the storage is the same); any other array unchanged."""
+    d = arr.dtype
+    if getattr(d.type, "__module__", None) == "ml_dtypes":
+        f = _BY_NAME.get(d.type.__name__)
+        if f is not None and f["itemsize"] == d.itemsize:
+            return arr.view(f["dtype"])
+    return arr
+
+
+# --------------------------------------------------------------------- export
+
+class DLPackExporter:
+    """What :func:`dlpack` returns: an ndarray behind the DLPack protocol.
+
+    ``__dlpack__`` follows the array API standard (2023.12): with ``max_version``
+    >= (1, 0) it returns a "dltensor_versioned" capsule (READ_ONLY set for a
+    non-writeable array, IS_COPIED when it copied, IS_SUBBYTE_TYPE_PADDED for the
+    one-value-per-byte sub-byte formats), else a legacy "dltensor" capsule.
+    """
+
+    __slots__ = ("array", "_copy_default")
+
+    def __init__(self, array, _copy_default=None):
+        self.array = array
+        self._copy_default = _copy_default
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        if copy is None:
+            copy = self._copy_default
+        return _core._dlpack_export(self.array, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self):
+        return (_KDLCPU, 0)
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.array, dtype=dtype, copy=copy)
+
+    def __repr__(self):
+        return f"minifloat.dlpack(<ndarray shape={self.array.shape} dtype={self.array.dtype}>)"
+
+
+def _exportable(a):
+    arr = a if isinstance(a, np.ndarray) else np.asarray(a)
+    arr = _from_ml_dtypes(arr)
+    _core._dlpack_dtype(arr.dtype)   # BufferError now, rather than in the consumer
+    return arr
+
+
+def dlpack(a):
+    """An exporter of ``a`` (an ndarray of any minifloat or NumPy dtype, an
+    ml_dtypes array, or anything ``np.asarray`` takes) with ``__dlpack__`` and
+    ``__dlpack_device__``: ``torch.from_dlpack(minifloat.dlpack(a))`` and
+    ``jax.dlpack.from_dlpack(minifloat.dlpack(a))`` view ``a``'s memory.
+
+    Raises BufferError for dtypes DLPack cannot describe (object, str, datetime,
+    longdouble, byte-swapped).
+    """
+    return DLPackExporter(_exportable(a))
+
+
+def _torch_dtype_for(torch, name):
+    """torch's dtype of the same name as a minifloat format, or None."""
+    dt = getattr(torch, name, None)
+    return dt if isinstance(dt, torch.dtype) else None
+
+
+def to_torch(a, *, copy=None):
+    """``a`` as a torch tensor, sharing its memory (``torch.from_dlpack`` of
+    :func:`dlpack`).
+
+    torch has bfloat16 and five float8 types (e4m3fn, e5m2, e4m3fnuz, e5m2fnuz,
+    e8m0fnu); other minifloat formats raise TypeError, except float4_e2m1fn,
+    which torch keeps only packed two per byte: it becomes a float4_e2m1fn_x2
+    tensor of shape ``a.shape[:-1] + (a.shape[-1] // 2,)`` (a packed copy; value
+    2k in the low nibble of byte k).  torch ignores DLPack's READ_ONLY flag, so a
+    non-writeable ``a`` is copied (BufferError with ``copy=False``).
+    """
+    import torch
+
+    arr = _exportable(a)
+    f = _mf_format(arr.dtype)
+    if f is not None and (f["name"] in _SUBBYTE or _torch_dtype_for(torch, f["name"]) is None):
+        x2 = _torch_dtype_for(torch, f["name"] + "_x2")
+        if f["name"] in _SUBBYTE and x2 is not None and 2 * f["dlpack_bits"] == 8:
+            if copy is False:
+                raise BufferError(f"torch keeps {f['name']} only packed two values per byte "
+                                  f"({x2}); packing needs a copy: pass copy=None or copy=True")
+            if arr.ndim == 0 or arr.shape[-1] % 2:
+                raise ValueError(f"torch's {x2} packs pairs along the last axis, which must "
+                                 f"have even length; got shape {arr.shape}")
+            packed = _core._pack_subbyte(arr).reshape(arr.shape[:-1] + (arr.shape[-1] // 2,))
+            return torch.from_numpy(packed).view(x2)
+        kind = "np.float32" if f["kind"] == "float" else "np.int8"
+        raise TypeError(f"torch has no {f['name']} dtype that DLPack can reach; convert "
+                        f"first, e.g. a.astype({kind})")
+    if not arr.flags.writeable:
+        if copy is False:
+            raise BufferError("the array is read-only and torch ignores DLPack's READ_ONLY "
+                              "flag (it would write into it); pass copy=None or copy=True")
+        copy = True
+    return torch.from_dlpack(DLPackExporter(arr), copy=copy)
+
+
+def to_jax(a, *, copy=None):
+    """``a`` as a JAX array (``jax.dlpack.from_dlpack`` of :func:`dlpack`).
+
+    JAX imports bfloat16 and all nine float8 formats over DLPack, zero-copy when
+    the data is 64-byte aligned (else it copies; with ``copy=False`` it raises).
+    JAX asks for legacy capsules, which cannot say "read-only": a non-writeable
+    array is exported as a copy.  JAX 0.10 imports no sub-byte type over DLPack
+    (float6 codes are unknown to it, packed float4 and 4/2/1-bit integers are
+    refused), so those go through ``jnp.asarray`` of an ml_dtypes view (a copy;
+    JAX has the types it knows from ml_dtypes).  ``copy=False`` raises
+    BufferError wherever a copy is needed.
+    """
+    import jax.dlpack
+
+    arr = _exportable(a)
+    f = _mf_format(arr.dtype)
+    if f is not None and f["name"] in _SUBBYTE:
+        if copy is False:
+            raise BufferError(f"JAX cannot import {f['name']} over DLPack; the copy through "
+                              f"jax.numpy needs copy=None or copy=True")
+        import jax.numpy as jnp
+        import ml_dtypes   # a dependency of JAX
+
+        ml_type = getattr(ml_dtypes, f["name"], None)
+        if ml_type is None:
+            raise TypeError(f"JAX has no {f['name']} dtype; convert first, e.g. "
+                            f"a.astype(np.float32)")
+        try:
+            return jnp.asarray(arr.view(ml_type))
+        except Exception as err:   # e.g. JAX 0.10's CPU backend has no float6 or int1
+            raise TypeError(f"JAX could not make a {f['name']} array ({type(err).__name__}: "
+                            f"{str(err).splitlines()[0]}); convert first, e.g. "
+                            f"a.astype(np.float32)") from err
+    copy_default = None
+    if not arr.flags.writeable:
+        if copy is False:
+            raise BufferError("JAX takes legacy DLPack capsules, which cannot mark an array "
+                              "read-only, so a read-only array is exported as a copy; pass "
+                              "copy=None or copy=True")
+        copy_default = True
+    return jax.dlpack.from_dlpack(DLPackExporter(arr, copy_default), copy=copy)
+
+
+# --------------------------------------------------------------------- import
+
+def _is_dlpack_producer(x):
+    return hasattr(type(x), "__dlpack__") or type(x).__name__ == "PyCapsule"
+
+
+def asnumpy(x, dtype=None, *, copy=None):
+    """``x`` as an ndarray: the one boundary call for library authors.
+
+    ``x`` may be a torch/JAX/CuPy/TensorFlow/numkong tensor, anything with
+    ``__dlpack__`` or ``__array__``, an ndarray (ml_dtypes arrays become the
+    minifloat dtype of the same name, as a view), or any array-like.  DLPack
+    producers are imported with :func:`from_dlpack`; memory that is not
+    addressable from the CPU (CUDA, ROCm, ...) is copied to the host by the
+    producer unless ``copy=False`` (then BufferError).
+
+    ``dtype`` converts after the import, in one pass (no conversion when the
+    dtype already matches).  ``copy=True`` always returns new memory,
+    ``copy=False`` never copies (BufferError/ValueError when it would have to),
+    ``None`` copies only when needed.
+    """
+    if dtype is not None:
+        dtype = np.dtype(dtype)
+    # with a conversion coming, import without copying: the conversion is the copy
+    imp_copy = copy if dtype is None else (False if copy is False else None)
+    if isinstance(x, np.ndarray):
+        arr, fresh = _from_ml_dtypes(x), False
+    elif _is_dlpack_producer(x):
+        try:
+            arr = from_dlpack(x, device=None if copy is False else "cpu", copy=imp_copy)
+            fresh = imp_copy is True or arr.base is None   # base None: unpacked or copied
+        except BufferError as err:
+            if not hasattr(type(x), "__array__"):
+                raise
+            try:   # a producer that refuses DLPack for this dtype may still convert
+                arr = _from_ml_dtypes(np.asarray(x, copy=imp_copy))
+            except Exception:
+                raise err from None
+            fresh = imp_copy is True
+    else:
+        arr, fresh = _from_ml_dtypes(np.asarray(x, copy=imp_copy)), imp_copy is True
+    if dtype is not None and arr.dtype != dtype:
+        if copy is False:
+            raise ValueError(f"Unable to avoid copy while creating an array as requested: "
+                             f"converting {arr.dtype} to {dtype} makes a new array; pass "
+                             f"copy=None to allow it")
+        return arr.astype(dtype)
+    if copy and not fresh:
+        return arr.copy()
+    return arr
+
+
+# --------------------------------------------------------------- torch patch
+
+class Float32ConversionWarning(UserWarning):
+    """patch_torch(mode="float32") returned a float32 copy of a bfloat16/float8 tensor."""
+
+
+_ABSENT = object()
+
+
+class _TorchPatch:
+    """One activation of :func:`patch_torch`; a context manager that undoes it."""
+
+    def __init__(self, torch, mode):
+        self._torch = torch
+        self.mode = mode
+        self._warned = False
+        cls = torch.Tensor
+        self._prev = cls.__dict__.get("numpy", _ABSENT)
+        original = torch._C.TensorBase.numpy
+        handled = {}
+        for f in _FORMATS:
+            dt = _torch_dtype_for(torch, f["name"])
+            if dt is not None and f["kind"] == "float" and f["name"] not in _SUBBYTE:
+                handled[dt] = f["name"]
+        self.dtypes = handled
+        patch = self
+
+        def numpy(self, *, force=False):
+            name = handled.get(self.dtype)
+            if name is None:
+                return original(self, force=force)
+            t = self
+            if force:
+                t = t.detach().cpu().resolve_neg()
+            elif t.requires_grad:
+                raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
+                                   "Use tensor.detach().numpy() instead.")
+            elif t.device.type != "cpu":
+                raise TypeError(f"can't convert {t.device} device type tensor to numpy. "
+                                "Use Tensor.cpu() to copy the tensor to host memory first.")
+            elif t.is_neg():
+                raise RuntimeError("Can't call numpy() on Tensor that has negative bit set. "
+                                   "Use tensor.resolve_neg().numpy() instead.")
+            arr = from_dlpack(t)
+            if patch.mode == "float32":
+                if not patch._warned:
+                    patch._warned = True
+                    warnings.warn(
+                        f"torch.Tensor.numpy() converted a {name} tensor to a float32 copy "
+                        "(minifloat.patch_torch(mode='float32')); writes to it do not reach "
+                        "the tensor. mode='native' returns a zero-copy minifloat array.",
+                        Float32ConversionWarning, stacklevel=2)
+                arr = arr.astype(np.float32)
+            return arr
+
+        numpy.__doc__ = original.__doc__
+        numpy._minifloat_patch = self
+        self._func = numpy
+        cls.numpy = numpy
+
+    def undo(self):
+        """Restore what torch.Tensor.numpy was before this patch (if this patch is
+        still the active one)."""
+        cls = self._torch.Tensor
+        if cls.__dict__.get("numpy") is self._func:
+            if self._prev is _ABSENT:
+                del cls.numpy
+            else:
+                cls.numpy = self._prev
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.undo()
+        return False
+
+    def __repr__(self):
+        return f"<minifloat.patch_torch(mode={self.mode!r})>"
+
+
+def patch_torch(mode="native"):
+    """Make ``torch.Tensor.numpy()`` (and so ``np.asarray(tensor)``) work on
+    bfloat16 and float8 tensors, everywhere, including inside third-party code.
+
+    mode="native": a zero-copy array of the minifloat dtype, sharing memory like
+    ``numpy()`` does for other dtypes.  mode="float32": a float32 copy, with one
+    :class:`Float32ConversionWarning` per activation.  Other dtypes behave
+    exactly as before.  Returns a handle usable as a context manager (leaving the
+    ``with`` block undoes the patch); :func:`unpatch_torch` undoes all patches.
+    """
+    if mode not in ("native", "float32"):
+        raise ValueError(f"mode must be 'native' or 'float32', got {mode!r}")
+    import torch
+
+    return _TorchPatch(torch, mode)
+
+
+def unpatch_torch():
+    """Undo every :func:`patch_torch`: ``torch.Tensor.numpy`` is torch's own again.
+    Does nothing (and imports nothing) when torch was never imported."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    cls = torch.Tensor
+    while True:
+        patch = getattr(cls.__dict__.get("numpy"), "_minifloat_patch", None)
+        if patch is None:
+            return
+        patch.undo()
+
+
+# ------------------------------------------------- NumPy >= 2.5 registration
+
+def _register_with_numpy(register):
+    """Register every minifloat dtype NumPy's DLPack registry can hold with
+    ``register((code, bits), dtype)`` (``np.dtypes.register_dlpack_dtype``).
+
+    NumPy's registry requires bits == 8 * itemsize, so the sub-byte formats
+    (float6, float4, int4/2/1: one value per byte, which np.from_dlpack would
+    not unpack) stay with :func:`from_dlpack`.  A registration NumPy refuses (the
+    (code, bits) is already taken, e.g. by another library) is recorded, not
+    raised: returns {name: None if registered else the error message}.
+    """
+    result = {}
+    for f in _FORMATS:
+        if f["dlpack_bits"] != 8 * f["itemsize"]:
+            continue
+        try:
+            register((f["dlpack_code"], f["dlpack_bits"]), f["dtype"])
+        except ValueError as err:
+            result[f["name"]] = str(err)
+        else:
+            result[f["name"]] = None
+    return result
+
+
+#: what the registration at import did (empty when NumPy has no registry)
+numpy_registration = {}
+if hasattr(np.dtypes, "register_dlpack_dtype"):
+    numpy_registration = _register_with_numpy(np.dtypes.register_dlpack_dtype)
+
+
+# ----------------------------------------------------------------- benchmark
+
+def _bench_import_cost(number=20000, repeat=7, small=16, large=1 << 22):
+    """Per-call cost in ns of importing a tensor: minifloat's from_dlpack against
+    NumPy's np.from_dlpack of a float32 tensor, for a small and a large tensor,
+    with and without the producer's C exchange API.  The candidates are timed in
+    interleaved rounds (best of `repeat`), so a ratio taken from one result is
+    fair on a shared machine.  Uses torch if it is installed."""
+    cases = {}
+    a_small = np.zeros(small, np.float32)
+    cases["np.from_dlpack(ndarray f32)"] = (lambda: np.from_dlpack(a_small), None)
+    cases["mf.from_dlpack(ndarray f32)"] = (lambda: from_dlpack(a_small), None)
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        tensors = {
+            "f32 small": torch.zeros(small, dtype=torch.float32),
+            "bf16 small": torch.zeros(small, dtype=torch.bfloat16),
+            "f32 large": torch.zeros(large, dtype=torch.float32),
+            "bf16 large": torch.zeros(large, dtype=torch.bfloat16),
+        }
+        for key in ("f32 small", "f32 large"):
+            t = tensors[key]
+            cases[f"np.from_dlpack(torch {key})"] = ((lambda t=t: np.from_dlpack(t)), None)
+        for key, t in tensors.items():
+            cases[f"mf.from_dlpack(torch {key}) C API"] = ((lambda t=t: from_dlpack(t)), True)
+            cases[f"mf.from_dlpack(torch {key}) __dlpack__"] = ((lambda t=t: from_dlpack(t)),
+                                                                 False)
+    best = dict.fromkeys(cases, float("inf"))
+    prev = _core._set_exchange_api(True)
+    try:
+        for _ in range(repeat):
+            for name, (fn, api) in cases.items():
+                if api is not None:
+                    _core._set_exchange_api(api)
+                t = timeit.timeit(fn, number=number) / number * 1e9
+                best[name] = min(best[name], t)
+    finally:
+        _core._set_exchange_api(prev)
+    if torch is not None:
+        base = best["np.from_dlpack(torch f32 small)"]
+        for key in ("bf16 small", "bf16 large"):
+            for path in ("C API", "__dlpack__"):
+                best[f"ratio mf {key} {path} / np f32 small"] = (
+                    best[f"mf.from_dlpack(torch {key}) {path}"] / base)
+    return best

@@ -3,6 +3,7 @@
 layouts and malformed tensors; minifloat.dlpack covers export."""
 import ctypes
 import gc
+import os
 import subprocess
 import sys
 import textwrap
@@ -781,7 +782,11 @@ def test_minifloat_never_imports_torch_or_jax_by_itself():
         minifloat.unpatch_torch()
         print(sorted(m for m in ("torch", "jax", "ml_dtypes") if m in sys.modules))
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    # ml_dtypes is imported on purpose (casts to and from its arrays) unless
+    # MINIFLOAT_NO_ML_DTYPES is set; torch and jax never are
+    env = dict(os.environ, MINIFLOAT_NO_ML_DTYPES="1")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=env)
     assert out.stdout.strip() == "[]"
 
 

@@ -51,6 +51,7 @@ def convert(x, dtype, *, saturate=False, rounding="nearest", seed=None, out=None
                          f"got seed={seed!r} with rounding={rounding!r}")
     target = fmt["dtype"]
     scalar_in = np.ndim(x) == 0 and not isinstance(x, np.ndarray)
+    out_given = out is not None
     x = np.asanyarray(x)
     if out is None:
         out = np.empty(x.shape, dtype=target)
@@ -68,7 +69,7 @@ def convert(x, dtype, *, saturate=False, rounding="nearest", seed=None, out=None
             seed = int.from_bytes(os.urandom(8), "little")
         _core._convert(src, out, _ROUNDINGS[rounding], bool(saturate),
                        int(seed or 0) & 0xFFFFFFFFFFFFFFFF)
-    return out[()] if scalar_in else out
+    return out[()] if scalar_in and not out_given else out
 
 
 # ---------------------------------------------------------------- packing

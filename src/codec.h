@@ -151,12 +151,9 @@ mf_encode_f64_ex(const mf_format *f, double x, mf_rounding rmode, int saturate, 
     }
     if (au == 0x7FF0000000000000ull) {                /* +-inf */
         if (f->special == MF_SPECIAL_IEEE && !saturate) {
-            return mf_inf_code(f, sign);
+            return mf_inf_code(f, sign);               /* also toward zero: inf stays inf */
         }
-        if (rmode == MF_ROUND_TOWARD_ZERO && f->special == MF_SPECIAL_IEEE) {
-            return mf_inf_code(f, sign);
-        }
-        return mf_overflow_code(f, sign, saturate);
+        return mf_overflow_code(f, sign, saturate);    /* saturate: the largest finite */
     }
     if (au == 0) {
         return (f->special == MF_SPECIAL_FNUZ) ? 0u : sbit;

@@ -39,9 +39,23 @@ py_convert(PyObject *NPY_UNUSED(self), PyObject *args)
     if (PyArray_SIZE(src) == 0) {
         Py_RETURN_NONE;
     }
+    /* read integers as 64-bit integers and long doubles as long doubles, so
+     * that values beyond float64's precision still round once (to odd in a
+     * float64 first); everything else is read as float64, exactly */
+    int src_num = PyArray_DESCR(src)->type_num;
+    int read_as = NPY_DOUBLE;
+    if (PyTypeNum_ISUNSIGNED(src_num)) {
+        read_as = NPY_UINT64;
+    }
+    else if (PyTypeNum_ISSIGNED(src_num)) {
+        read_as = NPY_INT64;
+    }
+    else if (src_num == NPY_LONGDOUBLE || src_num == NPY_CLONGDOUBLE) {
+        read_as = NPY_LONGDOUBLE;
+    }
     PyArrayObject *ops[2] = {src, out};
     npy_uint32 op_flags[2] = {NPY_ITER_READONLY, NPY_ITER_WRITEONLY};
-    PyArray_Descr *op_dtypes[2] = {PyArray_DescrFromType(NPY_DOUBLE), NULL};
+    PyArray_Descr *op_dtypes[2] = {PyArray_DescrFromType(read_as), NULL};
     NpyIter *iter = NpyIter_MultiNew(2, ops,
                                      NPY_ITER_EXTERNAL_LOOP | NPY_ITER_BUFFERED | NPY_ITER_GROWINNER
                                      | NPY_ITER_ZEROSIZE_OK,
@@ -70,7 +84,24 @@ py_convert(PyObject *NPY_UNUSED(self), PyObject *args)
         npy_intp n = *count;
         for (npy_intp i = 0; i < n; i++, in += strides[0], o += strides[1]) {
             double v;
-            memcpy(&v, in, sizeof v);
+            if (read_as == NPY_DOUBLE) {
+                memcpy(&v, in, sizeof v);
+            }
+            else if (read_as == NPY_INT64) {
+                int64_t iv;
+                memcpy(&iv, in, sizeof iv);
+                v = mf_int64_to_f64_odd(iv);
+            }
+            else if (read_as == NPY_UINT64) {
+                uint64_t uv;
+                memcpy(&uv, in, sizeof uv);
+                v = mf_uint64_to_f64_odd(uv);
+            }
+            else {
+                long double lv;
+                memcpy(&lv, in, sizeof lv);
+                v = mf_longdouble_to_f64_odd(lv);
+            }
             uint64_t r = rounding == MF_ROUND_STOCHASTIC ? splitmix64(seed ^ splitmix64(index)) : 0;
             index++;
             mf_store_code(f, o, mf_encode_f64_ex(f, v, (mf_rounding)rounding, saturate, r, &ovf));

@@ -142,7 +142,12 @@ class Format:
         return -v if neg else v
 
     def decode_f64(self):
-        """float64 value of every code (NaN with the code's sign)"""
+        """float64 value of every code (NaN with the code's sign); a fresh copy"""
+        if not hasattr(self, "_dec"):
+            self._dec = self._decode_f64()
+        return self._dec.copy()
+
+    def _decode_f64(self):
         out = np.empty(1 << self.bits, np.float64)
         for c in range(1 << self.bits):
             v = self.value(c)

@@ -276,3 +276,31 @@ def test_spacing_on_the_grid(name):
             assert si == g[j] - xi, (name, xi, si)
     if f.has_zero:
         assert np.spacing(np.array(0.0).astype(t)) == float(f.smallest_subnormal)
+
+
+# ---------------------------------------------------------- matmul family
+
+@pytest.mark.parametrize("name", R.FLOAT_NAMES)
+def test_matmul_dot_vecdot_einsum_round_once(name):
+    """float32 accumulation, one rounding: with operands whose products and
+    partial sums are exact in float32, the result is the exact product rounded
+    once, at every kernel level"""
+    t = mf_type(name)
+    f = R.fmt(name)
+    v = f.decode_f64()
+    ok = np.isfinite(v) & (np.abs(v) <= 4) & (v * 64 == np.round(v * 64))
+    pool = R.all_codes(name)[ok]
+    rng = np.random.default_rng(21)
+    a = rng.choice(pool, (17, 33)).view(t)
+    b = rng.choice(pool, (33, 9)).view(t)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    want = f.encode(exact.reshape(-1)).reshape(exact.shape).astype(R.code_dtype(name))
+    wv = f.encode(np.array([a[0].astype(np.float64) @ a[1].astype(np.float64)]))[0]
+    for level in LEVELS:
+        with kernel_level(level), np.errstate(all="ignore"):
+            for got in (a @ b, np.matmul(a, b), np.dot(a, b), np.einsum("ij,jk->ik", a, b),
+                        np.tensordot(a, b, axes=1)):
+                assert got.dtype == np.dtype(t)
+                np.testing.assert_array_equal(codes_of(got, name), want, err_msg=level)
+            for got in (np.vdot(a[0], a[1]), np.inner(a[0], a[1]), np.vecdot(a[0], a[1])):
+                assert codes_of(np.array([got], t), name)[0] == wv, level

@@ -119,8 +119,9 @@ def test_cumsum_along_the_outer_axis(name):
 
 
 ACCUMULATE_BUG = pytest.mark.xfail(
-    strict=True, reason="BUG: float formats' ufunc.accumulate (cumsum, cumprod, subtract/divide"
-                        ".accumulate) along a contiguous axis is wrong from the 3rd element on")
+    strict=True, reason="BUG: cumsum/cumprod/subtract|divide.accumulate of float formats along a "
+                        "contiguous axis read stale outputs (arith_loop sends out[i-1] op in[i] "
+                        "to the elementwise kernel)")
 
 
 @ACCUMULATE_BUG

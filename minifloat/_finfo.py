@@ -81,50 +81,58 @@ class iinfo(np.iinfo):
     """Machine limits of an integer format (int4, uint2, ...); ``np.iinfo``
     for NumPy's types."""
 
-    def __init__(self, int_type):
+    _mf_cache = {}
+
+    def __new__(cls, int_type):
         fmt = _format_of(int_type)
         if fmt is None:
-            super().__init__(int_type)
-            self._mf_format = None
-            return
+            return np.iinfo(int_type)
         if fmt["kind"] == "float":
             raise ValueError(f"Invalid integer data type {fmt['name']!r}; use minifloat.finfo")
-        self._mf_format = fmt
-        self.dtype = fmt["dtype"]
-        self.kind = self.dtype.kind
-        self.key = fmt["name"]
+        obj = cls._mf_cache.get(fmt["name"])
+        if obj is None:
+            obj = object.__new__(cls)
+            obj._mf_format = fmt
+            obj.dtype = fmt["dtype"]
+            obj.kind = obj.dtype.kind
+            obj.key = fmt["name"]
+            obj.bits = fmt["bits"]
+            cls._mf_cache[fmt["name"]] = obj
+        return obj
 
-    @property
-    def bits(self):
-        if self._mf_format is None:
-            return super().bits
-        return self._mf_format["bits"]
-
-    @bits.setter
-    def bits(self, value):
-        pass
+    def __init__(self, int_type):
+        pass   # everything is set in __new__
 
     @property
     def min(self):
-        if self._mf_format is None:
-            return super().min
         return int(self._mf_format["min"])
 
     @property
     def max(self):
-        if self._mf_format is None:
-            return super().max
         return int(self._mf_format["max"])
 
     def __repr__(self):
-        if self._mf_format is None:
-            return super().__repr__()
         return f"iinfo(min={self.min}, max={self.max}, dtype={self.key})"
 
     def __str__(self):
-        if self._mf_format is None:
-            return super().__str__()
         return (f"Machine parameters for {self.key}\n"
                 f"---------------------------------------------------------------\n"
                 f"min = {self.min}\nmax = {self.max}\n"
                 f"---------------------------------------------------------------\n")
+
+
+def _seed_numpy_finfo():
+    """np.finfo(<minifloat dtype>) returns minifloat.finfo's object: np.finfo
+    looks its cache up first, so the cache is seeded (np.finfo would derive
+    bits/nexp from the storage size)."""
+    cache = getattr(np.finfo, "_finfo_cache", None)
+    if not isinstance(cache, dict):
+        return
+    for f in _core.formats():
+        if f["kind"] == "float":
+            fi = finfo(f["dtype"])
+            cache[f["dtype"]] = fi
+            cache[f["type"]] = fi
+
+
+_seed_numpy_finfo()

@@ -24,6 +24,8 @@ MINIFLOAT_NO_NUMPY_PATCHES=1 (the holes then come back).
                  applies it by type number, which new-style dtypes lack)
     histogram    np.histogram: NumPy subtracts the range with
                  ``np.subtract(..., dtype=<instance>)``
+    iinfo        np.iinfo(int4) would give int8's limits (NumPy derives them
+                 from the storage size); it gives minifloat.iinfo's
 """
 import functools
 import os
@@ -332,6 +334,27 @@ def _patch_histogram():
     _replace(hist, "_unsigned_subtract", _unsigned_subtract, "histogram")
 
 
+def _patch_iinfo():
+    from numpy._core import getlimits
+
+    orig_init = getlimits.iinfo.__init__
+
+    @functools.wraps(orig_init)
+    def __init__(self, int_type):
+        orig_init(self, int_type)
+        if type(self.dtype) in _INT_DTYPES:
+            from ._finfo import iinfo as mf_iinfo
+            ref = mf_iinfo(self.dtype)
+            self.bits = ref.bits
+            self.key = ref.key
+            getlimits.iinfo._min_vals[ref.key] = ref.min
+            getlimits.iinfo._max_vals[ref.key] = ref.max
+
+    getlimits.iinfo.__init__ = __init__
+    __init__.__wrapped__ = orig_init
+    applied.append(("iinfo", "numpy.iinfo.__init__"))
+
+
 def apply():
     if os.environ.get("MINIFLOAT_NO_NUMPY_PATCHES", "") not in ("", "0"):
         return
@@ -343,3 +366,4 @@ def apply():
     _patch_statistics()
     _patch_reductions()
     _patch_histogram()
+    _patch_iinfo()

@@ -129,7 +129,12 @@ int
 mf_builtin_safe_to_format(int type_num, const mf_format *f)
 {
     if (PyTypeNum_ISBOOL(type_num)) {
-        return 1;
+        /* False and True must be 0 and 1 (not so for e8m0 and int1) */
+        if (f->kind == MF_KIND_FLOAT) {
+            return mf_decode_f64(f, mf_encode_f64(f, 0.0)) == 0.0
+                   && mf_decode_f64(f, mf_encode_f64(f, 1.0)) == 1.0;
+        }
+        return mf_int_min(f) <= 0 && mf_int_max(f) >= 1;
     }
     if (PyTypeNum_ISINTEGER(type_num)) {
         double lo, hi;
@@ -401,7 +406,8 @@ CAST_TO_MF(CLONGDOUBLE, npy_clongdouble, CLONGDOUBLE)
             return 0;                                                                     \
         }                                                                                 \
         for (npy_intp i = 0; i < n; i++, in += is, out += os) {                           \
-            double v_ = mf_decode_f64(f, mf_load_code(f, in));                             \
+            /* through float32 (exact for every format): keeps NaN payloads */             \
+            double v_ = (double)mf_dec_code(f, mf_load_code(f, in));                       \
             WRITE_##CAT(T, out, v_);                                                       \
         }                                                                                 \
         return 0;                                                                         \
@@ -422,7 +428,7 @@ cast_mf_to_FLOAT(PyArrayMethod_Context *context, char *const data[],
         return 0;
     }
     for (npy_intp i = 0; i < n; i++, in += is, out += os) {
-        float v = mf_decode_f32(f, mf_load_code(f, in));
+        float v = mf_dec_code(f, mf_load_code(f, in));
         memcpy(out, &v, 4);
     }
     return 0;

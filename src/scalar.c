@@ -286,6 +286,7 @@ mf_shortest_double(const mf_format *f, uint32_t code)
     if (!isfinite(v) || v == 0.0) {
         return v;
     }
+    double maxv = mf_decode_f64(f, mf_max_finite_mag(f));
     for (int digits = 1; digits <= 17; digits++) {
         char *s = PyOS_double_to_string(v, 'e', digits - 1, 0, NULL);
         if (s == NULL) {
@@ -298,7 +299,9 @@ mf_shortest_double(const mf_format *f, uint32_t code)
             PyErr_Clear();
             return v;
         }
-        if (mf_encode_f64(f, d) == code) {
+        /* digits beyond the largest finite value would only round back
+         * by saturation (float6/float4): not a value of the format */
+        if (mf_encode_f64(f, d) == code && fabs(d) <= maxv) {
             return d;
         }
     }

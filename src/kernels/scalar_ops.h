@@ -12,6 +12,20 @@
 #include "kernels.h"
 #include "../codec.h"
 
+/* code -> float32 exactly as the kernels decode (bfloat16 NaN payloads
+ * kept by the bit shift) */
+static inline float
+mf_dec_code(const mf_format *f, uint32_t c)
+{
+    if (f->id == MF_BFLOAT16) {
+        return mf_bits_f32(c << 16);
+    }
+    if (f->itemsize == 1) {
+        return mf_lut8[f->id][c & 0xFFu];
+    }
+    return mf_decode_f32(f, c);
+}
+
 static inline float
 mf_dec1(const mf_format *f, const void *src, mf_intp i)
 {

@@ -26,7 +26,7 @@ decode_block(const mf_format *f, const char *p, npy_intp s, float *dst, npy_intp
         return;
     }
     for (npy_intp i = 0; i < n; i++, p += s) {
-        dst[i] = mf_decode_f32(f, mf_load_code(f, p));
+        dst[i] = mf_dec_code(f, mf_load_code(f, p));
     }
 }
 

@@ -106,7 +106,8 @@ def bf16_codes_from_f64(x):
 
     NaN follows ml_dtypes: sign kept, quiet NaN 0x7FC0 / 0xFFC0.
     """
-    x = np.ascontiguousarray(x, dtype=np.float64)
+    shape = np.shape(x)
+    x = np.ascontiguousarray(x, dtype=np.float64).reshape(-1)
     b = x.view(np.uint64)
     sign = (b >> np.uint64(63)).astype(np.uint32)
     exp = ((b >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.int64)
@@ -135,7 +136,7 @@ def bf16_codes_from_f64(x):
     is_nan = special & (man != 0)
     is_inf = special & (man == 0)
     code = np.where(special, _nan_inf_codes(sign, is_nan, is_inf), code)
-    return code.astype(np.uint16)
+    return code.astype(np.uint16).reshape(shape)
 
 
 def bf16_codes_from_f32(x):

@@ -17,6 +17,7 @@ BF16 = np.dtype(minifloat.bfloat16)
 
 #: every bfloat16 code, 0x0000 .. 0xFFFF
 ALL_CODES = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+ALL_CODES.setflags(write=False)
 
 POS_INF = 0x7F80
 NEG_INF = 0xFF80
@@ -41,8 +42,8 @@ def decode_f64(codes):
 
 
 def as_bf16(codes):
-    """A minifloat bfloat16 array with the given codes (a view on a copy)."""
-    return np.ascontiguousarray(codes, dtype=np.uint16).view(BF16)
+    """A minifloat bfloat16 array with the given codes (a view on a fresh copy)."""
+    return np.array(codes, dtype=np.uint16, copy=True, order="C").view(BF16)
 
 
 def bits(a):

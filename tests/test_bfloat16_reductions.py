@@ -191,7 +191,8 @@ def test_empty_and_degenerate():
 def test_sum_special_values():
     assert np.isnan(np.array([1, np.nan, 2], bf16).sum())
     assert np.array([1, np.inf, 2], bf16).sum() == np.inf
-    assert np.isnan(np.array([np.inf, -np.inf], bf16).sum())
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(np.array([np.inf, -np.inf], bf16).sum())
     with np.errstate(over="ignore"):
         assert np.array([3e38, 3e38], bf16).sum() == np.inf
     # float32 accumulation then one rounding: 3e38 + 3e38 - 3e38 overflows

@@ -280,3 +280,18 @@ def test_unary_on_small_ints_unchanged():
     # sanity: registering bfloat16 loops did not change NumPy's int -> float16
     assert np.sqrt(np.array([1, 4], np.int8)).dtype == np.float16
     assert np.sqrt(np.array([1, 4], np.int16)).dtype == np.float32
+
+
+def test_reduce_int8_with_bf16_dtype_class():
+    r = np.sum(np.ones((4096, 8), np.int8), axis=0, dtype=BFD)
+    assert r.dtype == BF and (r.astype(np.float32) == 4096).all()
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: np.add.reduce(float32_or_float16_array, "
+                   "dtype=BFloat16DType) raises UFuncTypeError (reduction promoter keeps the input "
+                   "DType); np.add.reduce(f32, dtype=np.float16) works")
+@pytest.mark.parametrize("src", [np.float32, np.float16, np.float64])
+def test_reduce_float_input_with_bf16_dtype_class(src):
+    assert np.add.reduce(np.ones(4, np.float32), dtype=np.float16).dtype == np.float16
+    r = np.add.reduce(np.ones((4096, 8), src), axis=0, dtype=BFD)
+    assert r.dtype == BF and (r.astype(np.float32) == 4096).all()

@@ -532,3 +532,22 @@ def test_copy_and_deepcopy_scalar():
     x = bf16(1.5)
     assert copy.copy(x) == x and type(copy.copy(x)) is bf16
     assert copy.deepcopy(x) == x
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 0xFFFF), st.integers(0, 0xFFFF))
+def test_scalar_ops_match_array_ops(ca, cb):
+    import operator
+
+    A = R.as_bf16(np.array([ca], np.uint16))
+    B = R.as_bf16(np.array([cb], np.uint16))
+    with np.errstate(all="ignore"):
+        for op in (operator.add, operator.sub, operator.mul, operator.truediv,
+                   operator.floordiv, operator.mod, operator.pow):
+            s = op(A[0], B[0])
+            assert type(s) is bf16
+            assert R.same_codes(R.bits(s), R.bits(op(A, B))[0]), op.__name__
+        for op in (operator.lt, operator.le, operator.eq, operator.ne, operator.gt, operator.ge):
+            assert bool(op(A[0], B[0])) == bool(op(A, B)[0]), op.__name__
+        for op in (operator.neg, operator.pos, abs):
+            assert R.same_codes(R.bits(op(A[0])), R.bits(op(A))[0])

@@ -334,30 +334,49 @@ def test_prod_exact_powers_of_two(each_level):
 # --------------------------------------------------------------------------
 # cumulative reductions
 # --------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="BUG: cumsum / add.accumulate / cumprod on bfloat16 return "
-                   "garbage (uninitialised values, e.g. cumsum(arange(1, 6)) -> [1, 3, 8, 9, 10] "
-                   "or 2.5e13, differs run to run and per kernel level)")
+# The accumulate bug returns uninitialised-looking values that differ from run
+# to run; each xfail below checks several arrays so that it cannot pass by
+# accident.
+ACC_REASON = ("BUG: cumsum / add.accumulate / cumprod on bfloat16 return garbage (uninitialised "
+              "values: np.cumsum(np.arange(1, 6).astype(bf16)) gives e.g. [1, 3, 8, 9, 10] or "
+              "2.5e13, different per run and kernel level)")
+
+
+def _bf_exact_ints(n):
+    # integers as stored in bfloat16 (above 256 they round), as float32
+    return np.arange(1, n + 1).astype(bf16).astype(np.float32)
+
+
+@pytest.mark.xfail(strict=True, reason=ACC_REASON)
 def test_cumsum_exact(each_level):
-    x = np.arange(1, 1001).astype(np.float32)
-    want = R.bf16_codes_from_f64(np.cumsum(x.astype(np.float64)))
-    assert np.array_equal(R.bits(np.cumsum(x.astype(bf16))), want)
-    assert np.array_equal(R.bits(np.add.accumulate(x.astype(bf16))), want)
+    for n in (5, 100, 1000, 5000):
+        x = _bf_exact_ints(n)
+        # float32 partial sums of these integers are exact (< 2**24)
+        want = R.bf16_codes_from_f64(np.cumsum(x.astype(np.float64)))
+        assert np.array_equal(R.bits(np.cumsum(x.astype(bf16))), want), n
+        assert np.array_equal(R.bits(np.add.accumulate(x.astype(bf16))), want), n
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: cumsum along axes of 2-D bfloat16 arrays is wrong "
-                   "(same accumulate bug)")
+@pytest.mark.xfail(strict=True, reason=ACC_REASON)
 def test_cumsum_axes(each_level):
     x = _int_data((300, 40), seed=9)
     for ax in (0, 1):
         want = R.bf16_codes_from_f64(np.cumsum(x.astype(np.float64), axis=ax))
         assert np.array_equal(R.bits(np.cumsum(x.astype(bf16), axis=ax)), want), ax
+    y = np.ones((4096, 3), bf16)
+    assert np.cumsum(y, axis=0)[-1].astype(np.float32).tolist() == [4096.0] * 3
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: cumprod / multiply.accumulate wrong (accumulate bug)")
+@pytest.mark.xfail(strict=True, reason=ACC_REASON)
 def test_cumprod(each_level):
+    # accumulate is sequential: the reference is float32's own cumprod rounded
+    y = np.full(300, 1.0078125, np.float32)
+    with np.errstate(over="ignore"):
+        assert np.array_equal(R.bits(np.cumprod(y.astype(bf16))), R.ml_round_f32(np.cumprod(y)))
     x = np.array([0.5, 2, -1, 2, 2, 0.5, -2] * 40, np.float32)
     want = R.bf16_codes_from_f64(np.cumprod(x.astype(np.float64)))
     assert np.array_equal(R.bits(np.cumprod(x.astype(bf16))), want)
+    assert np.array_equal(R.bits(np.multiply.accumulate(x.astype(bf16))), want)
 
 
 def test_cumsum_float32_dtype_workaround():

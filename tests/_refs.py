@@ -154,11 +154,25 @@ def f32_from_parts(sign, exp, man):
 
 
 # --------------------------------------------------------------------------
-# peers
+# peers (torch is optional: it is not in the test extras; tests needing it skip)
 # --------------------------------------------------------------------------
+def have_torch():
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def torch_or_skip():
+    import pytest
+
+    return pytest.importorskip("torch")
+
+
 def torch_round_f32(x):
     """float32 -> bfloat16 codes by torch's vectorised ``.to(torch.bfloat16)``."""
-    import torch
+    torch = torch_or_skip()
 
     t = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
     return t.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
@@ -166,14 +180,14 @@ def torch_round_f32(x):
 
 def torch_bf16(codes):
     """A torch bfloat16 tensor with the given codes."""
-    import torch
+    torch = torch_or_skip()
 
     c = np.ascontiguousarray(codes, dtype=np.uint16).view(np.int16)
     return torch.from_numpy(c.copy()).view(torch.bfloat16)
 
 
 def torch_codes(t):
-    import torch
+    torch = torch_or_skip()
 
     return t.contiguous().view(torch.int16).numpy().view(np.uint16)
 

@@ -148,7 +148,7 @@ def test_to_int_nan_inf_like_float32(it):
 def random_f32():
     rng = np.random.default_rng(20240602)
     x = rng.integers(0, 1 << 32, 1 << 22, dtype=np.uint64).astype(np.uint32).view(np.float32)
-    torch_ref = R.torch_round_f32(x)
+    torch_ref = R.torch_round_f32(x) if R.have_torch() else None
     ml_ref = R.ml_round_f32(x)
     return x, torch_ref, ml_ref
 
@@ -170,11 +170,13 @@ def test_reference_agrees_with_peers(random_f32):
     # integer reference agrees with both (on a 2**18 subset, for time)
     x, torch_ref, ml_ref = random_f32
     nan = np.isnan(x)
-    assert np.array_equal(ml_ref[~nan], torch_ref[~nan])
     sub = slice(0, 1 << 18)
     ref = R.bf16_codes_from_f32(x[sub])
-    assert np.array_equal(ref[~nan[sub]], torch_ref[sub][~nan[sub]])
     assert np.array_equal(ref, ml_ref[sub])          # NaN codes included
+    if torch_ref is None:
+        pytest.skip("torch not installed")
+    assert np.array_equal(ml_ref[~nan], torch_ref[~nan])
+    assert np.array_equal(ref[~nan[sub]], torch_ref[sub][~nan[sub]])
     b = _boundary_f32()
     assert np.array_equal(R.bf16_codes_from_f32(b), R.ml_round_f32(b))
 
@@ -184,7 +186,9 @@ def test_from_float32_random_bits_vs_torch(random_f32, each_level):
     with np.errstate(over="ignore"):
         got = x.astype(bf16).view(np.uint16)
     nan = np.isnan(x)
-    R.assert_codes_equal(got[~nan], torch_ref[~nan], nan_equal=False, what="f32->bf16 vs torch",
+    # torch and ml_dtypes agree on every non-NaN input (test_reference_agrees_with_peers)
+    peer = torch_ref if torch_ref is not None else ml_ref
+    R.assert_codes_equal(got[~nan], peer[~nan], nan_equal=False, what="f32->bf16 vs torch",
                          inputs=[x[~nan]])
     # NaN: ml_dtypes' convention, sign kept, quiet 0x7FC0 / 0xFFC0.
     # (torch's vectorised .to() gives 0xFFFF for every NaN; minifloat follows ml_dtypes.)
@@ -198,8 +202,9 @@ def test_from_float32_boundary_classes(each_level):
     want = R.ml_round_f32(b)
     nan = np.isnan(b)
     R.assert_codes_equal(got, want, nan_equal=False, what="boundary", inputs=[b])
-    R.assert_codes_equal(got[~nan], R.torch_round_f32(b)[~nan], nan_equal=False,
-                         what="boundary vs torch")
+    if R.have_torch():
+        R.assert_codes_equal(got[~nan], R.torch_round_f32(b)[~nan], nan_equal=False,
+                             what="boundary vs torch")
 
 
 @pytest.mark.parametrize("n", list(range(0, 40)) + [63, 64, 65, 127, 1000, 4097])

@@ -84,7 +84,7 @@ def test_float64_rounding_differs_from_ml_dtypes_where_documented():
 
 
 def test_torch_exchange_through_int16_views():
-    import torch
+    torch = R.torch_or_skip()
 
     a = R.as_bf16(R.ALL_CODES)
     t = torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)

@@ -145,7 +145,7 @@ def test_matmul_identical_at_every_level():
 
 
 def test_matmul_vs_torch(each_level):
-    import torch
+    torch = R.torch_or_skip()
 
     rng = np.random.default_rng(5)
     A = rng.standard_normal((96, 640)).astype(np.float32).astype(bf16)

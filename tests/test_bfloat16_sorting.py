@@ -1,0 +1,288 @@
+"""Sorting, searching, set operations and NaN-aware helpers (issue 2, item 6).
+
+Reference: the same NumPy function on the decoded float32 values (exact), so
+NaN goes last and -0.0 == 0.0, as NumPy orders floats.
+"""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from minifloat import bfloat16 as bf16
+
+import _refs as R
+
+BF = np.dtype(bf16)
+KINDS = [None, "quicksort", "mergesort", "heapsort", "stable"]
+
+
+def _data(n, seed, with_specials=True):
+    rng = np.random.default_rng(seed)
+    codes = rng.integers(0, 1 << 16, n).astype(np.uint16)
+    if with_specials and n >= 40:
+        specials = np.array([0x0000, 0x8000, 0x7FC0, 0xFFC0, 0x7F80, 0xFF80, 0x7F81, 0x0001,
+                             0x3F80, 0x3F80, 0x3F80, 0xBF80], np.uint16)
+        codes[rng.choice(n, specials.size, replace=False)] = specials
+    # plenty of duplicates
+    q = n // 4
+    codes[:q] = codes[q:2 * q]
+    rng.shuffle(codes)
+    return codes
+
+
+def _vals(b):
+    return np.asarray(b).astype(np.float32)
+
+
+# Sorting all 65536 codes (or any n >= 32768 with many distinct negative
+# values) takes seconds: see the report (counting-sort path insertion-sorts
+# the distinct codes).  Two kinds only, to keep the suite fast.
+@pytest.mark.parametrize("kind", [None, "stable"])
+def test_sort_all_codes_shuffled(kind):
+    codes = np.random.default_rng(0).permutation(R.ALL_CODES)
+    got = np.sort(R.as_bf16(codes), kind=kind)
+    assert got.dtype == BF
+    want = np.sort(R.decode_f32(codes), kind=kind)
+    assert np.array_equal(_vals(got), want, equal_nan=True)
+    # NaN last, and exactly the NaN codes are at the end
+    assert R.is_nan_code(R.bits(got)[-254:]).all() and not R.is_nan_code(R.bits(got)[:-254]).any()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("n", [0, 1, 2, 15, 16, 17, 100, 1000, 30_000])
+def test_sort_random(kind, n):
+    codes = _data(n, n)
+    got = np.sort(R.as_bf16(codes), kind=kind)
+    assert np.array_equal(_vals(got), np.sort(R.decode_f32(codes), kind=kind), equal_nan=True)
+
+
+@pytest.mark.parametrize("kind", ["quicksort", "stable"])
+def test_sort_large_counting_path(kind):
+    # n >= 32768 takes the counting-sort path; positive-heavy data keeps it fast
+    rng = np.random.default_rng(21)
+    codes = rng.integers(0, 0x7F80, 100_000).astype(np.uint16)
+    codes[rng.choice(codes.size, 3000, replace=False)] |= 0x8000
+    codes[:5] = [0x7FC0, 0xFFC0, 0x8000, 0x0000, 0xFF80]
+    got = np.sort(R.as_bf16(codes), kind=kind)
+    assert np.array_equal(_vals(got), np.sort(R.decode_f32(codes), kind=kind), equal_nan=True)
+
+
+@pytest.mark.parametrize("n", [0, 1, 17, 1000, 100_000])
+def test_argsort_stable_identical_to_float32(n):
+    # comparisons are identical, so a stable sort gives the same permutation
+    codes = _data(n, n + 1)
+    for kind in ("stable", "mergesort"):
+        got = np.argsort(R.as_bf16(codes), kind=kind)
+        want = np.argsort(R.decode_f32(codes), kind=kind)
+        assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("kind", [None, "quicksort", "heapsort"])
+def test_argsort_unstable_sorts(kind):
+    codes = _data(10_000, 5)
+    idx = np.argsort(R.as_bf16(codes), kind=kind)
+    assert np.array_equal(np.sort(idx), np.arange(codes.size))
+    v = R.decode_f32(codes)[idx]
+    assert np.array_equal(v, np.sort(R.decode_f32(codes)), equal_nan=True)
+
+
+@pytest.mark.parametrize("shape", [(30, 40), (5, 6, 7), (1, 1000)])
+def test_sort_along_axes_and_views(shape):
+    codes = _data(int(np.prod(shape)), 9).reshape(shape)
+    x = R.as_bf16(codes)
+    f = R.decode_f32(codes)
+    for ax in list(range(len(shape))) + [-1, None]:
+        assert np.array_equal(_vals(np.sort(x, axis=ax)), np.sort(f, axis=ax), equal_nan=True)
+        assert np.array_equal(np.argsort(x, axis=ax, kind="stable"),
+                              np.argsort(f, axis=ax, kind="stable"))
+    # non-contiguous inputs
+    assert np.array_equal(_vals(np.sort(x.T, axis=0)), np.sort(f.T, axis=0), equal_nan=True)
+    assert np.array_equal(_vals(np.sort(x[..., ::-2])), np.sort(f[..., ::-2]), equal_nan=True)
+
+
+def test_inplace_sort():
+    codes = _data(5000, 3)
+    x = R.as_bf16(codes)
+    x.sort()
+    assert np.array_equal(_vals(x), np.sort(R.decode_f32(codes)), equal_nan=True)
+    y = R.as_bf16(_data(3000, 4).reshape(30, 100))
+    f = _vals(y)
+    y[:, ::2].sort(axis=0)
+    f[:, ::2].sort(axis=0)
+    assert np.array_equal(_vals(y), f, equal_nan=True)
+
+
+def test_sort_named():
+    x = np.array([3, np.nan, 1, -0.0, 0.0, -np.inf, np.inf, -np.nan, 2], bf16)
+    s = np.sort(x)
+    assert _vals(s)[:7].tolist() == [-np.inf, 0, 0, 1, 2, 3, np.inf]
+    assert np.isnan(_vals(s)[7:]).all()
+    # ml_dtypes 0.6 sorts [3, nan, 1] as [3, nan, 1]
+    assert _vals(np.sort(np.array([3, np.nan, 1], bf16)))[:2].tolist() == [1, 3]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 0xFFFF), max_size=60))
+def test_sort_property(codes):
+    c = np.array(codes, np.uint16)
+    got = np.sort(R.as_bf16(c))
+    assert np.array_equal(_vals(got), np.sort(R.decode_f32(c)), equal_nan=True)
+    assert np.array_equal(np.argsort(R.as_bf16(c), kind="stable"),
+                          np.argsort(R.decode_f32(c), kind="stable"))
+
+
+# --------------------------------------------------------------------------
+# partition, searchsorted, lexsort
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("kth", [0, 1, 500, 998, 999, [3, 100, 700]])
+def test_partition(kth):
+    codes = _data(1000, 12)
+    x = R.as_bf16(codes)
+    ref = np.sort(R.decode_f32(codes))
+    p = np.partition(x, kth)
+    ip = np.argpartition(x, kth)
+    assert p.dtype == BF
+    for k in np.atleast_1d(kth):
+        assert np.array_equal(_vals(p)[k], ref[k], equal_nan=True)
+        assert np.array_equal(R.decode_f32(codes)[ip[k]], ref[k], equal_nan=True)
+        left, right = _vals(p)[:k], _vals(p)[k + 1:]
+        if not np.isnan(ref[k]):
+            assert (left <= ref[k]).all()
+            assert ((right >= ref[k]) | np.isnan(right)).all()
+    assert np.array_equal(np.sort(_vals(p)), ref, equal_nan=True)
+
+
+def test_partition_2d():
+    codes = _data(40 * 50, 13).reshape(40, 50)
+    x = R.as_bf16(codes)
+    f = R.decode_f32(codes)
+    for ax in (0, 1):
+        p = np.partition(x, 7, axis=ax)
+        ref = np.sort(f, axis=ax)
+        assert np.array_equal(np.take(_vals(p), 7, axis=ax), np.take(ref, 7, axis=ax),
+                              equal_nan=True)
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_searchsorted(side):
+    hay_codes = np.sort(_data(5000, 14))     # uint16 sort is not the float order...
+    hay = np.sort(R.as_bf16(hay_codes))      # ...so sort as bfloat16
+    hf = _vals(hay)
+    needles = R.as_bf16(_data(2000, 15))
+    got = np.searchsorted(hay, needles, side=side)
+    want = np.searchsorted(hf, _vals(needles), side=side)
+    assert np.array_equal(got, want)
+    # Python and NumPy scalar needles
+    for v in (1.5, -0.0, np.inf, np.nan):
+        assert np.searchsorted(hay, v, side=side) == np.searchsorted(hf, np.float32(bf16(v)),
+                                                                     side=side)
+    # sorter=
+    perm = np.random.default_rng(1).permutation(hay.size)
+    shuffled = hay[perm]
+    sorter = np.argsort(shuffled, kind="stable")
+    assert np.array_equal(np.searchsorted(shuffled, needles, side=side, sorter=sorter), got)
+
+
+def test_lexsort_and_sort_by_key():
+    a = np.array([1, 1, 0, np.nan, 0], bf16)
+    b = np.array([2, 1, 1, 0, np.nan], bf16)
+    assert np.array_equal(np.lexsort((a, b)), np.lexsort((_vals(a), _vals(b))))
+    assert np.array_equal(np.lexsort((b, a)), np.lexsort((_vals(b), _vals(a))))
+
+
+# --------------------------------------------------------------------------
+# unique and set operations
+# --------------------------------------------------------------------------
+def test_unique_all_outputs():
+    codes = _data(5000, 16)
+    x = R.as_bf16(codes)
+    f = R.decode_f32(codes)
+    u, idx, inv, cnt = np.unique(x, return_index=True, return_inverse=True, return_counts=True)
+    fu, fidx, finv, fcnt = np.unique(f, return_index=True, return_inverse=True,
+                                     return_counts=True)
+    assert u.dtype == BF
+    assert np.array_equal(_vals(u), fu, equal_nan=True)
+    assert np.array_equal(cnt, fcnt)
+    assert np.array_equal(_vals(u)[inv], f, equal_nan=True) or \
+        np.array_equal(_vals(u[inv]), fu[finv], equal_nan=True)
+    assert np.array_equal(np.isnan(_vals(x[idx])), np.isnan(fu))
+    # equal_nan=False keeps every NaN
+    u2 = np.unique(x, equal_nan=False)
+    assert np.array_equal(_vals(u2), np.unique(f, equal_nan=False), equal_nan=True)
+
+
+def test_unique_named():
+    x = np.array([3, np.nan, 1, -0.0, 0.0, -np.inf, np.inf, -np.nan, 2, 1], bf16)
+    u = np.unique(x)
+    assert _vals(u)[:-1].tolist() == [-np.inf, 0, 1, 2, 3, np.inf]
+    assert np.isnan(_vals(u)[-1])
+    assert np.unique(x, return_counts=True)[1].tolist() == [1, 2, 2, 1, 1, 1, 2]
+
+
+def test_unique_axis():
+    x = np.array([[1, 2], [1, 2], [3, 4]], bf16)
+    assert np.unique(x, axis=0).tolist() == [[1, 2], [3, 4]]
+
+
+def test_set_operations():
+    a = np.array([1, 2, 3, np.nan, 5], bf16)
+    b = np.array([2, 5, 7], bf16)
+    assert _vals(np.intersect1d(a, b)).tolist() == [2, 5]
+    assert np.isin(a, b).tolist() == [False, True, False, False, True]
+    assert _vals(np.setdiff1d(a, b))[:2].tolist() == [1, 3]
+    assert np.isnan(_vals(np.setdiff1d(a, b))[-1])
+    assert _vals(np.union1d(a, b))[:5].tolist() == [1, 2, 3, 5, 7]
+    assert np.intersect1d(a, b).dtype == BF
+
+
+# --------------------------------------------------------------------------
+# NaN-aware helpers
+# --------------------------------------------------------------------------
+def test_nan_to_num():
+    x = np.array([1, np.nan, np.inf, -np.inf, -np.nan, -0.0], bf16)
+    r = np.nan_to_num(x)
+    assert r.dtype == BF
+    big = float(R.decode_f32(np.uint16(R.MAX_CODE)))
+    assert _vals(r).tolist() == [1, 0, big, -big, 0, 0]
+    assert np.signbit(_vals(r)[5])
+    r = np.nan_to_num(x, nan=5, posinf=7, neginf=-7)
+    assert _vals(r).tolist() == [1, 5, 7, -7, 5, 0]
+    y = x.copy()
+    assert np.nan_to_num(y, copy=False) is y
+    assert not np.isnan(y).any()
+
+
+def test_isclose_allclose():
+    a = np.array([1.0, np.nan, np.inf, 1e-40, 0.0, 100], bf16)
+    b = np.array([1.0078125, np.nan, np.inf, 0.0, -0.0, 101], bf16)
+    for kw in ({}, {"equal_nan": True}, {"rtol": 1e-2}, {"atol": 1e-39}, {"rtol": 0, "atol": 0}):
+        got = np.isclose(a, b, **kw)
+        want = np.isclose(_vals(a), _vals(b), **kw)
+        assert np.array_equal(got, want), kw
+        assert np.allclose(a, b, **kw) == np.allclose(_vals(a), _vals(b), **kw)
+    assert np.allclose(a, a, equal_nan=True)
+    assert not np.allclose(a, a)
+    assert np.isclose(np.array([1.0], bf16), 1.0078125, rtol=0.01)[0]
+    assert np.array_equal(a, a, equal_nan=True) and not np.array_equal(a, a)
+
+
+def test_testing_helpers_pass_with_nan():
+    a = np.array([1.5, np.nan, -np.inf, 0.0], bf16)
+    np.testing.assert_array_equal(a, a.copy())
+    np.testing.assert_array_equal(a, a.astype(np.float32))
+    np.testing.assert_allclose(a, a.copy())
+    np.testing.assert_allclose(a, a.astype(np.float64), rtol=0)
+    np.testing.assert_array_almost_equal(a, a.copy())
+    np.testing.assert_equal(a, a.copy())
+    np.testing.assert_allclose(np.array([1.0], bf16), 1.0078125, rtol=1e-2)
+
+
+@pytest.mark.parametrize("fn", [np.testing.assert_array_equal, np.testing.assert_allclose,
+                                np.testing.assert_array_almost_equal, np.testing.assert_equal])
+def test_testing_helpers_detect_differences(fn):
+    a = np.array([1.0, np.nan], bf16)
+    for b in (np.array([1.0078125, np.nan], bf16), np.array([1.0, 1.0], bf16),
+              np.array([np.nan, np.nan], bf16)):
+        with pytest.raises(AssertionError):
+            fn(a, b)
+    with pytest.raises(AssertionError):
+        fn(a, np.array([1.0, np.nan, 2.0], bf16))

@@ -1,37 +1,651 @@
 /*
- * avx512 kernels.  Entries not yet written here use the serial kernel.
+ * avx512 kernels (AVX-512 F/BW/VL/DQ): decode, encode, the fused binary
+ * operations, sum and dot for bfloat16 and every float8/float6/float4 format.
+ * Integer formats use the serial kernels.
+ *
+ * Every kernel returns exactly what the serial kernel returns (serial.c,
+ * scalar_ops.h), raises the same floating-point flags, and reads and writes
+ * through unaligned loads and stores; tails use masked loads, stores and
+ * arithmetic (masked-off lanes raise no flags).
+ *
+ *   decode  bfloat16: code << 16.  Small formats: the magnitude shifted into
+ *           float32's mantissa/exponent position, scaled by 2^(127 - bias)
+ *           (exact, and right for the subnormals too), the sign ORed in,
+ *           NaN/inf codes fixed with compares.
+ *   encode  bfloat16: round to nearest even on the float32 bits, NaN fixup.
+ *           Small formats: mf_enc1 in every lane: RNE on the float32 bits in
+ *           the format's normal range, an FPU add of a power of two in its
+ *           subnormal range, then the overflow/NaN/inf/fnuz fixups by mask.
+ *   sum/dot the canonical order of kernels.h: lanes 0..15 and 16..31 of the
+ *           32 lanes are two registers, combined by halving.
+ *
+ * Operand order matters for which NaN a float operation returns when both
+ * operands are NaNs (x86 returns the first source), which decides the sign
+ * of the NaN code stored.  The serial code computes a + b with a first,
+ * lanes[j] + x with the lane first, and calls glibc's fmaf(a, b, c), which
+ * prefers b, then a, then c; the kernels here do the same, and the tests
+ * check it.
  */
+#include <immintrin.h>
 #include "kernels.h"
+#include "scalar_ops.h"
+#include "simd_params.h"
+
+#define MF_INLINE static inline __attribute__((always_inline))
+
+/* ------------------------------------------------------- registers */
+
+typedef struct {
+    __m512i code_mask, mag_mask, maxfin, inf_mag, fnuz_nan;
+    __m128i sign_shift, mant_shift, drop;
+    __m512 scale;
+    int special;       /* some magnitudes are NaN or inf */
+    int has_inf, fnuz;
+    __m512i min_normal, round_bias, exp_adj, sub_cbits, sbit;
+    __m512 sub_c;
+    __m512i ovf0, ovf1, nan0, nan1;
+} regs512;
+
+MF_INLINE void
+regs_init(regs512 *r, const mf_simd_params *p)
+{
+    r->code_mask = _mm512_set1_epi32((int)p->code_mask);
+    r->mag_mask = _mm512_set1_epi32((int)p->mag_mask);
+    r->maxfin = _mm512_set1_epi32((int)p->maxfin);
+    r->inf_mag = _mm512_set1_epi32((int)p->inf_mag);
+    r->fnuz_nan = _mm512_set1_epi32((int)p->fnuz_nan);
+    r->sign_shift = _mm_cvtsi32_si128(p->sign_shift);
+    r->mant_shift = _mm_cvtsi32_si128(p->mant_shift);
+    r->drop = _mm_cvtsi32_si128(p->drop);
+    r->scale = _mm512_set1_ps(p->dec_scale);
+    r->special = p->maxfin < p->mag_mask;
+    r->has_inf = p->inf_mag != 0xFFFFFFFFu;
+    r->fnuz = p->fnuz;
+    r->min_normal = _mm512_set1_epi32((int)p->min_normal_bits);
+    r->round_bias = _mm512_set1_epi32((int)p->round_bias);
+    r->exp_adj = _mm512_set1_epi32((int)p->exp_adj);
+    r->sub_cbits = _mm512_set1_epi32((int)p->sub_cbits);
+    r->sub_c = _mm512_castsi512_ps(r->sub_cbits);
+    r->sbit = _mm512_set1_epi32((int)p->sbit);
+    r->ovf0 = _mm512_set1_epi32((int)p->ovf_code[0]);
+    r->ovf1 = _mm512_set1_epi32((int)p->ovf_code[1]);
+    r->nan0 = _mm512_set1_epi32((int)p->nan_code[0]);
+    r->nan1 = _mm512_set1_epi32((int)p->nan_code[1]);
+}
+
+#define I32(x) _mm512_set1_epi32((int)(x))
+
+/* ------------------------------------------------------- decode, 16 lanes */
+
+MF_INLINE __m512
+dec_bf16(__m256i codes)
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(codes), 16));
+}
+
+/* c: 16 codes, one per 32-bit lane (bytes zero-extended) */
+MF_INLINE __m512
+dec_small(const regs512 *r, __m512i c)
+{
+    c = _mm512_and_si512(c, r->code_mask);
+    __m512i mag = _mm512_and_si512(c, r->mag_mask);
+    __m512i s = _mm512_sll_epi32(_mm512_xor_si512(c, mag), r->sign_shift);
+    __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_sll_epi32(mag, r->mant_shift)), r->scale);
+    __m512i vi = _mm512_or_si512(_mm512_castps_si512(v), s);
+    if (r->special) {
+        __mmask16 ksp = _mm512_cmpgt_epu32_mask(mag, r->maxfin);
+        __m512i spec = I32(0x7FC00000);
+        if (r->has_inf) {
+            spec = _mm512_mask_mov_epi32(spec, _mm512_cmpeq_epi32_mask(mag, r->inf_mag),
+                                         I32(0x7F800000));
+        }
+        vi = _mm512_mask_or_epi32(vi, ksp, spec, s);
+    }
+    if (r->fnuz) {
+        vi = _mm512_mask_mov_epi32(vi, _mm512_cmpeq_epi32_mask(c, r->fnuz_nan), I32(0xFFC00000));
+    }
+    return _mm512_castsi512_ps(vi);
+}
+
+MF_INLINE __m512
+dec_e8m0(__m512i c)
+{
+    __m512i v = _mm512_slli_epi32(c, 23);
+    v = _mm512_mask_mov_epi32(v, _mm512_cmpeq_epi32_mask(c, _mm512_setzero_si512()), I32(0x00400000));
+    v = _mm512_mask_mov_epi32(v, _mm512_cmpeq_epi32_mask(c, I32(0xFF)), I32(0x7FC00000));
+    return _mm512_castsi512_ps(v);
+}
+
+/* 16 byte codes -> float32 by path (SMALL or E8M0) */
+MF_INLINE __m512
+dec8(const regs512 *r, mf_simd_path path, __m128i bytes)
+{
+    __m512i c = _mm512_cvtepu8_epi32(bytes);
+    return path == MF_SIMD_E8M0 ? dec_e8m0(c) : dec_small(r, c);
+}
+
+/* ------------------------------------------------------- encode, 16 lanes */
+
+/* float32 -> bfloat16 codes in the low half of each lane */
+MF_INLINE __m512i
+enc_bf16(__m512 x, __mmask16 *ovf)
+{
+    __m512i u = _mm512_castps_si512(x);
+    __m512i hi = _mm512_srli_epi32(u, 16);
+    __m512i lsb = _mm512_and_si512(hi, I32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, I32(0x7FFF)), lsb), 16);
+    __m512i au = _mm512_and_si512(u, I32(0x7FFFFFFF));
+    __mmask16 knan = _mm512_cmpgt_epi32_mask(au, I32(0x7F800000));
+    /* (hi & 0x8000) | 0x7FC0 */
+    __m512i nanv = _mm512_ternarylogic_epi32(hi, I32(0x8000), I32(0x7FC0), 0xEA);
+    r = _mm512_mask_mov_epi32(r, knan, nanv);
+    /* finite values in [0x7F7F8000, 0x7F800000) round to inf */
+    *ovf |= _mm512_cmplt_epu32_mask(_mm512_sub_epi32(au, I32(0x7F7F8000)), I32(0x8000));
+    return r;
+}
+
+MF_INLINE __m512i
+enc_small(const regs512 *r, __m512 x, __mmask16 *ovf)
+{
+    __m512i u = _mm512_castps_si512(x);
+    __m512i au = _mm512_and_si512(u, I32(0x7FFFFFFF));
+    __mmask16 neg = _mm512_movepi32_mask(u);
+    /* the format's normal range: round the float32 bits */
+    __m512i lsb = _mm512_and_si512(_mm512_srl_epi32(au, r->drop), I32(1));
+    __m512i rn = _mm512_add_epi32(_mm512_add_epi32(au, r->round_bias), lsb);
+    __m512i cn = _mm512_sub_epi32(_mm512_srl_epi32(rn, r->drop), r->exp_adj);
+    /* its subnormal range: the FPU rounds |x| + C (also run, harmlessly, on
+     * the other lanes: it raises invalid for a signaling NaN exactly as the
+     * serial conversion to double does) */
+    __m512 t = _mm512_add_ps(_mm512_castsi512_ps(au), r->sub_c);
+    __m512i cs = _mm512_sub_epi32(_mm512_castps_si512(t), r->sub_cbits);
+    __mmask16 knorm = _mm512_cmpge_epi32_mask(au, r->min_normal);
+    __m512i code = _mm512_mask_mov_epi32(cs, knorm, cn);
+    __mmask16 kbig = _mm512_cmpgt_epi32_mask(code, r->maxfin);
+    __mmask16 ksign = neg;
+    if (r->fnuz) {
+        ksign = _mm512_mask_cmpneq_epi32_mask(neg, code, _mm512_setzero_si512());
+    }
+    __m512i res = _mm512_mask_or_epi32(code, ksign, code, r->sbit);
+    res = _mm512_mask_mov_epi32(res, kbig, _mm512_mask_mov_epi32(r->ovf0, neg, r->ovf1));
+    __mmask16 knan = _mm512_cmpgt_epi32_mask(au, I32(0x7F800000));
+    res = _mm512_mask_mov_epi32(res, knan, _mm512_mask_mov_epi32(r->nan0, neg, r->nan1));
+    /* NaN and inf lanes are big too, but only finite ones overflow */
+    *ovf |= _mm512_mask_cmplt_epi32_mask(kbig, au, I32(0x7F800000));
+    return res;
+}
+
+MF_INLINE __m512i
+enc_e8m0(__m512 x, __mmask16 *ovf)
+{
+    __m512i u = _mm512_castps_si512(x);
+    __m512i au = _mm512_and_si512(u, I32(0x7FFFFFFF));
+    /* normal float32: ties round up (the significand 1 is odd) */
+    __m512i code = _mm512_srli_epi32(_mm512_add_epi32(au, I32(0x400000)), 23);
+    /* float32 subnormals: 0, or 1 from 1.5 * 2^-127 up */
+    __mmask16 ksub = _mm512_cmplt_epi32_mask(au, I32(0x00800000));
+    __m512i csub = _mm512_maskz_mov_epi32(_mm512_cmpge_epi32_mask(au, I32(0x00600000)), I32(1));
+    code = _mm512_mask_mov_epi32(code, ksub, csub);
+    /* positive and finite: 0 < u < inf; the rest (NaN, inf, zero, negative) is NaN.
+     * The quiet compare raises invalid for a signaling NaN, as serial does. */
+    __mmask16 kgood = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(u, I32(1)), I32(0x7F7FFFFF));
+    kgood &= (__mmask16)~_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    *ovf |= _mm512_mask_cmpeq_epi32_mask(kgood, code, I32(0xFF));
+    return _mm512_mask_mov_epi32(I32(0xFF), kgood, code);
+}
+
+MF_INLINE __m512i
+enc8(const regs512 *r, mf_simd_path path, __m512 x, __mmask16 *ovf)
+{
+    return path == MF_SIMD_E8M0 ? enc_e8m0(x, ovf) : enc_small(r, x, ovf);
+}
+
+/* ------------------------------------------------------- decode_f32 */
 
 void
 mf_avx512_decode_f32(const mf_format *f, const void *src, float *dst, mf_intp n)
 {
-    mf_serial_decode_f32(f, src, dst, n);
+    mf_simd_params p = mf_simd_params_of(f);
+    mf_intp i = 0;
+    if (p.path == MF_SIMD_BF16) {
+        const uint16_t *s = (const uint16_t *)src;
+        for (; i + 32 <= n; i += 32) {
+            __m512i c = _mm512_loadu_si512((const void *)(s + i));
+            _mm512_storeu_ps(dst + i, dec_bf16(_mm512_castsi512_si256(c)));
+            _mm512_storeu_ps(dst + i + 16, dec_bf16(_mm512_extracti64x4_epi64(c, 1)));
+        }
+        for (; i < n; i += 16) {
+            __mmask16 k = (n - i >= 16) ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+            __m256i c = _mm256_maskz_loadu_epi16(k, s + i);
+            _mm512_mask_storeu_ps(dst + i, k, dec_bf16(c));
+        }
+        return;
+    }
+    if (p.path != MF_SIMD_SMALL && p.path != MF_SIMD_E8M0) {
+        mf_serial_decode_f32(f, src, dst, n);
+        return;
+    }
+    regs512 r;
+    regs_init(&r, &p);
+    const uint8_t *s = (const uint8_t *)src;
+    if (p.path == MF_SIMD_E8M0) {
+        for (; i + 16 <= n; i += 16) {
+            _mm512_storeu_ps(dst + i, dec8(&r, MF_SIMD_E8M0, _mm_loadu_si128((const __m128i *)(s + i))));
+        }
+    }
+    else {
+        for (; i + 16 <= n; i += 16) {
+            _mm512_storeu_ps(dst + i, dec8(&r, MF_SIMD_SMALL, _mm_loadu_si128((const __m128i *)(s + i))));
+        }
+    }
+    if (i < n) {
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1u);
+        __m128i c = _mm_maskz_loadu_epi8(k, s + i);
+        _mm512_mask_storeu_ps(dst + i, k, dec8(&r, p.path, c));
+    }
 }
+
+/* ------------------------------------------------------- encode_f32 */
 
 void
 mf_avx512_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n)
 {
-    mf_serial_encode_f32(f, src, dst, n);
+    mf_simd_params p = mf_simd_params_of(f);
+    mf_intp i = 0;
+    __mmask16 ovf = 0;
+    if (p.path == MF_SIMD_BF16) {
+        uint16_t *d = (uint16_t *)dst;
+        for (; i + 32 <= n; i += 32) {
+            __m512i lo = enc_bf16(_mm512_loadu_ps(src + i), &ovf);
+            __m512i hi = enc_bf16(_mm512_loadu_ps(src + i + 16), &ovf);
+            /* packus works per 128-bit lane: restore the order after */
+            __m512i packed = _mm512_packus_epi32(lo, hi);
+            packed = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), packed);
+            _mm512_storeu_si512((void *)(d + i), packed);
+        }
+        for (; i < n; i += 16) {
+            __mmask16 k = (n - i >= 16) ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+            __mmask16 o = 0;
+            __m512i c = enc_bf16(_mm512_maskz_loadu_ps(k, src + i), &o);
+            ovf |= o & k;
+            _mm512_mask_cvtepi32_storeu_epi16(d + i, k, c);
+        }
+    }
+    else if (p.path == MF_SIMD_SMALL || p.path == MF_SIMD_E8M0) {
+        regs512 r;
+        regs_init(&r, &p);
+        uint8_t *d = (uint8_t *)dst;
+        if (p.path == MF_SIMD_E8M0) {
+            for (; i + 16 <= n; i += 16) {
+                __m512i c = enc8(&r, MF_SIMD_E8M0, _mm512_loadu_ps(src + i), &ovf);
+                _mm_storeu_si128((__m128i *)(d + i), _mm512_cvtepi32_epi8(c));
+            }
+        }
+        else {
+            for (; i + 16 <= n; i += 16) {
+                __m512i c = enc8(&r, MF_SIMD_SMALL, _mm512_loadu_ps(src + i), &ovf);
+                _mm_storeu_si128((__m128i *)(d + i), _mm512_cvtepi32_epi8(c));
+            }
+        }
+        if (i < n) {
+            __mmask16 k = (__mmask16)((1u << (n - i)) - 1u);
+            __mmask16 o = 0;
+            __m512i c = enc8(&r, p.path, _mm512_maskz_loadu_ps(k, src + i), &o);
+            ovf |= o & k;
+            _mm512_mask_cvtepi32_storeu_epi8(d + i, k, c);
+        }
+    }
+    else {
+        mf_serial_encode_f32(f, src, dst, n);
+        return;
+    }
+    if (ovf) {
+        mf_raise_overflow();
+    }
 }
+
+/* ------------------------------------------------------- binary */
+
+/*
+ * The float operations whose operand order decides which NaN comes out are
+ * written in assembly: the compiler may otherwise swap the operands of a
+ * commutative intrinsic.  OPx(b, a) is "op b, a, r" in AT&T order, i.e.
+ * r = a op b with a the first source.
+ */
+#define ASM_OP(INSN, R, A, B) \
+    __asm__(INSN " %[b], %[a], %[r]" : [r] "=v"(R) : [a] "v"(A), [b] "v"(B))
+#define ASM_OP_MASKZ(INSN, R, K, A, B) \
+    __asm__(INSN " %[b], %[a], %[r]%{%[k]%}%{z%}" : [r] "=v"(R) : [a] "v"(A), [b] "v"(B), [k] "Yk"(K))
+#define ASM_OP_MERGE(INSN, ACC, K, B) \
+    __asm__(INSN " %[b], %[acc], %[acc]%{%[k]%}" : [acc] "+v"(ACC) : [b] "v"(B), [k] "Yk"(K))
+
+MF_INLINE __m512
+op512(mf_binary_op op, __m512 a, __m512 b)
+{
+    __m512 r;
+    switch (op) {
+        case MF_OP_ADD: ASM_OP("vaddps", r, a, b); break;
+        case MF_OP_SUB: ASM_OP("vsubps", r, a, b); break;
+        case MF_OP_MUL: ASM_OP("vmulps", r, a, b); break;
+        default:        ASM_OP("vdivps", r, a, b); break;
+    }
+    return r;
+}
+
+MF_INLINE __m512
+op512_mask(mf_binary_op op, __mmask16 k, __m512 a, __m512 b)
+{
+    __m512 r;
+    switch (op) {
+        case MF_OP_ADD: ASM_OP_MASKZ("vaddps", r, k, a, b); break;
+        case MF_OP_SUB: ASM_OP_MASKZ("vsubps", r, k, a, b); break;
+        case MF_OP_MUL: ASM_OP_MASKZ("vmulps", r, k, a, b); break;
+        default:        ASM_OP_MASKZ("vdivps", r, k, a, b); break;
+    }
+    return r;
+}
+
+MF_INLINE __m512
+add512(__m512 a, __m512 b)
+{
+    __m512 r;
+    ASM_OP("vaddps", r, a, b);
+    return r;
+}
+
+MF_INLINE __m512
+add512_merge(__m512 acc, __mmask16 k, __m512 b)
+{
+    ASM_OP_MERGE("vaddps", acc, k, b);
+    return acc;
+}
+
+MF_INLINE __m256
+add256(__m256 a, __m256 b)
+{
+    __m256 r;
+    ASM_OP("vaddps", r, a, b);
+    return r;
+}
+
+MF_INLINE __m128
+add128(__m128 a, __m128 b)
+{
+    __m128 r;
+    ASM_OP("vaddps", r, a, b);
+    return r;
+}
+
+MF_INLINE __m128
+add_ss(__m128 a, __m128 b)
+{
+    __m128 r;
+    ASM_OP("vaddss", r, a, b);
+    return r;
+}
+
+MF_INLINE void
+binary_bf16(mf_binary_op op, const uint16_t *a, const uint16_t *b, uint16_t *out, mf_intp n)
+{
+    mf_intp i = 0;
+    __mmask16 ovf = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m512i ca = _mm512_loadu_si512((const void *)(a + i));
+        __m512i cb = _mm512_loadu_si512((const void *)(b + i));
+        __m512 r0 = op512(op, dec_bf16(_mm512_castsi512_si256(ca)), dec_bf16(_mm512_castsi512_si256(cb)));
+        __m512 r1 = op512(op, dec_bf16(_mm512_extracti64x4_epi64(ca, 1)),
+                          dec_bf16(_mm512_extracti64x4_epi64(cb, 1)));
+        __m512i lo = enc_bf16(r0, &ovf);
+        __m512i hi = enc_bf16(r1, &ovf);
+        __m512i packed = _mm512_packus_epi32(lo, hi);
+        packed = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), packed);
+        _mm512_storeu_si512((void *)(out + i), packed);
+    }
+    for (; i < n; i += 16) {
+        __mmask16 k = (n - i >= 16) ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+        __m512 x = dec_bf16(_mm256_maskz_loadu_epi16(k, a + i));
+        __m512 y = dec_bf16(_mm256_maskz_loadu_epi16(k, b + i));
+        __mmask16 o = 0;
+        __m512i c = enc_bf16(op512_mask(op, k, x, y), &o);
+        ovf |= o & k;
+        _mm512_mask_cvtepi32_storeu_epi16(out + i, k, c);
+    }
+    if (ovf) {
+        mf_raise_overflow();
+    }
+}
+
+MF_INLINE void
+binary_8(mf_binary_op op, const regs512 *r, mf_simd_path path, const uint8_t *a,
+         const uint8_t *b, uint8_t *out, mf_intp n)
+{
+    mf_intp i = 0;
+    __mmask16 ovf = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 x = dec8(r, path, _mm_loadu_si128((const __m128i *)(a + i)));
+        __m512 y = dec8(r, path, _mm_loadu_si128((const __m128i *)(b + i)));
+        __m512i c = enc8(r, path, op512(op, x, y), &ovf);
+        _mm_storeu_si128((__m128i *)(out + i), _mm512_cvtepi32_epi8(c));
+    }
+    if (i < n) {
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1u);
+        __m512 x = dec8(r, path, _mm_maskz_loadu_epi8(k, a + i));
+        __m512 y = dec8(r, path, _mm_maskz_loadu_epi8(k, b + i));
+        __mmask16 o = 0;
+        __m512i c = enc8(r, path, op512_mask(op, k, x, y), &o);
+        ovf |= o & k;
+        _mm512_mask_cvtepi32_storeu_epi8(out + i, k, c);
+    }
+    if (ovf) {
+        mf_raise_overflow();
+    }
+}
+
+#define FOR_EACH_OP(CALL)                                 \
+    switch (op) {                                         \
+        case MF_OP_ADD: CALL(MF_OP_ADD); break;           \
+        case MF_OP_SUB: CALL(MF_OP_SUB); break;           \
+        case MF_OP_MUL: CALL(MF_OP_MUL); break;           \
+        default:        CALL(MF_OP_DIV); break;           \
+    }
 
 void
 mf_avx512_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b,
-                void *out, mf_intp n)
+                 void *out, mf_intp n)
 {
-    mf_serial_binary(op, f, a, b, out, n);
+    mf_simd_params p = mf_simd_params_of(f);
+    if (p.path == MF_SIMD_BF16) {
+#define CALL_BF16(OP) binary_bf16(OP, (const uint16_t *)a, (const uint16_t *)b, (uint16_t *)out, n)
+        FOR_EACH_OP(CALL_BF16)
+#undef CALL_BF16
+        return;
+    }
+    if (p.path != MF_SIMD_SMALL && p.path != MF_SIMD_E8M0) {
+        mf_serial_binary(op, f, a, b, out, n);
+        return;
+    }
+    regs512 r;
+    regs_init(&r, &p);
+    if (p.path == MF_SIMD_E8M0) {
+#define CALL_E8(OP) binary_8(OP, &r, MF_SIMD_E8M0, (const uint8_t *)a, (const uint8_t *)b, (uint8_t *)out, n)
+        FOR_EACH_OP(CALL_E8)
+#undef CALL_E8
+    }
+    else {
+#define CALL_SMALL(OP) binary_8(OP, &r, MF_SIMD_SMALL, (const uint8_t *)a, (const uint8_t *)b, (uint8_t *)out, n)
+        FOR_EACH_OP(CALL_SMALL)
+#undef CALL_SMALL
+    }
+}
+
+/* ------------------------------------------------------- sum, dot */
+
+/*
+ * lanes[j] += lanes[j + w] for w = 16, 8, 4, 2, 1.  Which operand comes
+ * first only matters when both are NaNs of different signs.  The serial
+ * lanes_combine, as gcc 12 -O2 vectorises it, adds with the upper lanes as
+ * the first source for w = 16, 8, 4 and the lower lanes first for w = 2, 1;
+ * the same order here.
+ */
+MF_INLINE float
+combine32(__m512 lo, __m512 hi)
+{
+    __m512 s16 = add512(hi, lo);
+    __m256 s8 = add256(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s16), 1)),
+                       _mm512_castps512_ps256(s16));
+    __m128 s4 = add128(_mm256_extractf128_ps(s8, 1), _mm256_castps256_ps128(s8));
+    __m128 s2 = add128(s4, _mm_movehl_ps(s4, s4));
+    __m128 s1 = add_ss(s2, _mm_movehdup_ps(s2));
+    return _mm_cvtss_f32(s1);
+}
+
+/* total + x with total the first source, as serial */
+MF_INLINE double
+add_total(double total, float x)
+{
+    double xd = (double)x;
+    __asm__("vaddsd %[b], %[a], %[r]" : [r] "=v"(total) : [a] "v"(total), [b] "v"(xd));
+    return total;
+}
+
+/* 16 codes starting at element i of a run, as float32 (k: the live lanes) */
+MF_INLINE __m512
+load_dec(const regs512 *r, mf_simd_path path, const void *src, mf_intp i)
+{
+    if (path == MF_SIMD_BF16) {
+        return dec_bf16(_mm256_loadu_si256((const __m256i *)((const uint16_t *)src + i)));
+    }
+    return dec8(r, path, _mm_loadu_si128((const __m128i *)((const uint8_t *)src + i)));
+}
+
+MF_INLINE __m512
+load_dec_mask(const regs512 *r, mf_simd_path path, const void *src, mf_intp i, __mmask16 k)
+{
+    if (path == MF_SIMD_BF16) {
+        return dec_bf16(_mm256_maskz_loadu_epi16(k, (const uint16_t *)src + i));
+    }
+    return dec8(r, path, _mm_maskz_loadu_epi8(k, (const uint8_t *)src + i));
+}
+
+MF_INLINE __mmask16
+live16(mf_intp m)
+{
+    /* the first m (clamped to 0..16) lanes */
+    if (m <= 0) {
+        return 0;
+    }
+    return m >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << m) - 1u);
+}
+
+/* the sum of one block (len <= MF_SUM_BLOCK) in the 32-lane order */
+MF_INLINE float
+sum_block(const regs512 *r, mf_simd_path path, const void *src, mf_intp len)
+{
+    __m512 acc0 = _mm512_set1_ps(-0.0f), acc1 = _mm512_set1_ps(-0.0f);
+    mf_intp i = 0;
+    for (; i + 32 <= len; i += 32) {
+        acc0 = add512(acc0, load_dec(r, path, src, i));
+        acc1 = add512(acc1, load_dec(r, path, src, i + 16));
+    }
+    if (i < len) {
+        __mmask16 k0 = live16(len - i), k1 = live16(len - i - 16);
+        acc0 = add512_merge(acc0, k0, load_dec_mask(r, path, src, i, k0));
+        acc1 = add512_merge(acc1, k1, load_dec_mask(r, path, src, i + 16, k1));
+    }
+    return combine32(acc0, acc1);
+}
+
+/* fmaf(a, b, acc) as glibc computes it (b * a + acc: b's NaN first) */
+MF_INLINE __m512
+fma_ba(__m512 a, __m512 b, __m512 acc)
+{
+    __asm__("vfmadd231ps %[a], %[b], %[acc]" : [acc] "+v"(acc) : [a] "v"(a), [b] "v"(b));
+    return acc;
+}
+
+MF_INLINE __m512
+fma_ba_mask(__m512 a, __m512 b, __m512 acc, __mmask16 k)
+{
+    __asm__("vfmadd231ps %[a], %[b], %[acc]%{%[k]%}" : [acc] "+v"(acc) : [a] "v"(a), [b] "v"(b), [k] "Yk"(k));
+    return acc;
+}
+
+MF_INLINE float
+dot_block(const regs512 *r, mf_simd_path path, const void *a, const void *b, mf_intp len)
+{
+    __m512 acc0 = _mm512_set1_ps(-0.0f), acc1 = _mm512_set1_ps(-0.0f);
+    mf_intp i = 0;
+    for (; i + 32 <= len; i += 32) {
+        acc0 = fma_ba(load_dec(r, path, a, i), load_dec(r, path, b, i), acc0);
+        acc1 = fma_ba(load_dec(r, path, a, i + 16), load_dec(r, path, b, i + 16), acc1);
+    }
+    if (i < len) {
+        __mmask16 k0 = live16(len - i), k1 = live16(len - i - 16);
+        acc0 = fma_ba_mask(load_dec_mask(r, path, a, i, k0), load_dec_mask(r, path, b, i, k0), acc0, k0);
+        acc1 = fma_ba_mask(load_dec_mask(r, path, a, i + 16, k1),
+                           load_dec_mask(r, path, b, i + 16, k1), acc1, k1);
+    }
+    return combine32(acc0, acc1);
+}
+
+MF_INLINE double
+sum_path(const regs512 *r, mf_simd_path path, const mf_format *f, const void *src, mf_intp n)
+{
+    double total = -0.0;
+    for (mf_intp start = 0; start < n; start += MF_SUM_BLOCK) {
+        mf_intp len = n - start < MF_SUM_BLOCK ? n - start : MF_SUM_BLOCK;
+        total = add_total(total, sum_block(r, path, (const char *)src + start * f->itemsize, len));
+    }
+    return total;
+}
+
+MF_INLINE double
+dot_path(const regs512 *r, mf_simd_path path, const mf_format *f, const void *a, const void *b,
+         mf_intp n)
+{
+    double total = -0.0;
+    for (mf_intp start = 0; start < n; start += MF_SUM_BLOCK) {
+        mf_intp len = n - start < MF_SUM_BLOCK ? n - start : MF_SUM_BLOCK;
+        total = add_total(total, dot_block(r, path, (const char *)a + start * f->itemsize,
+                                           (const char *)b + start * f->itemsize, len));
+    }
+    return total;
 }
 
 double
 mf_avx512_sum(const mf_format *f, const void *src, mf_intp n)
 {
-    return mf_serial_sum(f, src, n);
+    mf_simd_params p = mf_simd_params_of(f);
+    regs512 r;
+    regs_init(&r, &p);
+    switch (p.path) {
+        case MF_SIMD_BF16:
+            return sum_path(&r, MF_SIMD_BF16, f, src, n);
+        case MF_SIMD_SMALL:
+            return sum_path(&r, MF_SIMD_SMALL, f, src, n);
+        case MF_SIMD_E8M0:
+            return sum_path(&r, MF_SIMD_E8M0, f, src, n);
+        default:
+            return mf_serial_sum(f, src, n);
+    }
 }
 
 double
 mf_avx512_dot(const mf_format *f, const void *a, const void *b, mf_intp n)
 {
-    return mf_serial_dot(f, a, b, n);
+    mf_simd_params p = mf_simd_params_of(f);
+    regs512 r;
+    regs_init(&r, &p);
+    switch (p.path) {
+        case MF_SIMD_BF16:
+            return dot_path(&r, MF_SIMD_BF16, f, a, b, n);
+        case MF_SIMD_SMALL:
+            return dot_path(&r, MF_SIMD_SMALL, f, a, b, n);
+        case MF_SIMD_E8M0:
+            return dot_path(&r, MF_SIMD_E8M0, f, a, b, n);
+        default:
+            return mf_serial_dot(f, a, b, n);
+    }
 }
 
 const mf_kernels mf_kernels_avx512 = {

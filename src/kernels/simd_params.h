@@ -1,0 +1,95 @@
+/*
+ * Format parameters of the SIMD kernels (avx2.c, avx512.c), derived from the
+ * format table once per call and broadcast into registers by the kernels.
+ * The kernels compute exactly what the serial kernels compute (serial.c,
+ * scalar_ops.h); the comments below say which serial step each value
+ * reproduces.
+ */
+#ifndef MF_SIMD_PARAMS_H
+#define MF_SIMD_PARAMS_H
+
+#include <stdint.h>
+#include <string.h>
+#include "kernels.h"
+#include "../codec.h"
+
+typedef enum {
+    MF_SIMD_SERIAL = 0,   /* no SIMD path: integer formats */
+    MF_SIMD_BF16,         /* the bfloat16 bit tricks */
+    MF_SIMD_SMALL,        /* sign / exponent / mantissa float of at most 8 bits */
+    MF_SIMD_E8M0,         /* float8_e8m0fnu: unsigned powers of two */
+} mf_simd_path;
+
+typedef struct {
+    mf_simd_path path;
+    /* ---- decode (the values of mf_lut8) ---- */
+    uint32_t code_mask;    /* bytes alias their low bits (mf_init_luts) */
+    uint32_t mag_mask;     /* code_mask without the sign bit */
+    uint32_t sbit;         /* the code's sign bit (0 if unsigned) */
+    int sign_shift;        /* (code & sbit) << sign_shift is float32's sign */
+    int mant_shift;        /* 23 - M: mantissa into float32 position */
+    float dec_scale;       /* 2^(127 - bias): float32 exponent -> format's */
+    uint32_t maxfin;       /* largest finite magnitude code */
+    uint32_t inf_mag;      /* IEEE: magnitude code of inf; else 0xFFFFFFFF */
+    uint32_t fnuz_nan;     /* fnuz: the NaN code (the would-be -0); else 0xFFFFFFFF */
+    /* ---- encode (mf_enc1) ---- */
+    uint32_t min_normal_bits;   /* float32 bits of the smallest normal */
+    int drop;                   /* 23 - M */
+    uint32_t round_bias;        /* (1 << (drop - 1)) - 1 */
+    uint32_t exp_adj;           /* (127 - bias) << M */
+    uint32_t sub_cbits;         /* float32 bits of C, ulp(C) = smallest subnormal */
+    uint32_t ovf_code[2];       /* overflow and +-inf, by sign (mf_overflow_code) */
+    uint32_t nan_code[2];       /* NaN, by sign (mf_nan_code) */
+    int fnuz;                   /* a result of 0 drops its sign */
+} mf_simd_params;
+
+static inline float
+mf_simd_pow2f(int e)
+{
+    /* 2^e for a float32 normal exponent */
+    return mf_bits_f32((uint32_t)(e + 127) << 23);
+}
+
+static inline mf_simd_params
+mf_simd_params_of(const mf_format *f)
+{
+    mf_simd_params p;
+    memset(&p, 0, sizeof(p));
+    if (f->kind != MF_KIND_FLOAT) {
+        p.path = MF_SIMD_SERIAL;
+        return p;
+    }
+    if (f->id == MF_BFLOAT16) {
+        p.path = MF_SIMD_BF16;
+        return p;
+    }
+    if (f->itemsize != 1) {
+        p.path = MF_SIMD_SERIAL;
+        return p;
+    }
+    p.path = (f->special == MF_SPECIAL_E8M0) ? MF_SIMD_E8M0 : MF_SIMD_SMALL;
+    const int M = f->mant_bits;
+    p.code_mask = mf_code_mask(f);
+    p.sbit = mf_sign_bit(f);
+    p.mag_mask = p.code_mask & ~p.sbit;
+    p.sign_shift = 32 - f->bits;
+    p.mant_shift = 23 - M;
+    p.dec_scale = mf_simd_pow2f(127 - f->bias);
+    p.maxfin = mf_max_finite_mag(f);
+    p.inf_mag = mf_has_inf(f) ? (mf_inf_code(f, 0) & p.mag_mask) : 0xFFFFFFFFu;
+    p.fnuz_nan = (f->special == MF_SPECIAL_FNUZ) ? p.sbit : 0xFFFFFFFFu;
+    const int emin = mf_emin(f);
+    p.min_normal_bits = (uint32_t)(emin + 127) << 23;
+    p.drop = 23 - M;
+    p.round_bias = (1u << (p.drop - 1)) - 1u;
+    p.exp_adj = (uint32_t)(127 - f->bias) << M;
+    p.sub_cbits = (uint32_t)(emin - M + 23 + 127) << 23;
+    for (int s = 0; s < 2; s++) {
+        p.ovf_code[s] = mf_overflow_code(f, s, 0);
+        p.nan_code[s] = mf_nan_code(f, s);
+    }
+    p.fnuz = f->special == MF_SPECIAL_FNUZ;
+    return p;
+}
+
+#endif

@@ -1,37 +1,589 @@
 /*
- * avx2 kernels.  Entries not yet written here use the serial kernel.
+ * avx2 kernels (AVX2, FMA): decode, encode, the fused binary operations, sum
+ * and dot for bfloat16 and every float8/float6/float4 format.  Integer
+ * formats use the serial kernels.
+ *
+ * The same algorithms as avx512.c (see there), eight lanes at a time, with
+ * blends instead of mask registers.  Tails shorter than a vector go to the
+ * serial kernels (decode, encode, binary) or through a small buffer padded
+ * with values that leave the sums unchanged (sum, dot), so nothing reads or
+ * writes past the ends and no padding lane raises a flag.  Loads and stores
+ * are unaligned.
+ *
+ * As in avx512.c, the float operations whose operand order decides which NaN
+ * comes out (x86 returns the first source's NaN) are written in assembly, in
+ * the serial kernels' order.
  */
+#include <immintrin.h>
 #include "kernels.h"
+#include "scalar_ops.h"
+#include "simd_params.h"
+
+#define MF_INLINE static inline __attribute__((always_inline))
+#define I32(x) _mm256_set1_epi32((int)(x))
+
+/* ------------------------------------------------------- registers */
+
+typedef struct {
+    __m256i code_mask, mag_mask, maxfin, inf_mag, fnuz_nan;
+    __m128i sign_shift, mant_shift, drop;
+    __m256 scale;
+    int special, has_inf, fnuz;
+    __m256i min_normal_m1, round_bias, exp_adj, sub_cbits, sbit;
+    __m256 sub_c;
+    __m256i ovf0, ovf1, nan0, nan1;
+} regs256;
+
+MF_INLINE void
+regs_init(regs256 *r, const mf_simd_params *p)
+{
+    r->code_mask = I32(p->code_mask);
+    r->mag_mask = I32(p->mag_mask);
+    r->maxfin = I32(p->maxfin);
+    r->inf_mag = I32(p->inf_mag);
+    r->fnuz_nan = I32(p->fnuz_nan);
+    r->sign_shift = _mm_cvtsi32_si128(p->sign_shift);
+    r->mant_shift = _mm_cvtsi32_si128(p->mant_shift);
+    r->drop = _mm_cvtsi32_si128(p->drop);
+    r->scale = _mm256_set1_ps(p->dec_scale);
+    r->special = p->maxfin < p->mag_mask;
+    r->has_inf = p->inf_mag != 0xFFFFFFFFu;
+    r->fnuz = p->fnuz;
+    r->min_normal_m1 = I32(p->min_normal_bits - 1u);
+    r->round_bias = I32(p->round_bias);
+    r->exp_adj = I32(p->exp_adj);
+    r->sub_cbits = I32(p->sub_cbits);
+    r->sub_c = _mm256_castsi256_ps(r->sub_cbits);
+    r->sbit = I32(p->sbit);
+    r->ovf0 = I32(p->ovf_code[0]);
+    r->ovf1 = I32(p->ovf_code[1]);
+    r->nan0 = I32(p->nan_code[0]);
+    r->nan1 = I32(p->nan_code[1]);
+}
+
+MF_INLINE __m256i
+blendv(__m256i a, __m256i b, __m256i mask)
+{
+    /* mask lanes are all ones or all zeros */
+    return _mm256_blendv_epi8(a, b, mask);
+}
+
+/* ------------------------------------------------------- ordered float ops */
+
+#define ASM_OP(INSN, R, A, B) \
+    __asm__(INSN " %[b], %[a], %[r]" : [r] "=x"(R) : [a] "x"(A), [b] "x"(B))
+
+MF_INLINE __m256
+op256(mf_binary_op op, __m256 a, __m256 b)
+{
+    __m256 r;
+    switch (op) {
+        case MF_OP_ADD: ASM_OP("vaddps", r, a, b); break;
+        case MF_OP_SUB: ASM_OP("vsubps", r, a, b); break;
+        case MF_OP_MUL: ASM_OP("vmulps", r, a, b); break;
+        default:        ASM_OP("vdivps", r, a, b); break;
+    }
+    return r;
+}
+
+MF_INLINE __m256
+add256(__m256 a, __m256 b)
+{
+    __m256 r;
+    ASM_OP("vaddps", r, a, b);
+    return r;
+}
+
+MF_INLINE __m128
+add128(__m128 a, __m128 b)
+{
+    __m128 r;
+    ASM_OP("vaddps", r, a, b);
+    return r;
+}
+
+MF_INLINE __m128
+add_ss(__m128 a, __m128 b)
+{
+    __m128 r;
+    ASM_OP("vaddss", r, a, b);
+    return r;
+}
+
+/* fmaf(a, b, acc) as glibc computes it (b * a + acc: b's NaN first) */
+MF_INLINE __m256
+fma_ba(__m256 a, __m256 b, __m256 acc)
+{
+    __asm__("vfmadd231ps %[a], %[b], %[acc]" : [acc] "+x"(acc) : [a] "x"(a), [b] "x"(b));
+    return acc;
+}
+
+/* total + x with total the first source, as serial */
+MF_INLINE double
+add_total(double total, float x)
+{
+    double xd = (double)x;
+    __asm__("vaddsd %[b], %[a], %[r]" : [r] "=x"(total) : [a] "x"(total), [b] "x"(xd));
+    return total;
+}
+
+/* ------------------------------------------------------- decode, 8 lanes */
+
+MF_INLINE __m256
+dec_bf16(__m128i codes)
+{
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(codes), 16));
+}
+
+MF_INLINE __m256
+dec_small(const regs256 *r, __m256i c)
+{
+    c = _mm256_and_si256(c, r->code_mask);
+    __m256i mag = _mm256_and_si256(c, r->mag_mask);
+    __m256i s = _mm256_sll_epi32(_mm256_xor_si256(c, mag), r->sign_shift);
+    __m256 v = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_sll_epi32(mag, r->mant_shift)), r->scale);
+    __m256i vi = _mm256_or_si256(_mm256_castps_si256(v), s);
+    if (r->special) {
+        __m256i ksp = _mm256_cmpgt_epi32(mag, r->maxfin);
+        __m256i spec = I32(0x7FC00000);
+        if (r->has_inf) {
+            spec = blendv(spec, I32(0x7F800000), _mm256_cmpeq_epi32(mag, r->inf_mag));
+        }
+        vi = blendv(vi, _mm256_or_si256(spec, s), ksp);
+    }
+    if (r->fnuz) {
+        vi = blendv(vi, I32(0xFFC00000), _mm256_cmpeq_epi32(c, r->fnuz_nan));
+    }
+    return _mm256_castsi256_ps(vi);
+}
+
+MF_INLINE __m256
+dec_e8m0(__m256i c)
+{
+    __m256i v = _mm256_slli_epi32(c, 23);
+    v = blendv(v, I32(0x00400000), _mm256_cmpeq_epi32(c, _mm256_setzero_si256()));
+    v = blendv(v, I32(0x7FC00000), _mm256_cmpeq_epi32(c, I32(0xFF)));
+    return _mm256_castsi256_ps(v);
+}
+
+/* 8 byte codes (the low 8 bytes of `bytes`) -> float32 */
+MF_INLINE __m256
+dec8(const regs256 *r, mf_simd_path path, __m128i bytes)
+{
+    __m256i c = _mm256_cvtepu8_epi32(bytes);
+    return path == MF_SIMD_E8M0 ? dec_e8m0(c) : dec_small(r, c);
+}
+
+/* ------------------------------------------------------- encode, 8 lanes */
+
+MF_INLINE __m256i
+enc_bf16(__m256 x, __m256i *ovf)
+{
+    __m256i u = _mm256_castps_si256(x);
+    __m256i hi = _mm256_srli_epi32(u, 16);
+    __m256i lsb = _mm256_and_si256(hi, I32(1));
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, I32(0x7FFF)), lsb), 16);
+    __m256i au = _mm256_and_si256(u, I32(0x7FFFFFFF));
+    __m256i knan = _mm256_cmpgt_epi32(au, I32(0x7F800000));
+    __m256i nanv = _mm256_or_si256(_mm256_and_si256(hi, I32(0x8000)), I32(0x7FC0));
+    r = blendv(r, nanv, knan);
+    /* finite values in [0x7F7F8000, 0x7F800000) round to inf */
+    *ovf = _mm256_or_si256(*ovf, _mm256_andnot_si256(_mm256_cmpgt_epi32(au, I32(0x7F7FFFFF)),
+                                                     _mm256_cmpgt_epi32(au, I32(0x7F7F7FFF))));
+    return r;
+}
+
+MF_INLINE __m256i
+enc_small(const regs256 *r, __m256 x, __m256i *ovf)
+{
+    __m256i u = _mm256_castps_si256(x);
+    __m256i au = _mm256_and_si256(u, I32(0x7FFFFFFF));
+    __m256i neg = _mm256_srai_epi32(u, 31);
+    __m256i lsb = _mm256_and_si256(_mm256_srl_epi32(au, r->drop), I32(1));
+    __m256i rn = _mm256_add_epi32(_mm256_add_epi32(au, r->round_bias), lsb);
+    __m256i cn = _mm256_sub_epi32(_mm256_srl_epi32(rn, r->drop), r->exp_adj);
+    /* see avx512.c: run on every lane, flags as serial */
+    __m256 t = _mm256_add_ps(_mm256_castsi256_ps(au), r->sub_c);
+    __m256i cs = _mm256_sub_epi32(_mm256_castps_si256(t), r->sub_cbits);
+    __m256i code = blendv(cs, cn, _mm256_cmpgt_epi32(au, r->min_normal_m1));
+    __m256i kbig = _mm256_cmpgt_epi32(code, r->maxfin);
+    __m256i sgn = _mm256_and_si256(neg, r->sbit);
+    if (r->fnuz) {
+        sgn = _mm256_andnot_si256(_mm256_cmpeq_epi32(code, _mm256_setzero_si256()), sgn);
+    }
+    __m256i res = _mm256_or_si256(code, sgn);
+    res = blendv(res, blendv(r->ovf0, r->ovf1, neg), kbig);
+    __m256i knan = _mm256_cmpgt_epi32(au, I32(0x7F800000));
+    res = blendv(res, blendv(r->nan0, r->nan1, neg), knan);
+    *ovf = _mm256_or_si256(*ovf, _mm256_andnot_si256(_mm256_cmpgt_epi32(au, I32(0x7F7FFFFF)), kbig));
+    return res;
+}
+
+MF_INLINE __m256i
+enc_e8m0(__m256 x, __m256i *ovf)
+{
+    __m256i u = _mm256_castps_si256(x);
+    __m256i au = _mm256_and_si256(u, I32(0x7FFFFFFF));
+    __m256i code = _mm256_srli_epi32(_mm256_add_epi32(au, I32(0x400000)), 23);
+    __m256i ksub = _mm256_cmpgt_epi32(I32(0x00800000), au);
+    __m256i csub = _mm256_and_si256(_mm256_cmpgt_epi32(au, I32(0x005FFFFF)), I32(1));
+    code = blendv(code, csub, ksub);
+    /* 0 < u < inf as signed integers: positive and finite; the quiet
+     * compare raises invalid for a signaling NaN, as serial does */
+    __m256i kgood = _mm256_and_si256(_mm256_cmpgt_epi32(u, _mm256_setzero_si256()),
+                                     _mm256_cmpgt_epi32(I32(0x7F800000), u));
+    kgood = _mm256_andnot_si256(_mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q)), kgood);
+    *ovf = _mm256_or_si256(*ovf, _mm256_and_si256(kgood, _mm256_cmpeq_epi32(code, I32(0xFF))));
+    return blendv(I32(0xFF), code, kgood);
+}
+
+MF_INLINE __m256i
+enc8(const regs256 *r, mf_simd_path path, __m256 x, __m256i *ovf)
+{
+    return path == MF_SIMD_E8M0 ? enc_e8m0(x, ovf) : enc_small(r, x, ovf);
+}
+
+/* four vectors of codes (0..255 in each lane) -> 32 bytes in order */
+MF_INLINE __m256i
+pack32(__m256i c0, __m256i c1, __m256i c2, __m256i c3)
+{
+    __m256i p = _mm256_packus_epi16(_mm256_packus_epi32(c0, c1), _mm256_packus_epi32(c2, c3));
+    return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* one vector of codes (0..255) -> 8 bytes in order, in the low 64 bits */
+MF_INLINE __m128i
+pack8(__m256i c)
+{
+    __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+    return _mm_packus_epi16(w, w);
+}
+
+/* two vectors of codes (0..0xFFFF) -> 16 uint16 in order */
+MF_INLINE __m256i
+pack16(__m256i c0, __m256i c1)
+{
+    return _mm256_permute4x64_epi64(_mm256_packus_epi32(c0, c1), 0xD8);
+}
+
+/* ------------------------------------------------------- decode_f32 */
 
 void
 mf_avx2_decode_f32(const mf_format *f, const void *src, float *dst, mf_intp n)
 {
-    mf_serial_decode_f32(f, src, dst, n);
+    mf_simd_params p = mf_simd_params_of(f);
+    mf_intp i = 0;
+    if (p.path == MF_SIMD_BF16) {
+        const uint16_t *s = (const uint16_t *)src;
+        for (; i + 16 <= n; i += 16) {
+            __m256i c = _mm256_loadu_si256((const __m256i *)(s + i));
+            _mm256_storeu_ps(dst + i, dec_bf16(_mm256_castsi256_si128(c)));
+            _mm256_storeu_ps(dst + i + 8, dec_bf16(_mm256_extracti128_si256(c, 1)));
+        }
+    }
+    else if (p.path == MF_SIMD_SMALL || p.path == MF_SIMD_E8M0) {
+        regs256 r;
+        regs_init(&r, &p);
+        const uint8_t *s = (const uint8_t *)src;
+        if (p.path == MF_SIMD_E8M0) {
+            for (; i + 16 <= n; i += 16) {
+                __m128i c = _mm_loadu_si128((const __m128i *)(s + i));
+                _mm256_storeu_ps(dst + i, dec8(&r, MF_SIMD_E8M0, c));
+                _mm256_storeu_ps(dst + i + 8, dec8(&r, MF_SIMD_E8M0, _mm_unpackhi_epi64(c, c)));
+            }
+        }
+        else {
+            for (; i + 16 <= n; i += 16) {
+                __m128i c = _mm_loadu_si128((const __m128i *)(s + i));
+                _mm256_storeu_ps(dst + i, dec8(&r, MF_SIMD_SMALL, c));
+                _mm256_storeu_ps(dst + i + 8, dec8(&r, MF_SIMD_SMALL, _mm_unpackhi_epi64(c, c)));
+            }
+        }
+    }
+    if (i < n) {
+        mf_serial_decode_f32(f, (const char *)src + i * f->itemsize, dst + i, n - i);
+    }
 }
+
+/* ------------------------------------------------------- encode_f32 */
 
 void
 mf_avx2_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n)
 {
-    mf_serial_encode_f32(f, src, dst, n);
+    mf_simd_params p = mf_simd_params_of(f);
+    mf_intp i = 0;
+    __m256i ovf = _mm256_setzero_si256();
+    if (p.path == MF_SIMD_BF16) {
+        uint16_t *d = (uint16_t *)dst;
+        for (; i + 16 <= n; i += 16) {
+            __m256i lo = enc_bf16(_mm256_loadu_ps(src + i), &ovf);
+            __m256i hi = enc_bf16(_mm256_loadu_ps(src + i + 8), &ovf);
+            _mm256_storeu_si256((__m256i *)(d + i), pack16(lo, hi));
+        }
+    }
+    else if (p.path == MF_SIMD_SMALL || p.path == MF_SIMD_E8M0) {
+        regs256 r;
+        regs_init(&r, &p);
+        uint8_t *d = (uint8_t *)dst;
+#define ENC_LOOP(PATH)                                                              \
+        for (; i + 32 <= n; i += 32) {                                              \
+            __m256i c0 = enc8(&r, PATH, _mm256_loadu_ps(src + i), &ovf);            \
+            __m256i c1 = enc8(&r, PATH, _mm256_loadu_ps(src + i + 8), &ovf);        \
+            __m256i c2 = enc8(&r, PATH, _mm256_loadu_ps(src + i + 16), &ovf);       \
+            __m256i c3 = enc8(&r, PATH, _mm256_loadu_ps(src + i + 24), &ovf);       \
+            _mm256_storeu_si256((__m256i *)(d + i), pack32(c0, c1, c2, c3));        \
+        }                                                                           \
+        for (; i + 8 <= n; i += 8) {                                                \
+            __m256i c = enc8(&r, PATH, _mm256_loadu_ps(src + i), &ovf);             \
+            _mm_storel_epi64((__m128i *)(d + i), pack8(c));                         \
+        }
+        if (p.path == MF_SIMD_E8M0) {
+            ENC_LOOP(MF_SIMD_E8M0)
+        }
+        else {
+            ENC_LOOP(MF_SIMD_SMALL)
+        }
+#undef ENC_LOOP
+    }
+    if (!_mm256_testz_si256(ovf, ovf)) {
+        mf_raise_overflow();
+    }
+    if (i < n) {
+        mf_serial_encode_f32(f, src + i, (char *)dst + i * f->itemsize, n - i);
+    }
 }
+
+/* ------------------------------------------------------- binary */
+
+MF_INLINE mf_intp
+binary_bf16(mf_binary_op op, const uint16_t *a, const uint16_t *b, uint16_t *out, mf_intp n)
+{
+    mf_intp i = 0;
+    __m256i ovf = _mm256_setzero_si256();
+    for (; i + 16 <= n; i += 16) {
+        __m256i ca = _mm256_loadu_si256((const __m256i *)(a + i));
+        __m256i cb = _mm256_loadu_si256((const __m256i *)(b + i));
+        __m256 r0 = op256(op, dec_bf16(_mm256_castsi256_si128(ca)), dec_bf16(_mm256_castsi256_si128(cb)));
+        __m256 r1 = op256(op, dec_bf16(_mm256_extracti128_si256(ca, 1)),
+                          dec_bf16(_mm256_extracti128_si256(cb, 1)));
+        __m256i lo = enc_bf16(r0, &ovf);
+        __m256i hi = enc_bf16(r1, &ovf);
+        _mm256_storeu_si256((__m256i *)(out + i), pack16(lo, hi));
+    }
+    if (!_mm256_testz_si256(ovf, ovf)) {
+        mf_raise_overflow();
+    }
+    return i;
+}
+
+MF_INLINE mf_intp
+binary_8(mf_binary_op op, const regs256 *r, mf_simd_path path, const uint8_t *a,
+         const uint8_t *b, uint8_t *out, mf_intp n)
+{
+    mf_intp i = 0;
+    __m256i ovf = _mm256_setzero_si256();
+    for (; i + 16 <= n; i += 16) {
+        __m128i ca = _mm_loadu_si128((const __m128i *)(a + i));
+        __m128i cb = _mm_loadu_si128((const __m128i *)(b + i));
+        __m256 r0 = op256(op, dec8(r, path, ca), dec8(r, path, cb));
+        __m256 r1 = op256(op, dec8(r, path, _mm_unpackhi_epi64(ca, ca)),
+                          dec8(r, path, _mm_unpackhi_epi64(cb, cb)));
+        __m256i c0 = enc8(r, path, r0, &ovf);
+        __m256i c1 = enc8(r, path, r1, &ovf);
+        __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(c0), _mm256_extracti128_si256(c0, 1));
+        __m128i z = _mm_packus_epi32(_mm256_castsi256_si128(c1), _mm256_extracti128_si256(c1, 1));
+        _mm_storeu_si128((__m128i *)(out + i), _mm_packus_epi16(w, z));
+    }
+    if (!_mm256_testz_si256(ovf, ovf)) {
+        mf_raise_overflow();
+    }
+    return i;
+}
+
+#define FOR_EACH_OP(CALL)                                 \
+    switch (op) {                                         \
+        case MF_OP_ADD: done = CALL(MF_OP_ADD); break;    \
+        case MF_OP_SUB: done = CALL(MF_OP_SUB); break;    \
+        case MF_OP_MUL: done = CALL(MF_OP_MUL); break;    \
+        default:        done = CALL(MF_OP_DIV); break;    \
+    }
 
 void
 mf_avx2_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b,
-                void *out, mf_intp n)
+               void *out, mf_intp n)
 {
-    mf_serial_binary(op, f, a, b, out, n);
+    mf_simd_params p = mf_simd_params_of(f);
+    mf_intp done = 0;
+    if (p.path == MF_SIMD_BF16) {
+#define CALL_BF16(OP) binary_bf16(OP, (const uint16_t *)a, (const uint16_t *)b, (uint16_t *)out, n)
+        FOR_EACH_OP(CALL_BF16)
+#undef CALL_BF16
+    }
+    else if (p.path == MF_SIMD_SMALL || p.path == MF_SIMD_E8M0) {
+        regs256 r;
+        regs_init(&r, &p);
+        if (p.path == MF_SIMD_E8M0) {
+#define CALL_E8(OP) binary_8(OP, &r, MF_SIMD_E8M0, (const uint8_t *)a, (const uint8_t *)b, (uint8_t *)out, n)
+            FOR_EACH_OP(CALL_E8)
+#undef CALL_E8
+        }
+        else {
+#define CALL_SMALL(OP) binary_8(OP, &r, MF_SIMD_SMALL, (const uint8_t *)a, (const uint8_t *)b, (uint8_t *)out, n)
+            FOR_EACH_OP(CALL_SMALL)
+#undef CALL_SMALL
+        }
+    }
+    if (done < n) {
+        mf_intp sz = f->itemsize;
+        mf_serial_binary(op, f, (const char *)a + done * sz, (const char *)b + done * sz,
+                         (char *)out + done * sz, n - done);
+    }
+}
+
+/* ------------------------------------------------------- sum, dot */
+
+/*
+ * lanes[j] += lanes[j + w] for w = 16, 8, 4, 2, 1, in the serial kernel's
+ * operand order (see avx512.c): upper lanes first for w = 16, 8, 4, lower
+ * lanes first for w = 2, 1.
+ */
+MF_INLINE float
+combine32(__m256 l0, __m256 l1, __m256 l2, __m256 l3)
+{
+    __m256 a = add256(l2, l0);
+    __m256 b = add256(l3, l1);
+    __m256 s8 = add256(b, a);
+    __m128 s4 = add128(_mm256_extractf128_ps(s8, 1), _mm256_castps256_ps128(s8));
+    __m128 s2 = add128(s4, _mm_movehl_ps(s4, s4));
+    __m128 s1 = add_ss(s2, _mm_movehdup_ps(s2));
+    return _mm_cvtss_f32(s1);
+}
+
+/* 8 codes starting at element i, as float32 */
+MF_INLINE __m256
+load_dec(const regs256 *r, mf_simd_path path, const void *src, mf_intp i)
+{
+    if (path == MF_SIMD_BF16) {
+        return dec_bf16(_mm_loadu_si128((const __m128i *)((const uint16_t *)src + i)));
+    }
+    return dec8(r, path, _mm_loadl_epi64((const __m128i *)((const uint8_t *)src + i)));
+}
+
+/* the last m < 32 codes of a block, decoded by the serial kernel into 32
+ * lanes; the lanes past m hold `pad` */
+MF_INLINE void
+load_tail(const mf_format *f, const void *src, mf_intp i, mf_intp m, float pad, __m256 v[4])
+{
+    float buf[MF_SUM_LANES];
+    for (int j = 0; j < MF_SUM_LANES; j++) {
+        buf[j] = pad;
+    }
+    mf_serial_decode_f32(f, (const char *)src + i * f->itemsize, buf, m);
+    for (int q = 0; q < 4; q++) {
+        v[q] = _mm256_loadu_ps(buf + 8 * q);
+    }
+}
+
+MF_INLINE float
+sum_block(const regs256 *r, mf_simd_path path, const mf_format *f, const void *src, mf_intp len)
+{
+    __m256 acc[4];
+    for (int q = 0; q < 4; q++) {
+        acc[q] = _mm256_set1_ps(-0.0f);
+    }
+    mf_intp i = 0;
+    for (; i + 32 <= len; i += 32) {
+        for (int q = 0; q < 4; q++) {
+            acc[q] = add256(acc[q], load_dec(r, path, src, i + 8 * q));
+        }
+    }
+    if (i < len) {
+        /* -0.0 leaves every lane as it is */
+        __m256 v[4];
+        load_tail(f, src, i, len - i, -0.0f, v);
+        for (int q = 0; q < 4; q++) {
+            acc[q] = add256(acc[q], v[q]);
+        }
+    }
+    return combine32(acc[0], acc[1], acc[2], acc[3]);
+}
+
+MF_INLINE float
+dot_block(const regs256 *r, mf_simd_path path, const mf_format *f, const void *a, const void *b,
+          mf_intp len)
+{
+    __m256 acc[4];
+    for (int q = 0; q < 4; q++) {
+        acc[q] = _mm256_set1_ps(-0.0f);
+    }
+    mf_intp i = 0;
+    for (; i + 32 <= len; i += 32) {
+        for (int q = 0; q < 4; q++) {
+            acc[q] = fma_ba(load_dec(r, path, a, i + 8 * q), load_dec(r, path, b, i + 8 * q), acc[q]);
+        }
+    }
+    if (i < len) {
+        /* padding products are (-0) * (+0) = -0: every lane stays as it is */
+        __m256 va[4], vb[4];
+        load_tail(f, a, i, len - i, -0.0f, va);
+        load_tail(f, b, i, len - i, 0.0f, vb);
+        for (int q = 0; q < 4; q++) {
+            acc[q] = fma_ba(va[q], vb[q], acc[q]);
+        }
+    }
+    return combine32(acc[0], acc[1], acc[2], acc[3]);
+}
+
+MF_INLINE double
+sum_path(const regs256 *r, mf_simd_path path, const mf_format *f, const void *src, mf_intp n)
+{
+    double total = -0.0;
+    for (mf_intp start = 0; start < n; start += MF_SUM_BLOCK) {
+        mf_intp len = n - start < MF_SUM_BLOCK ? n - start : MF_SUM_BLOCK;
+        total = add_total(total, sum_block(r, path, f, (const char *)src + start * f->itemsize, len));
+    }
+    return total;
+}
+
+MF_INLINE double
+dot_path(const regs256 *r, mf_simd_path path, const mf_format *f, const void *a, const void *b,
+         mf_intp n)
+{
+    double total = -0.0;
+    for (mf_intp start = 0; start < n; start += MF_SUM_BLOCK) {
+        mf_intp len = n - start < MF_SUM_BLOCK ? n - start : MF_SUM_BLOCK;
+        total = add_total(total, dot_block(r, path, f, (const char *)a + start * f->itemsize,
+                                           (const char *)b + start * f->itemsize, len));
+    }
+    return total;
 }
 
 double
 mf_avx2_sum(const mf_format *f, const void *src, mf_intp n)
 {
-    return mf_serial_sum(f, src, n);
+    mf_simd_params p = mf_simd_params_of(f);
+    regs256 r;
+    regs_init(&r, &p);
+    switch (p.path) {
+        case MF_SIMD_BF16:  return sum_path(&r, MF_SIMD_BF16, f, src, n);
+        case MF_SIMD_SMALL: return sum_path(&r, MF_SIMD_SMALL, f, src, n);
+        case MF_SIMD_E8M0:  return sum_path(&r, MF_SIMD_E8M0, f, src, n);
+        default:            return mf_serial_sum(f, src, n);
+    }
 }
 
 double
 mf_avx2_dot(const mf_format *f, const void *a, const void *b, mf_intp n)
 {
-    return mf_serial_dot(f, a, b, n);
+    mf_simd_params p = mf_simd_params_of(f);
+    regs256 r;
+    regs_init(&r, &p);
+    switch (p.path) {
+        case MF_SIMD_BF16:  return dot_path(&r, MF_SIMD_BF16, f, a, b, n);
+        case MF_SIMD_SMALL: return dot_path(&r, MF_SIMD_SMALL, f, a, b, n);
+        case MF_SIMD_E8M0:  return dot_path(&r, MF_SIMD_E8M0, f, a, b, n);
+        default:            return mf_serial_dot(f, a, b, n);
+    }
 }
 
 const mf_kernels mf_kernels_avx2 = {

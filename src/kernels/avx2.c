@@ -110,11 +110,14 @@ add_ss(__m128 a, __m128 b)
     return r;
 }
 
-/* fmaf(a, b, acc) as glibc computes it (b * a + acc: b's NaN first) */
+/* lanes = fmaf(a, b, lanes) as the serial kernel computes it: a * b + acc
+ * with a's NaN first, then b's, then acc's (gcc 12 passes the product's
+ * operands to glibc's fmaf swapped, and glibc's FMA version prefers its
+ * second argument's NaN) */
 MF_INLINE __m256
-fma_ba(__m256 a, __m256 b, __m256 acc)
+fma_acc(__m256 a, __m256 b, __m256 acc)
 {
-    __asm__("vfmadd231ps %[a], %[b], %[acc]" : [acc] "+x"(acc) : [a] "x"(a), [b] "x"(b));
+    __asm__("vfmadd231ps %[b], %[a], %[acc]" : [acc] "+x"(acc) : [a] "x"(a), [b] "x"(b));
     return acc;
 }
 
@@ -454,7 +457,10 @@ combine32(__m256 l0, __m256 l1, __m256 l2, __m256 l3)
     __m256 b = add256(l3, l1);
     __m256 s8 = add256(b, a);
     __m128 s4 = add128(_mm256_extractf128_ps(s8, 1), _mm256_castps256_ps128(s8));
-    __m128 s2 = add128(s4, _mm_movehl_ps(s4, s4));
+    /* lanes 2, 3 of both operands zero, as in serial: no lane may raise a
+     * flag serial does not (doubling a large lane would overflow) */
+    __m128 s2 = add128(_mm_castsi128_ps(_mm_move_epi64(_mm_castps_si128(s4))),
+                       _mm_movehl_ps(_mm_setzero_ps(), s4));
     __m128 s1 = add_ss(s2, _mm_movehdup_ps(s2));
     return _mm_cvtss_f32(s1);
 }
@@ -519,7 +525,7 @@ dot_block(const regs256 *r, mf_simd_path path, const mf_format *f, const void *a
     mf_intp i = 0;
     for (; i + 32 <= len; i += 32) {
         for (int q = 0; q < 4; q++) {
-            acc[q] = fma_ba(load_dec(r, path, a, i + 8 * q), load_dec(r, path, b, i + 8 * q), acc[q]);
+            acc[q] = fma_acc(load_dec(r, path, a, i + 8 * q), load_dec(r, path, b, i + 8 * q), acc[q]);
         }
     }
     if (i < len) {
@@ -528,7 +534,7 @@ dot_block(const regs256 *r, mf_simd_path path, const mf_format *f, const void *a
         load_tail(f, a, i, len - i, -0.0f, va);
         load_tail(f, b, i, len - i, 0.0f, vb);
         for (int q = 0; q < 4; q++) {
-            acc[q] = fma_ba(va[q], vb[q], acc[q]);
+            acc[q] = fma_acc(va[q], vb[q], acc[q]);
         }
     }
     return combine32(acc[0], acc[1], acc[2], acc[3]);

@@ -21,10 +21,13 @@
  *
  * Operand order matters for which NaN a float operation returns when both
  * operands are NaNs (x86 returns the first source), which decides the sign
- * of the NaN code stored.  The serial code computes a + b with a first,
- * lanes[j] + x with the lane first, and calls glibc's fmaf(a, b, c), which
- * prefers b, then a, then c; the kernels here do the same, and the tests
- * check it.
+ * of the NaN code stored.  The kernels use the order of the serial kernels
+ * as gcc 12 compiles them: a op b with a first, lanes[j] + x with the lane
+ * first, fmaf(a, b, lane) preferring a's NaN, then b's, then the lane's,
+ * and lanes_combine's own order (combine32).  The operations are written in
+ * assembly so that the compiler cannot commute them; the tests check the
+ * NaN signs against serial.  (The serial order itself is a compiler choice:
+ * IEEE 754 leaves the NaN of a NaN-NaN operation unspecified.)
  */
 #include <immintrin.h>
 #include "kernels.h"
@@ -494,7 +497,10 @@ combine32(__m512 lo, __m512 hi)
     __m256 s8 = add256(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s16), 1)),
                        _mm512_castps512_ps256(s16));
     __m128 s4 = add128(_mm256_extractf128_ps(s8, 1), _mm256_castps256_ps128(s8));
-    __m128 s2 = add128(s4, _mm_movehl_ps(s4, s4));
+    /* lanes 2, 3 of both operands zero, as in serial: no lane may raise a
+     * flag serial does not (doubling a large lane would overflow) */
+    __m128 s2 = add128(_mm_castsi128_ps(_mm_move_epi64(_mm_castps_si128(s4))),
+                       _mm_movehl_ps(_mm_setzero_ps(), s4));
     __m128 s1 = add_ss(s2, _mm_movehdup_ps(s2));
     return _mm_cvtss_f32(s1);
 }
@@ -555,18 +561,21 @@ sum_block(const regs512 *r, mf_simd_path path, const void *src, mf_intp len)
     return combine32(acc0, acc1);
 }
 
-/* fmaf(a, b, acc) as glibc computes it (b * a + acc: b's NaN first) */
+/* lanes = fmaf(a, b, lanes) as the serial kernel computes it: a * b + acc
+ * with a's NaN first, then b's, then acc's (gcc 12 passes the product's
+ * operands to glibc's fmaf swapped, and glibc's FMA version prefers its
+ * second argument's NaN) */
 MF_INLINE __m512
-fma_ba(__m512 a, __m512 b, __m512 acc)
+fma_acc(__m512 a, __m512 b, __m512 acc)
 {
-    __asm__("vfmadd231ps %[a], %[b], %[acc]" : [acc] "+v"(acc) : [a] "v"(a), [b] "v"(b));
+    __asm__("vfmadd231ps %[b], %[a], %[acc]" : [acc] "+v"(acc) : [a] "v"(a), [b] "v"(b));
     return acc;
 }
 
 MF_INLINE __m512
-fma_ba_mask(__m512 a, __m512 b, __m512 acc, __mmask16 k)
+fma_acc_mask(__m512 a, __m512 b, __m512 acc, __mmask16 k)
 {
-    __asm__("vfmadd231ps %[a], %[b], %[acc]%{%[k]%}" : [acc] "+v"(acc) : [a] "v"(a), [b] "v"(b), [k] "Yk"(k));
+    __asm__("vfmadd231ps %[b], %[a], %[acc]%{%[k]%}" : [acc] "+v"(acc) : [a] "v"(a), [b] "v"(b), [k] "Yk"(k));
     return acc;
 }
 
@@ -576,13 +585,13 @@ dot_block(const regs512 *r, mf_simd_path path, const void *a, const void *b, mf_
     __m512 acc0 = _mm512_set1_ps(-0.0f), acc1 = _mm512_set1_ps(-0.0f);
     mf_intp i = 0;
     for (; i + 32 <= len; i += 32) {
-        acc0 = fma_ba(load_dec(r, path, a, i), load_dec(r, path, b, i), acc0);
-        acc1 = fma_ba(load_dec(r, path, a, i + 16), load_dec(r, path, b, i + 16), acc1);
+        acc0 = fma_acc(load_dec(r, path, a, i), load_dec(r, path, b, i), acc0);
+        acc1 = fma_acc(load_dec(r, path, a, i + 16), load_dec(r, path, b, i + 16), acc1);
     }
     if (i < len) {
         __mmask16 k0 = live16(len - i), k1 = live16(len - i - 16);
-        acc0 = fma_ba_mask(load_dec_mask(r, path, a, i, k0), load_dec_mask(r, path, b, i, k0), acc0, k0);
-        acc1 = fma_ba_mask(load_dec_mask(r, path, a, i + 16, k1),
+        acc0 = fma_acc_mask(load_dec_mask(r, path, a, i, k0), load_dec_mask(r, path, b, i, k0), acc0, k0);
+        acc1 = fma_acc_mask(load_dec_mask(r, path, a, i + 16, k1),
                            load_dec_mask(r, path, b, i + 16, k1), acc1, k1);
     }
     return combine32(acc0, acc1);

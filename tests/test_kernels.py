@@ -585,3 +585,55 @@ def test_sum_overflow_flag(level, name):
             ref_flags = fl
         else:
             assert fl == ref_flags
+
+
+# ------------------------------------------------------------------ large runs
+
+STREAM_BYTES = 8 << 20      # the kernels stream outputs this large past the caches
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e8m0fnu"])
+def test_large_runs(name):
+    """Outputs large enough for non-temporal stores, at unaligned offsets:
+    decode, encode and binary equal serial, and nothing around is written."""
+    dt = dtype_of(name)
+    ct = code_type(name)
+    size = dt.itemsize
+    n_enc = STREAM_BYTES // size + 1000
+    n_dec = STREAM_BYTES // 4 + 1000
+    x = random_in_range(name, n_enc + 8, 29)
+    with kernel_level("serial"), np.errstate(all="ignore"):
+        codes = encode(name, x)
+    for off in (0, 3):
+        # encode
+        src = x[off:off + n_enc]
+        outs = []
+        for lv in LEVELS:
+            buf = np.full(n_enc + 16, ct(0xA5), dtype=ct)
+            with kernel_level(lv):
+                _, fl = flags(lambda: np.copyto(buf[5 + off:5 + off + n_enc].view(dt), src, casting="unsafe"))
+            outs.append((buf, fl))
+        for buf, fl in outs[1:]:
+            assert_same_codes(buf, outs[0][0], f"encode {name} off={off}")
+            assert fl == outs[0][1]
+        # decode
+        outs = []
+        for lv in LEVELS:
+            buf = np.full(n_dec + 16, np.float32(-7.0))
+            with kernel_level(lv):
+                np.copyto(buf[1 + off:1 + off + n_dec], codes[off:off + n_dec].view(dt), casting="unsafe")
+            outs.append(buf)
+        for buf in outs[1:]:
+            assert_same_codes(bits32(buf), bits32(outs[0]), f"decode {name} off={off}")
+        # binary
+        outs = []
+        a = codes[off:off + n_enc].view(dt)
+        b = codes[::-1][off:off + n_enc].view(dt)
+        for lv in LEVELS:
+            buf = np.full(n_enc + 16, ct(0x5A), dtype=ct)
+            with kernel_level(lv):
+                _, fl = flags(lambda: np.multiply(a, b, out=buf[2 + off:2 + off + n_enc].view(dt)))
+            outs.append((buf, fl))
+        for buf, fl in outs[1:]:
+            assert_same_codes(buf, outs[0][0], f"binary {name} off={off}")
+            assert fl == outs[0][1]

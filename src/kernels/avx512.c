@@ -36,6 +36,10 @@
 
 #define MF_INLINE static inline __attribute__((always_inline))
 
+/* outputs of at least this many bytes are written with non-temporal stores
+ * (they would only evict the caches) */
+#define MF_STREAM_BYTES ((mf_intp)8 << 20)
+
 /* ------------------------------------------------------- registers */
 
 typedef struct {
@@ -203,111 +207,212 @@ enc8(const regs512 *r, mf_simd_path path, __m512 x, __mmask16 *ovf)
     return path == MF_SIMD_E8M0 ? enc_e8m0(x, ovf) : enc_small(r, x, ovf);
 }
 
+/* four vectors of codes (0..255 in each lane) -> 64 bytes in order */
+MF_INLINE __m512i
+pack64(__m512i c0, __m512i c1, __m512i c2, __m512i c3)
+{
+    /* per 128-bit lane L the packs leave c0..c3's elements 4L..4L+3 in
+     * dwords 4L..4L+3; gather dword 4L + q to position 4q + L */
+    __m512i p = _mm512_packus_epi16(_mm512_packus_epi32(c0, c1), _mm512_packus_epi32(c2, c3));
+    return _mm512_permutexvar_epi32(
+        _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), p);
+}
+
+/* ------------------------------------------------------- stores */
+
+/*
+ * Large outputs are written with non-temporal stores: split [0, n) into a
+ * head that brings the output to a 64-byte boundary, a body of whole `step`s
+ * streamed, and the rest.  Returns 0 when the output is small (or not
+ * aligned to its element size).
+ */
+MF_INLINE int
+stream_split(const void *out, mf_intp outsize, mf_intp n, mf_intp step, mf_intp *head, mf_intp *body)
+{
+    if (n * outsize < MF_STREAM_BYTES || ((uintptr_t)out % (uintptr_t)outsize) != 0) {
+        return 0;
+    }
+    *head = (mf_intp)(((64 - ((uintptr_t)out & 63)) & 63) / (uintptr_t)outsize);
+    *body = (n - *head) / step * step;
+    return 1;
+}
+
+MF_INLINE void
+store_ps(float *p, __m512 v, int stream)
+{
+    if (stream) {
+        _mm512_stream_ps(p, v);
+    }
+    else {
+        _mm512_storeu_ps(p, v);
+    }
+}
+
+MF_INLINE void
+store_si(void *p, __m512i v, int stream)
+{
+    if (stream) {
+        _mm512_stream_si512((__m512i *)p, v);
+    }
+    else {
+        _mm512_storeu_si512(p, v);
+    }
+}
+
+/* 32 bfloat16 codes from two vectors of codes (0..0xFFFF in each lane) */
+MF_INLINE __m512i
+pack32x16(__m512i lo, __m512i hi)
+{
+    /* packus works per 128-bit lane: restore the order after */
+    __m512i packed = _mm512_packus_epi32(lo, hi);
+    return _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), packed);
+}
+
+MF_INLINE __mmask16
+first16(mf_intp m)
+{
+    /* the first m (clamped to 0..16) lanes */
+    if (m <= 0) {
+        return 0;
+    }
+    return m >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << m) - 1u);
+}
+
 /* ------------------------------------------------------- decode_f32 */
+
+/* n codes -> float32; with `stream`, n is a multiple of 64 and dst 64-byte aligned */
+MF_INLINE void
+decode_run(const regs512 *r, mf_simd_path path, const void *src, float *dst, mf_intp n, int stream)
+{
+    mf_intp i = 0;
+    if (path == MF_SIMD_BF16) {
+        const uint16_t *s = (const uint16_t *)src;
+        for (; i + 32 <= n; i += 32) {
+            __m512i c = _mm512_loadu_si512((const void *)(s + i));
+            store_ps(dst + i, dec_bf16(_mm512_castsi512_si256(c)), stream);
+            store_ps(dst + i + 16, dec_bf16(_mm512_extracti64x4_epi64(c, 1)), stream);
+        }
+        for (; i < n; i += 16) {
+            __mmask16 k = first16(n - i);
+            _mm512_mask_storeu_ps(dst + i, k, dec_bf16(_mm256_maskz_loadu_epi16(k, s + i)));
+        }
+        return;
+    }
+    const uint8_t *s = (const uint8_t *)src;
+    for (; i + 16 <= n; i += 16) {
+        store_ps(dst + i, dec8(r, path, _mm_loadu_si128((const __m128i *)(s + i))), stream);
+    }
+    if (i < n) {
+        __mmask16 k = first16(n - i);
+        _mm512_mask_storeu_ps(dst + i, k, dec8(r, path, _mm_maskz_loadu_epi8(k, s + i)));
+    }
+}
+
+MF_INLINE void
+decode_path(const regs512 *r, mf_simd_path path, mf_intp isz, const void *src, float *dst, mf_intp n)
+{
+    mf_intp head, body;
+    if (stream_split(dst, 4, n, 64, &head, &body)) {
+        const char *s = (const char *)src;
+        decode_run(r, path, s, dst, head, 0);
+        decode_run(r, path, s + head * isz, dst + head, body, 1);
+        _mm_sfence();
+        decode_run(r, path, s + (head + body) * isz, dst + head + body, n - head - body, 0);
+        return;
+    }
+    decode_run(r, path, src, dst, n, 0);
+}
 
 void
 mf_avx512_decode_f32(const mf_format *f, const void *src, float *dst, mf_intp n)
 {
     mf_simd_params p = mf_simd_params_of(f);
-    mf_intp i = 0;
-    if (p.path == MF_SIMD_BF16) {
-        const uint16_t *s = (const uint16_t *)src;
-        for (; i + 32 <= n; i += 32) {
-            __m512i c = _mm512_loadu_si512((const void *)(s + i));
-            _mm512_storeu_ps(dst + i, dec_bf16(_mm512_castsi512_si256(c)));
-            _mm512_storeu_ps(dst + i + 16, dec_bf16(_mm512_extracti64x4_epi64(c, 1)));
-        }
-        for (; i < n; i += 16) {
-            __mmask16 k = (n - i >= 16) ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
-            __m256i c = _mm256_maskz_loadu_epi16(k, s + i);
-            _mm512_mask_storeu_ps(dst + i, k, dec_bf16(c));
-        }
-        return;
-    }
-    if (p.path != MF_SIMD_SMALL && p.path != MF_SIMD_E8M0) {
-        mf_serial_decode_f32(f, src, dst, n);
-        return;
-    }
     regs512 r;
     regs_init(&r, &p);
-    const uint8_t *s = (const uint8_t *)src;
-    if (p.path == MF_SIMD_E8M0) {
-        for (; i + 16 <= n; i += 16) {
-            _mm512_storeu_ps(dst + i, dec8(&r, MF_SIMD_E8M0, _mm_loadu_si128((const __m128i *)(s + i))));
-        }
-    }
-    else {
-        for (; i + 16 <= n; i += 16) {
-            _mm512_storeu_ps(dst + i, dec8(&r, MF_SIMD_SMALL, _mm_loadu_si128((const __m128i *)(s + i))));
-        }
-    }
-    if (i < n) {
-        __mmask16 k = (__mmask16)((1u << (n - i)) - 1u);
-        __m128i c = _mm_maskz_loadu_epi8(k, s + i);
-        _mm512_mask_storeu_ps(dst + i, k, dec8(&r, p.path, c));
+    switch (p.path) {
+        case MF_SIMD_BF16:  decode_path(&r, MF_SIMD_BF16, 2, src, dst, n); break;
+        case MF_SIMD_SMALL: decode_path(&r, MF_SIMD_SMALL, 1, src, dst, n); break;
+        case MF_SIMD_E8M0:  decode_path(&r, MF_SIMD_E8M0, 1, src, dst, n); break;
+        default:            mf_serial_decode_f32(f, src, dst, n); break;
     }
 }
 
 /* ------------------------------------------------------- encode_f32 */
 
-void
-mf_avx512_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n)
+/* n float32 -> codes; returns the lanes that overflowed.  With `stream`, n
+ * is a multiple of 64 and dst 64-byte aligned. */
+MF_INLINE __mmask16
+encode_run(const regs512 *r, mf_simd_path path, const float *src, void *dst, mf_intp n, int stream)
 {
-    mf_simd_params p = mf_simd_params_of(f);
     mf_intp i = 0;
     __mmask16 ovf = 0;
-    if (p.path == MF_SIMD_BF16) {
+    if (path == MF_SIMD_BF16) {
         uint16_t *d = (uint16_t *)dst;
         for (; i + 32 <= n; i += 32) {
             __m512i lo = enc_bf16(_mm512_loadu_ps(src + i), &ovf);
             __m512i hi = enc_bf16(_mm512_loadu_ps(src + i + 16), &ovf);
-            /* packus works per 128-bit lane: restore the order after */
-            __m512i packed = _mm512_packus_epi32(lo, hi);
-            packed = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), packed);
-            _mm512_storeu_si512((void *)(d + i), packed);
+            store_si(d + i, pack32x16(lo, hi), stream);
         }
         for (; i < n; i += 16) {
-            __mmask16 k = (n - i >= 16) ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
-            __mmask16 o = 0;
+            __mmask16 k = first16(n - i), o = 0;
             __m512i c = enc_bf16(_mm512_maskz_loadu_ps(k, src + i), &o);
             ovf |= o & k;
             _mm512_mask_cvtepi32_storeu_epi16(d + i, k, c);
         }
+        return ovf;
     }
-    else if (p.path == MF_SIMD_SMALL || p.path == MF_SIMD_E8M0) {
-        regs512 r;
-        regs_init(&r, &p);
-        uint8_t *d = (uint8_t *)dst;
-        if (p.path == MF_SIMD_E8M0) {
-            for (; i + 16 <= n; i += 16) {
-                __m512i c = enc8(&r, MF_SIMD_E8M0, _mm512_loadu_ps(src + i), &ovf);
-                _mm_storeu_si128((__m128i *)(d + i), _mm512_cvtepi32_epi8(c));
-            }
-        }
-        else {
-            for (; i + 16 <= n; i += 16) {
-                __m512i c = enc8(&r, MF_SIMD_SMALL, _mm512_loadu_ps(src + i), &ovf);
-                _mm_storeu_si128((__m128i *)(d + i), _mm512_cvtepi32_epi8(c));
-            }
-        }
-        if (i < n) {
-            __mmask16 k = (__mmask16)((1u << (n - i)) - 1u);
-            __mmask16 o = 0;
-            __m512i c = enc8(&r, p.path, _mm512_maskz_loadu_ps(k, src + i), &o);
-            ovf |= o & k;
-            _mm512_mask_cvtepi32_storeu_epi8(d + i, k, c);
-        }
+    uint8_t *d = (uint8_t *)dst;
+    for (; i + 64 <= n; i += 64) {
+        __m512i c0 = enc8(r, path, _mm512_loadu_ps(src + i), &ovf);
+        __m512i c1 = enc8(r, path, _mm512_loadu_ps(src + i + 16), &ovf);
+        __m512i c2 = enc8(r, path, _mm512_loadu_ps(src + i + 32), &ovf);
+        __m512i c3 = enc8(r, path, _mm512_loadu_ps(src + i + 48), &ovf);
+        store_si(d + i, pack64(c0, c1, c2, c3), stream);
+    }
+    for (; i < n; i += 16) {
+        __mmask16 k = first16(n - i), o = 0;
+        __m512i c = enc8(r, path, _mm512_maskz_loadu_ps(k, src + i), &o);
+        ovf |= o & k;
+        _mm512_mask_cvtepi32_storeu_epi8(d + i, k, c);
+    }
+    return ovf;
+}
+
+MF_INLINE void
+encode_path(const regs512 *r, mf_simd_path path, mf_intp osz, const float *src, void *dst, mf_intp n)
+{
+    mf_intp head, body;
+    __mmask16 ovf;
+    if (stream_split(dst, osz, n, 64, &head, &body)) {
+        char *d = (char *)dst;
+        ovf = encode_run(r, path, src, d, head, 0);
+        ovf |= encode_run(r, path, src + head, d + head * osz, body, 1);
+        _mm_sfence();
+        ovf |= encode_run(r, path, src + head + body, d + (head + body) * osz, n - head - body, 0);
     }
     else {
-        mf_serial_encode_f32(f, src, dst, n);
-        return;
+        ovf = encode_run(r, path, src, dst, n, 0);
     }
     if (ovf) {
         mf_raise_overflow();
     }
 }
 
-/* ------------------------------------------------------- binary */
+void
+mf_avx512_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n)
+{
+    mf_simd_params p = mf_simd_params_of(f);
+    regs512 r;
+    regs_init(&r, &p);
+    switch (p.path) {
+        case MF_SIMD_BF16:  encode_path(&r, MF_SIMD_BF16, 2, src, dst, n); break;
+        case MF_SIMD_SMALL: encode_path(&r, MF_SIMD_SMALL, 1, src, dst, n); break;
+        case MF_SIMD_E8M0:  encode_path(&r, MF_SIMD_E8M0, 1, src, dst, n); break;
+        default:            mf_serial_encode_f32(f, src, dst, n); break;
+    }
+}
+
+/* ------------------------------------------------------- ordered float ops */
 
 /*
  * The float operations whose operand order decides which NaN comes out are
@@ -387,69 +492,90 @@ add_ss(__m128 a, __m128 b)
     return r;
 }
 
-MF_INLINE void
-binary_bf16(mf_binary_op op, const uint16_t *a, const uint16_t *b, uint16_t *out, mf_intp n)
+/* ------------------------------------------------------- binary */
+
+/* n pairs; returns the lanes that overflowed.  With `stream`, n is a
+ * multiple of 64 and out 64-byte aligned. */
+MF_INLINE __mmask16
+binary_run(mf_binary_op op, const regs512 *r, mf_simd_path path, const void *a, const void *b,
+           void *out, mf_intp n, int stream)
 {
     mf_intp i = 0;
     __mmask16 ovf = 0;
-    for (; i + 32 <= n; i += 32) {
-        __m512i ca = _mm512_loadu_si512((const void *)(a + i));
-        __m512i cb = _mm512_loadu_si512((const void *)(b + i));
-        __m512 r0 = op512(op, dec_bf16(_mm512_castsi512_si256(ca)), dec_bf16(_mm512_castsi512_si256(cb)));
-        __m512 r1 = op512(op, dec_bf16(_mm512_extracti64x4_epi64(ca, 1)),
-                          dec_bf16(_mm512_extracti64x4_epi64(cb, 1)));
-        __m512i lo = enc_bf16(r0, &ovf);
-        __m512i hi = enc_bf16(r1, &ovf);
-        __m512i packed = _mm512_packus_epi32(lo, hi);
-        packed = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), packed);
-        _mm512_storeu_si512((void *)(out + i), packed);
+    if (path == MF_SIMD_BF16) {
+        const uint16_t *pa = (const uint16_t *)a, *pb = (const uint16_t *)b;
+        uint16_t *po = (uint16_t *)out;
+        for (; i + 32 <= n; i += 32) {
+            __m512i ca = _mm512_loadu_si512((const void *)(pa + i));
+            __m512i cb = _mm512_loadu_si512((const void *)(pb + i));
+            __m512 r0 = op512(op, dec_bf16(_mm512_castsi512_si256(ca)), dec_bf16(_mm512_castsi512_si256(cb)));
+            __m512 r1 = op512(op, dec_bf16(_mm512_extracti64x4_epi64(ca, 1)),
+                              dec_bf16(_mm512_extracti64x4_epi64(cb, 1)));
+            __m512i lo = enc_bf16(r0, &ovf);
+            __m512i hi = enc_bf16(r1, &ovf);
+            store_si(po + i, pack32x16(lo, hi), stream);
+        }
+        for (; i < n; i += 16) {
+            __mmask16 k = first16(n - i), o = 0;
+            __m512 x = dec_bf16(_mm256_maskz_loadu_epi16(k, pa + i));
+            __m512 y = dec_bf16(_mm256_maskz_loadu_epi16(k, pb + i));
+            __m512i c = enc_bf16(op512_mask(op, k, x, y), &o);
+            ovf |= o & k;
+            _mm512_mask_cvtepi32_storeu_epi16(po + i, k, c);
+        }
+        return ovf;
+    }
+    const uint8_t *pa = (const uint8_t *)a, *pb = (const uint8_t *)b;
+    uint8_t *po = (uint8_t *)out;
+    for (; i + 64 <= n; i += 64) {
+        __m512i c[4];
+        for (int q = 0; q < 4; q++) {
+            __m512 x = dec8(r, path, _mm_loadu_si128((const __m128i *)(pa + i + 16 * q)));
+            __m512 y = dec8(r, path, _mm_loadu_si128((const __m128i *)(pb + i + 16 * q)));
+            c[q] = enc8(r, path, op512(op, x, y), &ovf);
+        }
+        store_si(po + i, pack64(c[0], c[1], c[2], c[3]), stream);
     }
     for (; i < n; i += 16) {
-        __mmask16 k = (n - i >= 16) ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
-        __m512 x = dec_bf16(_mm256_maskz_loadu_epi16(k, a + i));
-        __m512 y = dec_bf16(_mm256_maskz_loadu_epi16(k, b + i));
-        __mmask16 o = 0;
-        __m512i c = enc_bf16(op512_mask(op, k, x, y), &o);
+        __mmask16 k = first16(n - i), o = 0;
+        __m512 x = dec8(r, path, _mm_maskz_loadu_epi8(k, pa + i));
+        __m512 y = dec8(r, path, _mm_maskz_loadu_epi8(k, pb + i));
+        __m512i cc = enc8(r, path, op512_mask(op, k, x, y), &o);
         ovf |= o & k;
-        _mm512_mask_cvtepi32_storeu_epi16(out + i, k, c);
+        _mm512_mask_cvtepi32_storeu_epi8(po + i, k, cc);
     }
-    if (ovf) {
-        mf_raise_overflow();
-    }
+    return ovf;
 }
 
 MF_INLINE void
-binary_8(mf_binary_op op, const regs512 *r, mf_simd_path path, const uint8_t *a,
-         const uint8_t *b, uint8_t *out, mf_intp n)
+binary_path(mf_binary_op op, const regs512 *r, mf_simd_path path, mf_intp sz, const void *a,
+            const void *b, void *out, mf_intp n)
 {
-    mf_intp i = 0;
-    __mmask16 ovf = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m512 x = dec8(r, path, _mm_loadu_si128((const __m128i *)(a + i)));
-        __m512 y = dec8(r, path, _mm_loadu_si128((const __m128i *)(b + i)));
-        __m512i c = enc8(r, path, op512(op, x, y), &ovf);
-        _mm_storeu_si128((__m128i *)(out + i), _mm512_cvtepi32_epi8(c));
+    mf_intp head, body;
+    __mmask16 ovf;
+    if (stream_split(out, sz, n, 64, &head, &body)) {
+        const char *ca = (const char *)a, *cb = (const char *)b;
+        char *co = (char *)out;
+        ovf = binary_run(op, r, path, ca, cb, co, head, 0);
+        ovf |= binary_run(op, r, path, ca + head * sz, cb + head * sz, co + head * sz, body, 1);
+        _mm_sfence();
+        mf_intp done = (head + body) * sz;
+        ovf |= binary_run(op, r, path, ca + done, cb + done, co + done, n - head - body, 0);
     }
-    if (i < n) {
-        __mmask16 k = (__mmask16)((1u << (n - i)) - 1u);
-        __m512 x = dec8(r, path, _mm_maskz_loadu_epi8(k, a + i));
-        __m512 y = dec8(r, path, _mm_maskz_loadu_epi8(k, b + i));
-        __mmask16 o = 0;
-        __m512i c = enc8(r, path, op512_mask(op, k, x, y), &o);
-        ovf |= o & k;
-        _mm512_mask_cvtepi32_storeu_epi8(out + i, k, c);
+    else {
+        ovf = binary_run(op, r, path, a, b, out, n, 0);
     }
     if (ovf) {
         mf_raise_overflow();
     }
 }
 
-#define FOR_EACH_OP(CALL)                                 \
-    switch (op) {                                         \
-        case MF_OP_ADD: CALL(MF_OP_ADD); break;           \
-        case MF_OP_SUB: CALL(MF_OP_SUB); break;           \
-        case MF_OP_MUL: CALL(MF_OP_MUL); break;           \
-        default:        CALL(MF_OP_DIV); break;           \
+#define BINARY_PATH(PATH, SZ)                                                              \
+    switch (op) {                                                                         \
+        case MF_OP_ADD: binary_path(MF_OP_ADD, &r, PATH, SZ, a, b, out, n); break;        \
+        case MF_OP_SUB: binary_path(MF_OP_SUB, &r, PATH, SZ, a, b, out, n); break;        \
+        case MF_OP_MUL: binary_path(MF_OP_MUL, &r, PATH, SZ, a, b, out, n); break;        \
+        default:        binary_path(MF_OP_DIV, &r, PATH, SZ, a, b, out, n); break;        \
     }
 
 void
@@ -457,27 +583,13 @@ mf_avx512_binary(mf_binary_op op, const mf_format *f, const void *a, const void 
                  void *out, mf_intp n)
 {
     mf_simd_params p = mf_simd_params_of(f);
-    if (p.path == MF_SIMD_BF16) {
-#define CALL_BF16(OP) binary_bf16(OP, (const uint16_t *)a, (const uint16_t *)b, (uint16_t *)out, n)
-        FOR_EACH_OP(CALL_BF16)
-#undef CALL_BF16
-        return;
-    }
-    if (p.path != MF_SIMD_SMALL && p.path != MF_SIMD_E8M0) {
-        mf_serial_binary(op, f, a, b, out, n);
-        return;
-    }
     regs512 r;
     regs_init(&r, &p);
-    if (p.path == MF_SIMD_E8M0) {
-#define CALL_E8(OP) binary_8(OP, &r, MF_SIMD_E8M0, (const uint8_t *)a, (const uint8_t *)b, (uint8_t *)out, n)
-        FOR_EACH_OP(CALL_E8)
-#undef CALL_E8
-    }
-    else {
-#define CALL_SMALL(OP) binary_8(OP, &r, MF_SIMD_SMALL, (const uint8_t *)a, (const uint8_t *)b, (uint8_t *)out, n)
-        FOR_EACH_OP(CALL_SMALL)
-#undef CALL_SMALL
+    switch (p.path) {
+        case MF_SIMD_BF16:  BINARY_PATH(MF_SIMD_BF16, 2) break;
+        case MF_SIMD_SMALL: BINARY_PATH(MF_SIMD_SMALL, 1) break;
+        case MF_SIMD_E8M0:  BINARY_PATH(MF_SIMD_E8M0, 1) break;
+        default:            mf_serial_binary(op, f, a, b, out, n); break;
     }
 }
 
@@ -533,16 +645,6 @@ load_dec_mask(const regs512 *r, mf_simd_path path, const void *src, mf_intp i, _
     return dec8(r, path, _mm_maskz_loadu_epi8(k, (const uint8_t *)src + i));
 }
 
-MF_INLINE __mmask16
-live16(mf_intp m)
-{
-    /* the first m (clamped to 0..16) lanes */
-    if (m <= 0) {
-        return 0;
-    }
-    return m >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << m) - 1u);
-}
-
 /* the sum of one block (len <= MF_SUM_BLOCK) in the 32-lane order */
 MF_INLINE float
 sum_block(const regs512 *r, mf_simd_path path, const void *src, mf_intp len)
@@ -554,7 +656,7 @@ sum_block(const regs512 *r, mf_simd_path path, const void *src, mf_intp len)
         acc1 = add512(acc1, load_dec(r, path, src, i + 16));
     }
     if (i < len) {
-        __mmask16 k0 = live16(len - i), k1 = live16(len - i - 16);
+        __mmask16 k0 = first16(len - i), k1 = first16(len - i - 16);
         acc0 = add512_merge(acc0, k0, load_dec_mask(r, path, src, i, k0));
         acc1 = add512_merge(acc1, k1, load_dec_mask(r, path, src, i + 16, k1));
     }
@@ -589,7 +691,7 @@ dot_block(const regs512 *r, mf_simd_path path, const void *a, const void *b, mf_
         acc1 = fma_acc(load_dec(r, path, a, i + 16), load_dec(r, path, b, i + 16), acc1);
     }
     if (i < len) {
-        __mmask16 k0 = live16(len - i), k1 = live16(len - i - 16);
+        __mmask16 k0 = first16(len - i), k1 = first16(len - i - 16);
         acc0 = fma_acc_mask(load_dec_mask(r, path, a, i, k0), load_dec_mask(r, path, b, i, k0), acc0, k0);
         acc1 = fma_acc_mask(load_dec_mask(r, path, a, i + 16, k1),
                            load_dec_mask(r, path, b, i + 16, k1), acc1, k1);

@@ -269,146 +269,261 @@ pack16(__m256i c0, __m256i c1)
     return _mm256_permute4x64_epi64(_mm256_packus_epi32(c0, c1), 0xD8);
 }
 
+/* ------------------------------------------------------- stores */
+
+/* outputs of at least this many bytes are written with non-temporal stores */
+#define MF_STREAM_BYTES ((mf_intp)8 << 20)
+
+/*
+ * Split [0, n) into a head that brings the output to a 64-byte boundary, a
+ * body of whole `step`s written with streaming stores, and the rest.
+ * Returns 0 when the output is small (or not aligned to its element size).
+ */
+MF_INLINE int
+stream_split(const void *out, mf_intp outsize, mf_intp n, mf_intp step, mf_intp *head, mf_intp *body)
+{
+    if (n * outsize < MF_STREAM_BYTES || ((uintptr_t)out % (uintptr_t)outsize) != 0) {
+        return 0;
+    }
+    *head = (mf_intp)(((64 - ((uintptr_t)out & 63)) & 63) / (uintptr_t)outsize);
+    *body = (n - *head) / step * step;
+    return 1;
+}
+
+MF_INLINE void
+store_ps(float *p, __m256 v, int stream)
+{
+    if (stream) {
+        _mm256_stream_ps(p, v);
+    }
+    else {
+        _mm256_storeu_ps(p, v);
+    }
+}
+
+MF_INLINE void
+store_si(void *p, __m256i v, int stream)
+{
+    if (stream) {
+        _mm256_stream_si256((__m256i *)p, v);
+    }
+    else {
+        _mm256_storeu_si256((__m256i *)p, v);
+    }
+}
+
 /* ------------------------------------------------------- decode_f32 */
+
+/* the codes of whole vectors -> float32; returns how many were done.  With
+ * `stream`, n is a multiple of 64 and dst 64-byte aligned. */
+MF_INLINE mf_intp
+decode_run(const regs256 *r, mf_simd_path path, const void *src, float *dst, mf_intp n, int stream)
+{
+    mf_intp i = 0;
+    if (path == MF_SIMD_BF16) {
+        const uint16_t *s = (const uint16_t *)src;
+        for (; i + 16 <= n; i += 16) {
+            __m256i c = _mm256_loadu_si256((const __m256i *)(s + i));
+            store_ps(dst + i, dec_bf16(_mm256_castsi256_si128(c)), stream);
+            store_ps(dst + i + 8, dec_bf16(_mm256_extracti128_si256(c, 1)), stream);
+        }
+        return i;
+    }
+    const uint8_t *s = (const uint8_t *)src;
+    for (; i + 16 <= n; i += 16) {
+        __m128i c = _mm_loadu_si128((const __m128i *)(s + i));
+        store_ps(dst + i, dec8(r, path, c), stream);
+        store_ps(dst + i + 8, dec8(r, path, _mm_unpackhi_epi64(c, c)), stream);
+    }
+    return i;
+}
+
+MF_INLINE void
+decode_path(const regs256 *r, mf_simd_path path, const mf_format *f, const void *src, float *dst,
+            mf_intp n)
+{
+    const char *s = (const char *)src;
+    mf_intp isz = f->itemsize, head, body, done;
+    if (stream_split(dst, 4, n, 64, &head, &body)) {
+        mf_serial_decode_f32(f, s, dst, head);
+        decode_run(r, path, s + head * isz, dst + head, body, 1);
+        _mm_sfence();
+        done = head + body;
+    }
+    else {
+        done = 0;
+    }
+    done += decode_run(r, path, s + done * isz, dst + done, n - done, 0);
+    if (done < n) {
+        mf_serial_decode_f32(f, s + done * isz, dst + done, n - done);
+    }
+}
 
 void
 mf_avx2_decode_f32(const mf_format *f, const void *src, float *dst, mf_intp n)
 {
     mf_simd_params p = mf_simd_params_of(f);
-    mf_intp i = 0;
-    if (p.path == MF_SIMD_BF16) {
-        const uint16_t *s = (const uint16_t *)src;
-        for (; i + 16 <= n; i += 16) {
-            __m256i c = _mm256_loadu_si256((const __m256i *)(s + i));
-            _mm256_storeu_ps(dst + i, dec_bf16(_mm256_castsi256_si128(c)));
-            _mm256_storeu_ps(dst + i + 8, dec_bf16(_mm256_extracti128_si256(c, 1)));
-        }
-    }
-    else if (p.path == MF_SIMD_SMALL || p.path == MF_SIMD_E8M0) {
-        regs256 r;
-        regs_init(&r, &p);
-        const uint8_t *s = (const uint8_t *)src;
-        if (p.path == MF_SIMD_E8M0) {
-            for (; i + 16 <= n; i += 16) {
-                __m128i c = _mm_loadu_si128((const __m128i *)(s + i));
-                _mm256_storeu_ps(dst + i, dec8(&r, MF_SIMD_E8M0, c));
-                _mm256_storeu_ps(dst + i + 8, dec8(&r, MF_SIMD_E8M0, _mm_unpackhi_epi64(c, c)));
-            }
-        }
-        else {
-            for (; i + 16 <= n; i += 16) {
-                __m128i c = _mm_loadu_si128((const __m128i *)(s + i));
-                _mm256_storeu_ps(dst + i, dec8(&r, MF_SIMD_SMALL, c));
-                _mm256_storeu_ps(dst + i + 8, dec8(&r, MF_SIMD_SMALL, _mm_unpackhi_epi64(c, c)));
-            }
-        }
-    }
-    if (i < n) {
-        mf_serial_decode_f32(f, (const char *)src + i * f->itemsize, dst + i, n - i);
+    regs256 r;
+    regs_init(&r, &p);
+    switch (p.path) {
+        case MF_SIMD_BF16:  decode_path(&r, MF_SIMD_BF16, f, src, dst, n); break;
+        case MF_SIMD_SMALL: decode_path(&r, MF_SIMD_SMALL, f, src, dst, n); break;
+        case MF_SIMD_E8M0:  decode_path(&r, MF_SIMD_E8M0, f, src, dst, n); break;
+        default:            mf_serial_decode_f32(f, src, dst, n); break;
     }
 }
 
 /* ------------------------------------------------------- encode_f32 */
 
+/* whole vectors of float32 -> codes; returns how many were done, ORs the
+ * overflowed lanes into *ovf.  With `stream`, n is a multiple of 64 and dst
+ * 64-byte aligned. */
+MF_INLINE mf_intp
+encode_run(const regs256 *r, mf_simd_path path, const float *src, void *dst, mf_intp n,
+           __m256i *ovf, int stream)
+{
+    mf_intp i = 0;
+    if (path == MF_SIMD_BF16) {
+        uint16_t *d = (uint16_t *)dst;
+        for (; i + 16 <= n; i += 16) {
+            __m256i lo = enc_bf16(_mm256_loadu_ps(src + i), ovf);
+            __m256i hi = enc_bf16(_mm256_loadu_ps(src + i + 8), ovf);
+            store_si(d + i, pack16(lo, hi), stream);
+        }
+        return i;
+    }
+    uint8_t *d = (uint8_t *)dst;
+    for (; i + 32 <= n; i += 32) {
+        __m256i c0 = enc8(r, path, _mm256_loadu_ps(src + i), ovf);
+        __m256i c1 = enc8(r, path, _mm256_loadu_ps(src + i + 8), ovf);
+        __m256i c2 = enc8(r, path, _mm256_loadu_ps(src + i + 16), ovf);
+        __m256i c3 = enc8(r, path, _mm256_loadu_ps(src + i + 24), ovf);
+        store_si(d + i, pack32(c0, c1, c2, c3), stream);
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m256i c = enc8(r, path, _mm256_loadu_ps(src + i), ovf);
+        _mm_storel_epi64((__m128i *)(d + i), pack8(c));
+    }
+    return i;
+}
+
+MF_INLINE void
+encode_path(const regs256 *r, mf_simd_path path, const mf_format *f, const float *src, void *dst,
+            mf_intp n)
+{
+    char *d = (char *)dst;
+    mf_intp osz = f->itemsize, head, body, done;
+    __m256i ovf = _mm256_setzero_si256();
+    if (stream_split(dst, osz, n, 64, &head, &body)) {
+        mf_serial_encode_f32(f, src, d, head);
+        encode_run(r, path, src + head, d + head * osz, body, &ovf, 1);
+        _mm_sfence();
+        done = head + body;
+    }
+    else {
+        done = 0;
+    }
+    done += encode_run(r, path, src + done, d + done * osz, n - done, &ovf, 0);
+    if (!_mm256_testz_si256(ovf, ovf)) {
+        mf_raise_overflow();
+    }
+    if (done < n) {
+        mf_serial_encode_f32(f, src + done, d + done * osz, n - done);
+    }
+}
+
 void
 mf_avx2_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n)
 {
     mf_simd_params p = mf_simd_params_of(f);
-    mf_intp i = 0;
-    __m256i ovf = _mm256_setzero_si256();
-    if (p.path == MF_SIMD_BF16) {
-        uint16_t *d = (uint16_t *)dst;
-        for (; i + 16 <= n; i += 16) {
-            __m256i lo = enc_bf16(_mm256_loadu_ps(src + i), &ovf);
-            __m256i hi = enc_bf16(_mm256_loadu_ps(src + i + 8), &ovf);
-            _mm256_storeu_si256((__m256i *)(d + i), pack16(lo, hi));
-        }
-    }
-    else if (p.path == MF_SIMD_SMALL || p.path == MF_SIMD_E8M0) {
-        regs256 r;
-        regs_init(&r, &p);
-        uint8_t *d = (uint8_t *)dst;
-#define ENC_LOOP(PATH)                                                              \
-        for (; i + 32 <= n; i += 32) {                                              \
-            __m256i c0 = enc8(&r, PATH, _mm256_loadu_ps(src + i), &ovf);            \
-            __m256i c1 = enc8(&r, PATH, _mm256_loadu_ps(src + i + 8), &ovf);        \
-            __m256i c2 = enc8(&r, PATH, _mm256_loadu_ps(src + i + 16), &ovf);       \
-            __m256i c3 = enc8(&r, PATH, _mm256_loadu_ps(src + i + 24), &ovf);       \
-            _mm256_storeu_si256((__m256i *)(d + i), pack32(c0, c1, c2, c3));        \
-        }                                                                           \
-        for (; i + 8 <= n; i += 8) {                                                \
-            __m256i c = enc8(&r, PATH, _mm256_loadu_ps(src + i), &ovf);             \
-            _mm_storel_epi64((__m128i *)(d + i), pack8(c));                         \
-        }
-        if (p.path == MF_SIMD_E8M0) {
-            ENC_LOOP(MF_SIMD_E8M0)
-        }
-        else {
-            ENC_LOOP(MF_SIMD_SMALL)
-        }
-#undef ENC_LOOP
-    }
-    if (!_mm256_testz_si256(ovf, ovf)) {
-        mf_raise_overflow();
-    }
-    if (i < n) {
-        mf_serial_encode_f32(f, src + i, (char *)dst + i * f->itemsize, n - i);
+    regs256 r;
+    regs_init(&r, &p);
+    switch (p.path) {
+        case MF_SIMD_BF16:  encode_path(&r, MF_SIMD_BF16, f, src, dst, n); break;
+        case MF_SIMD_SMALL: encode_path(&r, MF_SIMD_SMALL, f, src, dst, n); break;
+        case MF_SIMD_E8M0:  encode_path(&r, MF_SIMD_E8M0, f, src, dst, n); break;
+        default:            mf_serial_encode_f32(f, src, dst, n); break;
     }
 }
 
 /* ------------------------------------------------------- binary */
 
+/* whole vectors of pairs; returns how many were done.  With `stream`, n is
+ * a multiple of 64 and out 64-byte aligned. */
 MF_INLINE mf_intp
-binary_bf16(mf_binary_op op, const uint16_t *a, const uint16_t *b, uint16_t *out, mf_intp n)
+binary_run(mf_binary_op op, const regs256 *r, mf_simd_path path, const void *a, const void *b,
+           void *out, mf_intp n, __m256i *ovf, int stream)
 {
     mf_intp i = 0;
-    __m256i ovf = _mm256_setzero_si256();
-    for (; i + 16 <= n; i += 16) {
-        __m256i ca = _mm256_loadu_si256((const __m256i *)(a + i));
-        __m256i cb = _mm256_loadu_si256((const __m256i *)(b + i));
-        __m256 r0 = op256(op, dec_bf16(_mm256_castsi256_si128(ca)), dec_bf16(_mm256_castsi256_si128(cb)));
-        __m256 r1 = op256(op, dec_bf16(_mm256_extracti128_si256(ca, 1)),
-                          dec_bf16(_mm256_extracti128_si256(cb, 1)));
-        __m256i lo = enc_bf16(r0, &ovf);
-        __m256i hi = enc_bf16(r1, &ovf);
-        _mm256_storeu_si256((__m256i *)(out + i), pack16(lo, hi));
+    if (path == MF_SIMD_BF16) {
+        const uint16_t *pa = (const uint16_t *)a, *pb = (const uint16_t *)b;
+        uint16_t *po = (uint16_t *)out;
+        for (; i + 16 <= n; i += 16) {
+            __m256i ca = _mm256_loadu_si256((const __m256i *)(pa + i));
+            __m256i cb = _mm256_loadu_si256((const __m256i *)(pb + i));
+            __m256 r0 = op256(op, dec_bf16(_mm256_castsi256_si128(ca)), dec_bf16(_mm256_castsi256_si128(cb)));
+            __m256 r1 = op256(op, dec_bf16(_mm256_extracti128_si256(ca, 1)),
+                              dec_bf16(_mm256_extracti128_si256(cb, 1)));
+            store_si(po + i, pack16(enc_bf16(r0, ovf), enc_bf16(r1, ovf)), stream);
+        }
+        return i;
     }
-    if (!_mm256_testz_si256(ovf, ovf)) {
-        mf_raise_overflow();
+    const uint8_t *pa = (const uint8_t *)a, *pb = (const uint8_t *)b;
+    uint8_t *po = (uint8_t *)out;
+    for (; i + 32 <= n; i += 32) {
+        __m256i c[4];
+        for (int q = 0; q < 2; q++) {
+            __m128i ca = _mm_loadu_si128((const __m128i *)(pa + i + 16 * q));
+            __m128i cb = _mm_loadu_si128((const __m128i *)(pb + i + 16 * q));
+            __m256 r0 = op256(op, dec8(r, path, ca), dec8(r, path, cb));
+            __m256 r1 = op256(op, dec8(r, path, _mm_unpackhi_epi64(ca, ca)),
+                              dec8(r, path, _mm_unpackhi_epi64(cb, cb)));
+            c[2 * q] = enc8(r, path, r0, ovf);
+            c[2 * q + 1] = enc8(r, path, r1, ovf);
+        }
+        store_si(po + i, pack32(c[0], c[1], c[2], c[3]), stream);
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m128i ca = _mm_loadl_epi64((const __m128i *)(pa + i));
+        __m128i cb = _mm_loadl_epi64((const __m128i *)(pb + i));
+        __m256i c = enc8(r, path, op256(op, dec8(r, path, ca), dec8(r, path, cb)), ovf);
+        _mm_storel_epi64((__m128i *)(po + i), pack8(c));
     }
     return i;
 }
 
-MF_INLINE mf_intp
-binary_8(mf_binary_op op, const regs256 *r, mf_simd_path path, const uint8_t *a,
-         const uint8_t *b, uint8_t *out, mf_intp n)
+MF_INLINE void
+binary_path(mf_binary_op op, const regs256 *r, mf_simd_path path, const mf_format *f,
+            const void *a, const void *b, void *out, mf_intp n)
 {
-    mf_intp i = 0;
+    const char *ca = (const char *)a, *cb = (const char *)b;
+    char *co = (char *)out;
+    mf_intp sz = f->itemsize, head, body, done;
     __m256i ovf = _mm256_setzero_si256();
-    for (; i + 16 <= n; i += 16) {
-        __m128i ca = _mm_loadu_si128((const __m128i *)(a + i));
-        __m128i cb = _mm_loadu_si128((const __m128i *)(b + i));
-        __m256 r0 = op256(op, dec8(r, path, ca), dec8(r, path, cb));
-        __m256 r1 = op256(op, dec8(r, path, _mm_unpackhi_epi64(ca, ca)),
-                          dec8(r, path, _mm_unpackhi_epi64(cb, cb)));
-        __m256i c0 = enc8(r, path, r0, &ovf);
-        __m256i c1 = enc8(r, path, r1, &ovf);
-        __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(c0), _mm256_extracti128_si256(c0, 1));
-        __m128i z = _mm_packus_epi32(_mm256_castsi256_si128(c1), _mm256_extracti128_si256(c1, 1));
-        _mm_storeu_si128((__m128i *)(out + i), _mm_packus_epi16(w, z));
+    if (stream_split(out, sz, n, 64, &head, &body)) {
+        mf_serial_binary(op, f, ca, cb, co, head);
+        binary_run(op, r, path, ca + head * sz, cb + head * sz, co + head * sz, body, &ovf, 1);
+        _mm_sfence();
+        done = head + body;
     }
+    else {
+        done = 0;
+    }
+    done += binary_run(op, r, path, ca + done * sz, cb + done * sz, co + done * sz, n - done, &ovf, 0);
     if (!_mm256_testz_si256(ovf, ovf)) {
         mf_raise_overflow();
     }
-    return i;
+    if (done < n) {
+        mf_serial_binary(op, f, ca + done * sz, cb + done * sz, co + done * sz, n - done);
+    }
 }
 
-#define FOR_EACH_OP(CALL)                                 \
-    switch (op) {                                         \
-        case MF_OP_ADD: done = CALL(MF_OP_ADD); break;    \
-        case MF_OP_SUB: done = CALL(MF_OP_SUB); break;    \
-        case MF_OP_MUL: done = CALL(MF_OP_MUL); break;    \
-        default:        done = CALL(MF_OP_DIV); break;    \
+#define BINARY_PATH(PATH)                                                                  \
+    switch (op) {                                                                         \
+        case MF_OP_ADD: binary_path(MF_OP_ADD, &r, PATH, f, a, b, out, n); break;         \
+        case MF_OP_SUB: binary_path(MF_OP_SUB, &r, PATH, f, a, b, out, n); break;         \
+        case MF_OP_MUL: binary_path(MF_OP_MUL, &r, PATH, f, a, b, out, n); break;         \
+        default:        binary_path(MF_OP_DIV, &r, PATH, f, a, b, out, n); break;         \
     }
 
 void
@@ -416,30 +531,13 @@ mf_avx2_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b
                void *out, mf_intp n)
 {
     mf_simd_params p = mf_simd_params_of(f);
-    mf_intp done = 0;
-    if (p.path == MF_SIMD_BF16) {
-#define CALL_BF16(OP) binary_bf16(OP, (const uint16_t *)a, (const uint16_t *)b, (uint16_t *)out, n)
-        FOR_EACH_OP(CALL_BF16)
-#undef CALL_BF16
-    }
-    else if (p.path == MF_SIMD_SMALL || p.path == MF_SIMD_E8M0) {
-        regs256 r;
-        regs_init(&r, &p);
-        if (p.path == MF_SIMD_E8M0) {
-#define CALL_E8(OP) binary_8(OP, &r, MF_SIMD_E8M0, (const uint8_t *)a, (const uint8_t *)b, (uint8_t *)out, n)
-            FOR_EACH_OP(CALL_E8)
-#undef CALL_E8
-        }
-        else {
-#define CALL_SMALL(OP) binary_8(OP, &r, MF_SIMD_SMALL, (const uint8_t *)a, (const uint8_t *)b, (uint8_t *)out, n)
-            FOR_EACH_OP(CALL_SMALL)
-#undef CALL_SMALL
-        }
-    }
-    if (done < n) {
-        mf_intp sz = f->itemsize;
-        mf_serial_binary(op, f, (const char *)a + done * sz, (const char *)b + done * sz,
-                         (char *)out + done * sz, n - done);
+    regs256 r;
+    regs_init(&r, &p);
+    switch (p.path) {
+        case MF_SIMD_BF16:  BINARY_PATH(MF_SIMD_BF16) break;
+        case MF_SIMD_SMALL: BINARY_PATH(MF_SIMD_SMALL) break;
+        case MF_SIMD_E8M0:  BINARY_PATH(MF_SIMD_E8M0) break;
+        default:            mf_serial_binary(op, f, a, b, out, n); break;
     }
 }
 

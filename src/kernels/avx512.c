@@ -43,11 +43,13 @@
 /* ------------------------------------------------------- registers */
 
 typedef struct {
-    __m512i code_mask, mag_mask, maxfin, inf_mag, fnuz_nan;
-    __m128i sign_shift, mant_shift, drop;
-    __m512 scale;
-    int special;       /* some magnitudes are NaN or inf */
-    int has_inf, fnuz;
+    /* decode: the bfloat16 patterns (float32's top halves) of codes 0..127,
+     * 32 per register */
+    __m512i lut[4];
+    int sign_bit7, fnuz;
+    /* encode */
+    __m512i maxfin;
+    __m128i drop;
     __m512i min_normal, round_bias, exp_adj, sub_cbits, sbit;
     __m512 sub_c;
     __m512i ovf0, ovf1, nan0, nan1;
@@ -56,18 +58,21 @@ typedef struct {
 MF_INLINE void
 regs_init(regs512 *r, const mf_simd_params *p)
 {
-    r->code_mask = _mm512_set1_epi32((int)p->code_mask);
-    r->mag_mask = _mm512_set1_epi32((int)p->mag_mask);
-    r->maxfin = _mm512_set1_epi32((int)p->maxfin);
-    r->inf_mag = _mm512_set1_epi32((int)p->inf_mag);
-    r->fnuz_nan = _mm512_set1_epi32((int)p->fnuz_nan);
-    r->sign_shift = _mm_cvtsi32_si128(p->sign_shift);
-    r->mant_shift = _mm_cvtsi32_si128(p->mant_shift);
-    r->drop = _mm_cvtsi32_si128(p->drop);
-    r->scale = _mm512_set1_ps(p->dec_scale);
-    r->special = p->maxfin < p->mag_mask;
-    r->has_inf = p->inf_mag != 0xFFFFFFFFu;
+    if (p->path == MF_SIMD_SMALL) {
+        /* every value of these formats has at most 8 significant bits: the
+         * low half of its float32 is zero */
+        const float *lut = mf_lut8[p->id];
+        for (int q = 0; q < 4; q++) {
+            __m512i lo = _mm512_srli_epi32(_mm512_castps_si512(_mm512_loadu_ps(lut + 32 * q)), 16);
+            __m512i hi = _mm512_srli_epi32(_mm512_castps_si512(_mm512_loadu_ps(lut + 32 * q + 16)), 16);
+            r->lut[q] = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7),
+                                                 _mm512_packus_epi32(lo, hi));
+        }
+    }
+    r->sign_bit7 = p->sign_bit7;
     r->fnuz = p->fnuz;
+    r->maxfin = _mm512_set1_epi32((int)p->maxfin);
+    r->drop = _mm_cvtsi32_si128(p->drop);
     r->min_normal = _mm512_set1_epi32((int)p->min_normal_bits);
     r->round_bias = _mm512_set1_epi32((int)p->round_bias);
     r->exp_adj = _mm512_set1_epi32((int)p->exp_adj);
@@ -90,30 +95,6 @@ dec_bf16(__m256i codes)
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(codes), 16));
 }
 
-/* c: 16 codes, one per 32-bit lane (bytes zero-extended) */
-MF_INLINE __m512
-dec_small(const regs512 *r, __m512i c)
-{
-    c = _mm512_and_si512(c, r->code_mask);
-    __m512i mag = _mm512_and_si512(c, r->mag_mask);
-    __m512i s = _mm512_sll_epi32(_mm512_xor_si512(c, mag), r->sign_shift);
-    __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_sll_epi32(mag, r->mant_shift)), r->scale);
-    __m512i vi = _mm512_or_si512(_mm512_castps_si512(v), s);
-    if (r->special) {
-        __mmask16 ksp = _mm512_cmpgt_epu32_mask(mag, r->maxfin);
-        __m512i spec = I32(0x7FC00000);
-        if (r->has_inf) {
-            spec = _mm512_mask_mov_epi32(spec, _mm512_cmpeq_epi32_mask(mag, r->inf_mag),
-                                         I32(0x7F800000));
-        }
-        vi = _mm512_mask_or_epi32(vi, ksp, spec, s);
-    }
-    if (r->fnuz) {
-        vi = _mm512_mask_mov_epi32(vi, _mm512_cmpeq_epi32_mask(c, r->fnuz_nan), I32(0xFFC00000));
-    }
-    return _mm512_castsi512_ps(vi);
-}
-
 MF_INLINE __m512
 dec_e8m0(__m512i c)
 {
@@ -123,12 +104,46 @@ dec_e8m0(__m512i c)
     return _mm512_castsi512_ps(v);
 }
 
-/* 16 byte codes -> float32 by path (SMALL or E8M0) */
-MF_INLINE __m512
-dec8(const regs512 *r, mf_simd_path path, __m128i bytes)
+#define I16(x) _mm512_set1_epi16((short)(x))
+
+/* 32 byte codes -> float32, elements 0..15 in *v0 and 16..31 in *v1.
+ * SMALL: the table mf_lut8 itself, looked up 32 codes at a time in its
+ * bfloat16 form (two two-register word permutes for codes 0..127, the sign
+ * ORed in, the fnuz NaN fixed).  E8M0: arithmetic. */
+MF_INLINE void
+dec8x32(const regs512 *r, mf_simd_path path, __m256i bytes, __m512 *v0, __m512 *v1)
 {
-    __m512i c = _mm512_cvtepu8_epi32(bytes);
-    return path == MF_SIMD_E8M0 ? dec_e8m0(c) : dec_small(r, c);
+    if (path == MF_SIMD_E8M0) {
+        *v0 = dec_e8m0(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(bytes)));
+        *v1 = dec_e8m0(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(bytes, 1)));
+        return;
+    }
+    __m512i w = _mm512_cvtepu8_epi16(bytes);
+    /* 128-bit lane L gets elements 4L..4L+3 and 16+4L..16+4L+3, which the
+     * unpacks with zero below turn into elements 0..15 and 16..31 */
+    w = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 4, 1, 5, 2, 6, 3, 7), w);
+    __m512i lo = _mm512_permutex2var_epi16(r->lut[0], w, r->lut[1]);
+    __m512i hi = _mm512_permutex2var_epi16(r->lut[2], w, r->lut[3]);
+    __m512i v = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(w, I16(0x40)), lo, hi);
+    if (r->sign_bit7) {
+        /* v | ((w << 8) & 0x8000) */
+        v = _mm512_ternarylogic_epi32(v, _mm512_slli_epi16(w, 8), I16(0x8000), 0xF8);
+    }
+    if (r->fnuz) {
+        v = _mm512_mask_mov_epi16(v, _mm512_cmpeq_epi16_mask(w, I16(0x80)), I16(0xFFC0));
+    }
+    *v0 = _mm512_castsi512_ps(_mm512_unpacklo_epi16(_mm512_setzero_si512(), v));
+    *v1 = _mm512_castsi512_ps(_mm512_unpackhi_epi16(_mm512_setzero_si512(), v));
+}
+
+MF_INLINE __mmask32
+first32(mf_intp m)
+{
+    /* the first m (clamped to 0..32) lanes */
+    if (m <= 0) {
+        return 0;
+    }
+    return m >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << m) - 1u);
 }
 
 /* ------------------------------------------------------- encode, 16 lanes */
@@ -299,12 +314,17 @@ decode_run(const regs512 *r, mf_simd_path path, const void *src, float *dst, mf_
         return;
     }
     const uint8_t *s = (const uint8_t *)src;
-    for (; i + 16 <= n; i += 16) {
-        store_ps(dst + i, dec8(r, path, _mm_loadu_si128((const __m128i *)(s + i))), stream);
+    __m512 v0, v1;
+    for (; i + 32 <= n; i += 32) {
+        dec8x32(r, path, _mm256_loadu_si256((const __m256i *)(s + i)), &v0, &v1);
+        store_ps(dst + i, v0, stream);
+        store_ps(dst + i + 16, v1, stream);
     }
     if (i < n) {
-        __mmask16 k = first16(n - i);
-        _mm512_mask_storeu_ps(dst + i, k, dec8(r, path, _mm_maskz_loadu_epi8(k, s + i)));
+        __mmask32 k = first32(n - i);
+        dec8x32(r, path, _mm256_maskz_loadu_epi8(k, s + i), &v0, &v1);
+        _mm512_mask_storeu_ps(dst + i, (__mmask16)k, v0);
+        _mm512_mask_storeu_ps(dst + i + 16, (__mmask16)(k >> 16), v1);
     }
 }
 
@@ -527,22 +547,27 @@ binary_run(mf_binary_op op, const regs512 *r, mf_simd_path path, const void *a, 
     }
     const uint8_t *pa = (const uint8_t *)a, *pb = (const uint8_t *)b;
     uint8_t *po = (uint8_t *)out;
+    __m512 x0, x1, y0, y1;
     for (; i + 64 <= n; i += 64) {
         __m512i c[4];
-        for (int q = 0; q < 4; q++) {
-            __m512 x = dec8(r, path, _mm_loadu_si128((const __m128i *)(pa + i + 16 * q)));
-            __m512 y = dec8(r, path, _mm_loadu_si128((const __m128i *)(pb + i + 16 * q)));
-            c[q] = enc8(r, path, op512(op, x, y), &ovf);
+        for (int q = 0; q < 2; q++) {
+            dec8x32(r, path, _mm256_loadu_si256((const __m256i *)(pa + i + 32 * q)), &x0, &x1);
+            dec8x32(r, path, _mm256_loadu_si256((const __m256i *)(pb + i + 32 * q)), &y0, &y1);
+            c[2 * q] = enc8(r, path, op512(op, x0, y0), &ovf);
+            c[2 * q + 1] = enc8(r, path, op512(op, x1, y1), &ovf);
         }
         store_si(po + i, pack64(c[0], c[1], c[2], c[3]), stream);
     }
-    for (; i < n; i += 16) {
-        __mmask16 k = first16(n - i), o = 0;
-        __m512 x = dec8(r, path, _mm_maskz_loadu_epi8(k, pa + i));
-        __m512 y = dec8(r, path, _mm_maskz_loadu_epi8(k, pb + i));
-        __m512i cc = enc8(r, path, op512_mask(op, k, x, y), &o);
-        ovf |= o & k;
-        _mm512_mask_cvtepi32_storeu_epi8(po + i, k, cc);
+    for (; i < n; i += 32) {
+        __mmask32 k = first32(n - i);
+        __mmask16 k0 = (__mmask16)k, k1 = (__mmask16)(k >> 16), o0 = 0, o1 = 0;
+        dec8x32(r, path, _mm256_maskz_loadu_epi8(k, pa + i), &x0, &x1);
+        dec8x32(r, path, _mm256_maskz_loadu_epi8(k, pb + i), &y0, &y1);
+        __m512i c0 = enc8(r, path, op512_mask(op, k0, x0, y0), &o0);
+        __m512i c1 = enc8(r, path, op512_mask(op, k1, x1, y1), &o1);
+        ovf |= (o0 & k0) | (o1 & k1);
+        _mm512_mask_cvtepi32_storeu_epi8(po + i, k0, c0);
+        _mm512_mask_cvtepi32_storeu_epi8(po + i + 16, k1, c1);
     }
     return ovf;
 }
@@ -626,39 +651,49 @@ add_total(double total, float x)
     return total;
 }
 
-/* 16 codes starting at element i of a run, as float32 (k: the live lanes) */
-MF_INLINE __m512
-load_dec(const regs512 *r, mf_simd_path path, const void *src, mf_intp i)
+/* the 32 codes from element i of a run as float32 (v0: the first 16) */
+MF_INLINE void
+load_dec32(const regs512 *r, mf_simd_path path, const void *src, mf_intp i, __m512 *v0, __m512 *v1)
 {
     if (path == MF_SIMD_BF16) {
-        return dec_bf16(_mm256_loadu_si256((const __m256i *)((const uint16_t *)src + i)));
+        __m512i c = _mm512_loadu_si512((const void *)((const uint16_t *)src + i));
+        *v0 = dec_bf16(_mm512_castsi512_si256(c));
+        *v1 = dec_bf16(_mm512_extracti64x4_epi64(c, 1));
+        return;
     }
-    return dec8(r, path, _mm_loadu_si128((const __m128i *)((const uint8_t *)src + i)));
+    dec8x32(r, path, _mm256_loadu_si256((const __m256i *)((const uint8_t *)src + i)), v0, v1);
 }
 
-MF_INLINE __m512
-load_dec_mask(const regs512 *r, mf_simd_path path, const void *src, mf_intp i, __mmask16 k)
+/* the same for the live lanes k (the others decode code 0) */
+MF_INLINE void
+load_dec32_mask(const regs512 *r, mf_simd_path path, const void *src, mf_intp i, __mmask32 k,
+                __m512 *v0, __m512 *v1)
 {
     if (path == MF_SIMD_BF16) {
-        return dec_bf16(_mm256_maskz_loadu_epi16(k, (const uint16_t *)src + i));
+        __m512i c = _mm512_maskz_loadu_epi16(k, (const uint16_t *)src + i);
+        *v0 = dec_bf16(_mm512_castsi512_si256(c));
+        *v1 = dec_bf16(_mm512_extracti64x4_epi64(c, 1));
+        return;
     }
-    return dec8(r, path, _mm_maskz_loadu_epi8(k, (const uint8_t *)src + i));
+    dec8x32(r, path, _mm256_maskz_loadu_epi8(k, (const uint8_t *)src + i), v0, v1);
 }
 
 /* the sum of one block (len <= MF_SUM_BLOCK) in the 32-lane order */
 MF_INLINE float
 sum_block(const regs512 *r, mf_simd_path path, const void *src, mf_intp len)
 {
-    __m512 acc0 = _mm512_set1_ps(-0.0f), acc1 = _mm512_set1_ps(-0.0f);
+    __m512 acc0 = _mm512_set1_ps(-0.0f), acc1 = _mm512_set1_ps(-0.0f), v0, v1;
     mf_intp i = 0;
     for (; i + 32 <= len; i += 32) {
-        acc0 = add512(acc0, load_dec(r, path, src, i));
-        acc1 = add512(acc1, load_dec(r, path, src, i + 16));
+        load_dec32(r, path, src, i, &v0, &v1);
+        acc0 = add512(acc0, v0);
+        acc1 = add512(acc1, v1);
     }
     if (i < len) {
-        __mmask16 k0 = first16(len - i), k1 = first16(len - i - 16);
-        acc0 = add512_merge(acc0, k0, load_dec_mask(r, path, src, i, k0));
-        acc1 = add512_merge(acc1, k1, load_dec_mask(r, path, src, i + 16, k1));
+        __mmask32 k = first32(len - i);
+        load_dec32_mask(r, path, src, i, k, &v0, &v1);
+        acc0 = add512_merge(acc0, (__mmask16)k, v0);
+        acc1 = add512_merge(acc1, (__mmask16)(k >> 16), v1);
     }
     return combine32(acc0, acc1);
 }
@@ -684,17 +719,20 @@ fma_acc_mask(__m512 a, __m512 b, __m512 acc, __mmask16 k)
 MF_INLINE float
 dot_block(const regs512 *r, mf_simd_path path, const void *a, const void *b, mf_intp len)
 {
-    __m512 acc0 = _mm512_set1_ps(-0.0f), acc1 = _mm512_set1_ps(-0.0f);
+    __m512 acc0 = _mm512_set1_ps(-0.0f), acc1 = _mm512_set1_ps(-0.0f), x0, x1, y0, y1;
     mf_intp i = 0;
     for (; i + 32 <= len; i += 32) {
-        acc0 = fma_acc(load_dec(r, path, a, i), load_dec(r, path, b, i), acc0);
-        acc1 = fma_acc(load_dec(r, path, a, i + 16), load_dec(r, path, b, i + 16), acc1);
+        load_dec32(r, path, a, i, &x0, &x1);
+        load_dec32(r, path, b, i, &y0, &y1);
+        acc0 = fma_acc(x0, y0, acc0);
+        acc1 = fma_acc(x1, y1, acc1);
     }
     if (i < len) {
-        __mmask16 k0 = first16(len - i), k1 = first16(len - i - 16);
-        acc0 = fma_acc_mask(load_dec_mask(r, path, a, i, k0), load_dec_mask(r, path, b, i, k0), acc0, k0);
-        acc1 = fma_acc_mask(load_dec_mask(r, path, a, i + 16, k1),
-                           load_dec_mask(r, path, b, i + 16, k1), acc1, k1);
+        __mmask32 k = first32(len - i);
+        load_dec32_mask(r, path, a, i, k, &x0, &x1);
+        load_dec32_mask(r, path, b, i, k, &y0, &y1);
+        acc0 = fma_acc_mask(x0, y0, acc0, (__mmask16)k);
+        acc1 = fma_acc_mask(x1, y1, acc1, (__mmask16)(k >> 16));
     }
     return combine32(acc0, acc1);
 }

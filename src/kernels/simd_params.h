@@ -22,6 +22,7 @@ typedef enum {
 
 typedef struct {
     mf_simd_path path;
+    mf_format_id id;
     /* ---- decode (the values of mf_lut8) ---- */
     uint32_t code_mask;    /* bytes alias their low bits (mf_init_luts) */
     uint32_t mag_mask;     /* code_mask without the sign bit */
@@ -32,6 +33,14 @@ typedef struct {
     uint32_t maxfin;       /* largest finite magnitude code */
     uint32_t inf_mag;      /* IEEE: magnitude code of inf; else 0xFFFFFFFF */
     uint32_t fnuz_nan;     /* fnuz: the NaN code (the would-be -0); else 0xFFFFFFFF */
+    /* the same, as the kernels compute it: t = code << (32 - bits) puts the
+     * sign at bit 31 and drops the bits above the format's width; then
+     * (t >>arith dec_sra) & dec_keep is sign | magnitude << mant_shift */
+    int dec_shl;           /* 32 - bits */
+    int dec_sra;           /* 32 - bits - mant_shift */
+    uint32_t dec_keep;     /* 0x80000000 | mag_mask << mant_shift */
+    uint32_t dec_spec_lim; /* t << 1 above this: a NaN or inf code (maxfin << (33 - bits)) */
+    uint32_t dec_inf_t2;   /* t << 1 of inf (IEEE), else 0xFFFFFFFF */
     /* ---- encode (mf_enc1) ---- */
     uint32_t min_normal_bits;   /* float32 bits of the smallest normal */
     int drop;                   /* 23 - M */
@@ -41,6 +50,8 @@ typedef struct {
     uint32_t ovf_code[2];       /* overflow and +-inf, by sign (mf_overflow_code) */
     uint32_t nan_code[2];       /* NaN, by sign (mf_nan_code) */
     int fnuz;                   /* a result of 0 drops its sign */
+    int sign_bit7;              /* 8 bits with the sign on top: code | 0x80 is -code
+                                 * (but for the fnuz NaN 0x80) */
 } mf_simd_params;
 
 static inline float
@@ -55,6 +66,7 @@ mf_simd_params_of(const mf_format *f)
 {
     mf_simd_params p;
     memset(&p, 0, sizeof(p));
+    p.id = f->id;
     if (f->kind != MF_KIND_FLOAT) {
         p.path = MF_SIMD_SERIAL;
         return p;
@@ -78,6 +90,11 @@ mf_simd_params_of(const mf_format *f)
     p.maxfin = mf_max_finite_mag(f);
     p.inf_mag = mf_has_inf(f) ? (mf_inf_code(f, 0) & p.mag_mask) : 0xFFFFFFFFu;
     p.fnuz_nan = (f->special == MF_SPECIAL_FNUZ) ? p.sbit : 0xFFFFFFFFu;
+    p.dec_shl = 32 - f->bits;
+    p.dec_sra = 32 - f->bits - p.mant_shift;
+    p.dec_keep = 0x80000000u | (p.mag_mask << p.mant_shift);
+    p.dec_spec_lim = p.maxfin << (33 - f->bits);
+    p.dec_inf_t2 = mf_has_inf(f) ? (p.inf_mag << (33 - f->bits)) : 0xFFFFFFFFu;
     const int emin = mf_emin(f);
     p.min_normal_bits = (uint32_t)(emin + 127) << 23;
     p.drop = 23 - M;
@@ -89,6 +106,7 @@ mf_simd_params_of(const mf_format *f)
         p.nan_code[s] = mf_nan_code(f, s);
     }
     p.fnuz = f->special == MF_SPECIAL_FNUZ;
+    p.sign_bit7 = f->bits == 8 && f->has_sign;
     return p;
 }
 

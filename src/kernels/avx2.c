@@ -24,31 +24,32 @@
 
 /* ------------------------------------------------------- registers */
 
+/* Constants live in the register struct: gcc otherwise rebuilds some of
+ * them in every loop iteration when it runs out of the 16 ymm registers. */
+enum { K_QNAN, K_INF, K_SIGN, K_ABS, K_NEGQNAN, K_E8_ZERO, K_FF, K_ONE, K_RB16, K_S16, K_QNAN16, K_MAXF, K_OVF16_M1, K_HALF_ULP, K_MIN_NORMAL, K_E8_SUB_HALF_M1, NK };
+#define K(name) (r->k[K_##name])
+
 typedef struct {
-    __m256i code_mask, mag_mask, maxfin, inf_mag, fnuz_nan;
-    __m128i sign_shift, mant_shift, drop;
+    __m256i dec_keep, dec_spec_lim, dec_inf_lim, maxfin;
+    __m128i dec_shl, dec_sra, drop;
     __m256 scale;
-    int special, has_inf, fnuz;
     __m256i min_normal_m1, round_bias, exp_adj, sub_cbits, sbit;
     __m256 sub_c;
     __m256i ovf0, ovf1, nan0, nan1;
+    __m256i k[NK];
 } regs256;
 
 MF_INLINE void
 regs_init(regs256 *r, const mf_simd_params *p)
 {
-    r->code_mask = I32(p->code_mask);
-    r->mag_mask = I32(p->mag_mask);
+    r->dec_keep = I32(p->dec_keep);
+    r->dec_spec_lim = I32(p->dec_spec_lim);
+    r->dec_inf_lim = I32(p->dec_inf_lim);
     r->maxfin = I32(p->maxfin);
-    r->inf_mag = I32(p->inf_mag);
-    r->fnuz_nan = I32(p->fnuz_nan);
-    r->sign_shift = _mm_cvtsi32_si128(p->sign_shift);
-    r->mant_shift = _mm_cvtsi32_si128(p->mant_shift);
+    r->dec_shl = _mm_cvtsi32_si128(p->dec_shl);
+    r->dec_sra = _mm_cvtsi32_si128(p->dec_sra);
     r->drop = _mm_cvtsi32_si128(p->drop);
     r->scale = _mm256_set1_ps(p->dec_scale);
-    r->special = p->maxfin < p->mag_mask;
-    r->has_inf = p->inf_mag != 0xFFFFFFFFu;
-    r->fnuz = p->fnuz;
     r->min_normal_m1 = I32(p->min_normal_bits - 1u);
     r->round_bias = I32(p->round_bias);
     r->exp_adj = I32(p->exp_adj);
@@ -59,6 +60,22 @@ regs_init(regs256 *r, const mf_simd_params *p)
     r->ovf1 = I32(p->ovf_code[1]);
     r->nan0 = I32(p->nan_code[0]);
     r->nan1 = I32(p->nan_code[1]);
+    r->k[K_QNAN] = _mm256_set1_epi32((int)0x7FC00000u);
+    r->k[K_INF] = _mm256_set1_epi32((int)0x7F800000u);
+    r->k[K_SIGN] = _mm256_set1_epi32((int)0x80000000u);
+    r->k[K_ABS] = _mm256_set1_epi32((int)0x7FFFFFFFu);
+    r->k[K_NEGQNAN] = _mm256_set1_epi32((int)0xFFC00000u);
+    r->k[K_E8_ZERO] = _mm256_set1_epi32((int)0x00400000u);
+    r->k[K_FF] = _mm256_set1_epi32((int)0xFFu);
+    r->k[K_ONE] = _mm256_set1_epi32((int)1);
+    r->k[K_RB16] = _mm256_set1_epi32((int)0x7FFFu);
+    r->k[K_S16] = _mm256_set1_epi32((int)0x8000u);
+    r->k[K_QNAN16] = _mm256_set1_epi32((int)0x7FC0u);
+    r->k[K_MAXF] = _mm256_set1_epi32((int)0x7F7FFFFFu);
+    r->k[K_OVF16_M1] = _mm256_set1_epi32((int)0x7F7F7FFFu);
+    r->k[K_HALF_ULP] = _mm256_set1_epi32((int)0x400000u);
+    r->k[K_MIN_NORMAL] = _mm256_set1_epi32((int)0x00800000u);
+    r->k[K_E8_SUB_HALF_M1] = _mm256_set1_epi32((int)0x005FFFFFu);
 }
 
 MF_INLINE __m256i
@@ -138,34 +155,37 @@ dec_bf16(__m128i codes)
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(codes), 16));
 }
 
+/* path: MF_SIMD_SMALL_<rule>, a constant: the rule's fixups compile in */
 MF_INLINE __m256
-dec_small(const regs256 *r, __m256i c)
+dec_small(const regs256 *r, __m256i c, mf_simd_path path)
 {
-    c = _mm256_and_si256(c, r->code_mask);
-    __m256i mag = _mm256_and_si256(c, r->mag_mask);
-    __m256i s = _mm256_sll_epi32(_mm256_xor_si256(c, mag), r->sign_shift);
-    __m256 v = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_sll_epi32(mag, r->mant_shift)), r->scale);
-    __m256i vi = _mm256_or_si256(_mm256_castps_si256(v), s);
-    if (r->special) {
-        __m256i ksp = _mm256_cmpgt_epi32(mag, r->maxfin);
-        __m256i spec = I32(0x7FC00000);
-        if (r->has_inf) {
-            spec = blendv(spec, I32(0x7F800000), _mm256_cmpeq_epi32(mag, r->inf_mag));
+    /* sign to bit 31 (the bits above the format's width drop out), the
+     * magnitude to float32's exponent/mantissa position, times 2^(127 - bias) */
+    __m256i t = _mm256_sll_epi32(c, r->dec_shl);
+    __m256i x = _mm256_and_si256(_mm256_sra_epi32(t, r->dec_sra), r->dec_keep);
+    __m256 v = _mm256_mul_ps(_mm256_castsi256_ps(x), r->scale);
+    if (path == MF_SIMD_SMALL_IEEE || path == MF_SIMD_SMALL_FN) {
+        __m256i xa = _mm256_and_si256(x, K(ABS));
+        __m256i spec = K(QNAN);
+        if (path == MF_SIMD_SMALL_IEEE) {
+            spec = blendv(spec, K(INF), _mm256_cmpeq_epi32(xa, r->dec_inf_lim));
         }
-        vi = blendv(vi, _mm256_or_si256(spec, s), ksp);
+        spec = _mm256_or_si256(spec, _mm256_and_si256(x, K(SIGN)));
+        v = _mm256_castsi256_ps(blendv(_mm256_castps_si256(v), spec, _mm256_cmpgt_epi32(xa, r->dec_spec_lim)));
     }
-    if (r->fnuz) {
-        vi = blendv(vi, I32(0xFFC00000), _mm256_cmpeq_epi32(c, r->fnuz_nan));
+    if (path == MF_SIMD_SMALL_FNUZ) {
+        v = _mm256_castsi256_ps(blendv(_mm256_castps_si256(v), K(NEGQNAN),
+                                       _mm256_cmpeq_epi32(t, K(SIGN))));
     }
-    return _mm256_castsi256_ps(vi);
+    return v;
 }
 
 MF_INLINE __m256
-dec_e8m0(__m256i c)
+dec_e8m0(const regs256 *r, __m256i c)
 {
     __m256i v = _mm256_slli_epi32(c, 23);
-    v = blendv(v, I32(0x00400000), _mm256_cmpeq_epi32(c, _mm256_setzero_si256()));
-    v = blendv(v, I32(0x7FC00000), _mm256_cmpeq_epi32(c, I32(0xFF)));
+    v = blendv(v, K(E8_ZERO), _mm256_cmpeq_epi32(c, _mm256_setzero_si256()));
+    v = blendv(v, K(QNAN), _mm256_cmpeq_epi32(c, K(FF)));
     return _mm256_castsi256_ps(v);
 }
 
@@ -174,35 +194,35 @@ MF_INLINE __m256
 dec8(const regs256 *r, mf_simd_path path, __m128i bytes)
 {
     __m256i c = _mm256_cvtepu8_epi32(bytes);
-    return path == MF_SIMD_E8M0 ? dec_e8m0(c) : dec_small(r, c);
+    return path == MF_SIMD_E8M0 ? dec_e8m0(r, c) : dec_small(r, c, path);
 }
 
 /* ------------------------------------------------------- encode, 8 lanes */
 
 MF_INLINE __m256i
-enc_bf16(__m256 x, __m256i *ovf)
+enc_bf16(const regs256 *r, __m256 x, __m256i *ovf)
 {
     __m256i u = _mm256_castps_si256(x);
     __m256i hi = _mm256_srli_epi32(u, 16);
-    __m256i lsb = _mm256_and_si256(hi, I32(1));
-    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, I32(0x7FFF)), lsb), 16);
-    __m256i au = _mm256_and_si256(u, I32(0x7FFFFFFF));
-    __m256i knan = _mm256_cmpgt_epi32(au, I32(0x7F800000));
-    __m256i nanv = _mm256_or_si256(_mm256_and_si256(hi, I32(0x8000)), I32(0x7FC0));
-    r = blendv(r, nanv, knan);
+    __m256i lsb = _mm256_and_si256(hi, K(ONE));
+    __m256i res = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, K(RB16)), lsb), 16);
+    __m256i au = _mm256_and_si256(u, K(ABS));
+    __m256i knan = _mm256_cmpgt_epi32(au, K(INF));
+    __m256i nanv = _mm256_or_si256(_mm256_and_si256(hi, K(S16)), K(QNAN16));
+    res = blendv(res, nanv, knan);
     /* finite values in [0x7F7F8000, 0x7F800000) round to inf */
-    *ovf = _mm256_or_si256(*ovf, _mm256_andnot_si256(_mm256_cmpgt_epi32(au, I32(0x7F7FFFFF)),
-                                                     _mm256_cmpgt_epi32(au, I32(0x7F7F7FFF))));
-    return r;
+    *ovf = _mm256_or_si256(*ovf, _mm256_andnot_si256(_mm256_cmpgt_epi32(au, K(MAXF)),
+                                                     _mm256_cmpgt_epi32(au, K(OVF16_M1))));
+    return res;
 }
 
 MF_INLINE __m256i
-enc_small(const regs256 *r, __m256 x, __m256i *ovf)
+enc_small(const regs256 *r, __m256 x, __m256i *ovf, mf_simd_path path)
 {
     __m256i u = _mm256_castps_si256(x);
-    __m256i au = _mm256_and_si256(u, I32(0x7FFFFFFF));
+    __m256i au = _mm256_and_si256(u, K(ABS));
     __m256i neg = _mm256_srai_epi32(u, 31);
-    __m256i lsb = _mm256_and_si256(_mm256_srl_epi32(au, r->drop), I32(1));
+    __m256i lsb = _mm256_and_si256(_mm256_srl_epi32(au, r->drop), K(ONE));
     __m256i rn = _mm256_add_epi32(_mm256_add_epi32(au, r->round_bias), lsb);
     __m256i cn = _mm256_sub_epi32(_mm256_srl_epi32(rn, r->drop), r->exp_adj);
     /* see avx512.c: run on every lane, flags as serial */
@@ -211,39 +231,39 @@ enc_small(const regs256 *r, __m256 x, __m256i *ovf)
     __m256i code = blendv(cs, cn, _mm256_cmpgt_epi32(au, r->min_normal_m1));
     __m256i kbig = _mm256_cmpgt_epi32(code, r->maxfin);
     __m256i sgn = _mm256_and_si256(neg, r->sbit);
-    if (r->fnuz) {
+    if (path == MF_SIMD_SMALL_FNUZ) {
         sgn = _mm256_andnot_si256(_mm256_cmpeq_epi32(code, _mm256_setzero_si256()), sgn);
     }
     __m256i res = _mm256_or_si256(code, sgn);
     res = blendv(res, blendv(r->ovf0, r->ovf1, neg), kbig);
-    __m256i knan = _mm256_cmpgt_epi32(au, I32(0x7F800000));
+    __m256i knan = _mm256_cmpgt_epi32(au, K(INF));
     res = blendv(res, blendv(r->nan0, r->nan1, neg), knan);
-    *ovf = _mm256_or_si256(*ovf, _mm256_andnot_si256(_mm256_cmpgt_epi32(au, I32(0x7F7FFFFF)), kbig));
+    *ovf = _mm256_or_si256(*ovf, _mm256_andnot_si256(_mm256_cmpgt_epi32(au, K(MAXF)), kbig));
     return res;
 }
 
 MF_INLINE __m256i
-enc_e8m0(__m256 x, __m256i *ovf)
+enc_e8m0(const regs256 *r, __m256 x, __m256i *ovf)
 {
     __m256i u = _mm256_castps_si256(x);
-    __m256i au = _mm256_and_si256(u, I32(0x7FFFFFFF));
-    __m256i code = _mm256_srli_epi32(_mm256_add_epi32(au, I32(0x400000)), 23);
-    __m256i ksub = _mm256_cmpgt_epi32(I32(0x00800000), au);
-    __m256i csub = _mm256_and_si256(_mm256_cmpgt_epi32(au, I32(0x005FFFFF)), I32(1));
+    __m256i au = _mm256_and_si256(u, K(ABS));
+    __m256i code = _mm256_srli_epi32(_mm256_add_epi32(au, K(HALF_ULP)), 23);
+    __m256i ksub = _mm256_cmpgt_epi32(K(MIN_NORMAL), au);
+    __m256i csub = _mm256_and_si256(_mm256_cmpgt_epi32(au, K(E8_SUB_HALF_M1)), K(ONE));
     code = blendv(code, csub, ksub);
     /* 0 < u < inf as signed integers: positive and finite; the quiet
      * compare raises invalid for a signaling NaN, as serial does */
     __m256i kgood = _mm256_and_si256(_mm256_cmpgt_epi32(u, _mm256_setzero_si256()),
-                                     _mm256_cmpgt_epi32(I32(0x7F800000), u));
+                                     _mm256_cmpgt_epi32(K(INF), u));
     kgood = _mm256_andnot_si256(_mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q)), kgood);
-    *ovf = _mm256_or_si256(*ovf, _mm256_and_si256(kgood, _mm256_cmpeq_epi32(code, I32(0xFF))));
-    return blendv(I32(0xFF), code, kgood);
+    *ovf = _mm256_or_si256(*ovf, _mm256_and_si256(kgood, _mm256_cmpeq_epi32(code, K(FF))));
+    return blendv(K(FF), code, kgood);
 }
 
 MF_INLINE __m256i
 enc8(const regs256 *r, mf_simd_path path, __m256 x, __m256i *ovf)
 {
-    return path == MF_SIMD_E8M0 ? enc_e8m0(x, ovf) : enc_small(r, x, ovf);
+    return path == MF_SIMD_E8M0 ? enc_e8m0(r, x, ovf) : enc_small(r, x, ovf, path);
 }
 
 /* four vectors of codes (0..255 in each lane) -> 32 bytes in order */
@@ -275,19 +295,42 @@ pack16(__m256i c0, __m256i c1)
 #define MF_STREAM_BYTES ((mf_intp)8 << 20)
 
 /*
- * Split [0, n) into a head that brings the output to a 64-byte boundary, a
- * body of whole `step`s written with streaming stores, and the rest.
- * Returns 0 when the output is small (or not aligned to its element size).
+ * [0, n) is split into a head that brings the output to a 64-byte boundary,
+ * a body of whole `step`s written with streaming stores, and the rest; small
+ * outputs (or ones not aligned to their element size) are one segment.  The
+ * kernels loop over the segments with one call of their inner loop (a
+ * run-time `stream` flag) so that it is compiled once.
  */
-MF_INLINE int
-stream_split(const void *out, mf_intp outsize, mf_intp n, mf_intp step, mf_intp *head, mf_intp *body)
+typedef struct {
+    mf_intp start[3], len[3];
+    int stream[3];
+    int count;
+} segments;
+
+MF_INLINE segments
+stream_split(const void *out, mf_intp outsize, mf_intp n, mf_intp step)
 {
+    segments sg;
     if (n * outsize < MF_STREAM_BYTES || ((uintptr_t)out % (uintptr_t)outsize) != 0) {
-        return 0;
+        sg.start[0] = 0;
+        sg.len[0] = n;
+        sg.stream[0] = 0;
+        sg.count = 1;
+        return sg;
     }
-    *head = (mf_intp)(((64 - ((uintptr_t)out & 63)) & 63) / (uintptr_t)outsize);
-    *body = (n - *head) / step * step;
-    return 1;
+    mf_intp head = (mf_intp)(((64 - ((uintptr_t)out & 63)) & 63) / (uintptr_t)outsize);
+    mf_intp body = (n - head) / step * step;
+    sg.start[0] = 0;
+    sg.len[0] = head;
+    sg.stream[0] = 0;
+    sg.start[1] = head;
+    sg.len[1] = body;
+    sg.stream[1] = 1;
+    sg.start[2] = head + body;
+    sg.len[2] = n - head - body;
+    sg.stream[2] = 0;
+    sg.count = 3;
+    return sg;
 }
 
 MF_INLINE void
@@ -311,6 +354,18 @@ store_si(void *p, __m256i v, int stream)
         _mm256_storeu_si256((__m256i *)p, v);
     }
 }
+
+/* CALL(path) for every path with a SIMD kernel (the SMALL ones by rule) */
+#define FOR_PATH(p, CALL, OTHERWISE)                                                   \
+    switch ((p).small_path) {                                                         \
+        case MF_SIMD_BF16:       CALL(MF_SIMD_BF16); break;                           \
+        case MF_SIMD_E8M0:       CALL(MF_SIMD_E8M0); break;                           \
+        case MF_SIMD_SMALL_IEEE: CALL(MF_SIMD_SMALL_IEEE); break;                     \
+        case MF_SIMD_SMALL_FN:   CALL(MF_SIMD_SMALL_FN); break;                       \
+        case MF_SIMD_SMALL_FNUZ: CALL(MF_SIMD_SMALL_FNUZ); break;                     \
+        case MF_SIMD_SMALL_NONE: CALL(MF_SIMD_SMALL_NONE); break;                     \
+        default:                 OTHERWISE; break;                                    \
+    }
 
 /* ------------------------------------------------------- decode_f32 */
 
@@ -342,20 +397,18 @@ MF_INLINE void
 decode_path(const regs256 *r, mf_simd_path path, const mf_format *f, const void *src, float *dst,
             mf_intp n)
 {
-    const char *s = (const char *)src;
-    mf_intp isz = f->itemsize, head, body, done;
-    if (stream_split(dst, 4, n, 64, &head, &body)) {
-        mf_serial_decode_f32(f, s, dst, head);
-        decode_run(r, path, s + head * isz, dst + head, body, 1);
-        _mm_sfence();
-        done = head + body;
-    }
-    else {
-        done = 0;
-    }
-    done += decode_run(r, path, s + done * isz, dst + done, n - done, 0);
-    if (done < n) {
-        mf_serial_decode_f32(f, s + done * isz, dst + done, n - done);
+    mf_intp isz = f->itemsize;
+    segments sg = stream_split(dst, 4, n, 64);
+    for (int q = 0; q < sg.count; q++) {
+        const char *s = (const char *)src + sg.start[q] * isz;
+        float *d = dst + sg.start[q];
+        mf_intp done = decode_run(r, path, s, d, sg.len[q], sg.stream[q]);
+        if (sg.stream[q]) {
+            _mm_sfence();
+        }
+        if (done < sg.len[q]) {
+            mf_serial_decode_f32(f, s + done * isz, d + done, sg.len[q] - done);
+        }
     }
 }
 
@@ -365,12 +418,9 @@ mf_avx2_decode_f32(const mf_format *f, const void *src, float *dst, mf_intp n)
     mf_simd_params p = mf_simd_params_of(f);
     regs256 r;
     regs_init(&r, &p);
-    switch (p.path) {
-        case MF_SIMD_BF16:  decode_path(&r, MF_SIMD_BF16, f, src, dst, n); break;
-        case MF_SIMD_SMALL: decode_path(&r, MF_SIMD_SMALL, f, src, dst, n); break;
-        case MF_SIMD_E8M0:  decode_path(&r, MF_SIMD_E8M0, f, src, dst, n); break;
-        default:            mf_serial_decode_f32(f, src, dst, n); break;
-    }
+#define CALL(PATH) decode_path(&r, PATH, f, src, dst, n)
+    FOR_PATH(p, CALL, mf_serial_decode_f32(f, src, dst, n))
+#undef CALL
 }
 
 /* ------------------------------------------------------- encode_f32 */
@@ -386,8 +436,8 @@ encode_run(const regs256 *r, mf_simd_path path, const float *src, void *dst, mf_
     if (path == MF_SIMD_BF16) {
         uint16_t *d = (uint16_t *)dst;
         for (; i + 16 <= n; i += 16) {
-            __m256i lo = enc_bf16(_mm256_loadu_ps(src + i), ovf);
-            __m256i hi = enc_bf16(_mm256_loadu_ps(src + i + 8), ovf);
+            __m256i lo = enc_bf16(r, _mm256_loadu_ps(src + i), ovf);
+            __m256i hi = enc_bf16(r, _mm256_loadu_ps(src + i + 8), ovf);
             store_si(d + i, pack16(lo, hi), stream);
         }
         return i;
@@ -411,24 +461,22 @@ MF_INLINE void
 encode_path(const regs256 *r, mf_simd_path path, const mf_format *f, const float *src, void *dst,
             mf_intp n)
 {
-    char *d = (char *)dst;
-    mf_intp osz = f->itemsize, head, body, done;
+    mf_intp osz = f->itemsize;
     __m256i ovf = _mm256_setzero_si256();
-    if (stream_split(dst, osz, n, 64, &head, &body)) {
-        mf_serial_encode_f32(f, src, d, head);
-        encode_run(r, path, src + head, d + head * osz, body, &ovf, 1);
-        _mm_sfence();
-        done = head + body;
+    segments sg = stream_split(dst, osz, n, 64);
+    for (int q = 0; q < sg.count; q++) {
+        const float *s = src + sg.start[q];
+        char *d = (char *)dst + sg.start[q] * osz;
+        mf_intp done = encode_run(r, path, s, d, sg.len[q], &ovf, sg.stream[q]);
+        if (sg.stream[q]) {
+            _mm_sfence();
+        }
+        if (done < sg.len[q]) {
+            mf_serial_encode_f32(f, s + done, d + done * osz, sg.len[q] - done);
+        }
     }
-    else {
-        done = 0;
-    }
-    done += encode_run(r, path, src + done, d + done * osz, n - done, &ovf, 0);
     if (!_mm256_testz_si256(ovf, ovf)) {
         mf_raise_overflow();
-    }
-    if (done < n) {
-        mf_serial_encode_f32(f, src + done, d + done * osz, n - done);
     }
 }
 
@@ -438,12 +486,9 @@ mf_avx2_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n)
     mf_simd_params p = mf_simd_params_of(f);
     regs256 r;
     regs_init(&r, &p);
-    switch (p.path) {
-        case MF_SIMD_BF16:  encode_path(&r, MF_SIMD_BF16, f, src, dst, n); break;
-        case MF_SIMD_SMALL: encode_path(&r, MF_SIMD_SMALL, f, src, dst, n); break;
-        case MF_SIMD_E8M0:  encode_path(&r, MF_SIMD_E8M0, f, src, dst, n); break;
-        default:            mf_serial_encode_f32(f, src, dst, n); break;
-    }
+#define CALL(PATH) encode_path(&r, PATH, f, src, dst, n)
+    FOR_PATH(p, CALL, mf_serial_encode_f32(f, src, dst, n))
+#undef CALL
 }
 
 /* ------------------------------------------------------- binary */
@@ -464,7 +509,7 @@ binary_run(mf_binary_op op, const regs256 *r, mf_simd_path path, const void *a, 
             __m256 r0 = op256(op, dec_bf16(_mm256_castsi256_si128(ca)), dec_bf16(_mm256_castsi256_si128(cb)));
             __m256 r1 = op256(op, dec_bf16(_mm256_extracti128_si256(ca, 1)),
                               dec_bf16(_mm256_extracti128_si256(cb, 1)));
-            store_si(po + i, pack16(enc_bf16(r0, ovf), enc_bf16(r1, ovf)), stream);
+            store_si(po + i, pack16(enc_bf16(r, r0, ovf), enc_bf16(r, r1, ovf)), stream);
         }
         return i;
     }
@@ -496,25 +541,23 @@ MF_INLINE void
 binary_path(mf_binary_op op, const regs256 *r, mf_simd_path path, const mf_format *f,
             const void *a, const void *b, void *out, mf_intp n)
 {
-    const char *ca = (const char *)a, *cb = (const char *)b;
-    char *co = (char *)out;
-    mf_intp sz = f->itemsize, head, body, done;
+    mf_intp sz = f->itemsize;
     __m256i ovf = _mm256_setzero_si256();
-    if (stream_split(out, sz, n, 64, &head, &body)) {
-        mf_serial_binary(op, f, ca, cb, co, head);
-        binary_run(op, r, path, ca + head * sz, cb + head * sz, co + head * sz, body, &ovf, 1);
-        _mm_sfence();
-        done = head + body;
+    segments sg = stream_split(out, sz, n, 64);
+    for (int q = 0; q < sg.count; q++) {
+        mf_intp at = sg.start[q] * sz, len = sg.len[q];
+        const char *ca = (const char *)a + at, *cb = (const char *)b + at;
+        char *co = (char *)out + at;
+        mf_intp done = binary_run(op, r, path, ca, cb, co, len, &ovf, sg.stream[q]);
+        if (sg.stream[q]) {
+            _mm_sfence();
+        }
+        if (done < len) {
+            mf_serial_binary(op, f, ca + done * sz, cb + done * sz, co + done * sz, len - done);
+        }
     }
-    else {
-        done = 0;
-    }
-    done += binary_run(op, r, path, ca + done * sz, cb + done * sz, co + done * sz, n - done, &ovf, 0);
     if (!_mm256_testz_si256(ovf, ovf)) {
         mf_raise_overflow();
-    }
-    if (done < n) {
-        mf_serial_binary(op, f, ca + done * sz, cb + done * sz, co + done * sz, n - done);
     }
 }
 
@@ -533,12 +576,7 @@ mf_avx2_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b
     mf_simd_params p = mf_simd_params_of(f);
     regs256 r;
     regs_init(&r, &p);
-    switch (p.path) {
-        case MF_SIMD_BF16:  BINARY_PATH(MF_SIMD_BF16) break;
-        case MF_SIMD_SMALL: BINARY_PATH(MF_SIMD_SMALL) break;
-        case MF_SIMD_E8M0:  BINARY_PATH(MF_SIMD_E8M0) break;
-        default:            mf_serial_binary(op, f, a, b, out, n); break;
-    }
+    FOR_PATH(p, BINARY_PATH, mf_serial_binary(op, f, a, b, out, n))
 }
 
 /* ------------------------------------------------------- sum, dot */
@@ -668,12 +706,11 @@ mf_avx2_sum(const mf_format *f, const void *src, mf_intp n)
     mf_simd_params p = mf_simd_params_of(f);
     regs256 r;
     regs_init(&r, &p);
-    switch (p.path) {
-        case MF_SIMD_BF16:  return sum_path(&r, MF_SIMD_BF16, f, src, n);
-        case MF_SIMD_SMALL: return sum_path(&r, MF_SIMD_SMALL, f, src, n);
-        case MF_SIMD_E8M0:  return sum_path(&r, MF_SIMD_E8M0, f, src, n);
-        default:            return mf_serial_sum(f, src, n);
-    }
+    double s = 0.0;
+#define CALL(PATH) s = sum_path(&r, PATH, f, src, n)
+    FOR_PATH(p, CALL, s = mf_serial_sum(f, src, n))
+#undef CALL
+    return s;
 }
 
 double
@@ -682,12 +719,11 @@ mf_avx2_dot(const mf_format *f, const void *a, const void *b, mf_intp n)
     mf_simd_params p = mf_simd_params_of(f);
     regs256 r;
     regs_init(&r, &p);
-    switch (p.path) {
-        case MF_SIMD_BF16:  return dot_path(&r, MF_SIMD_BF16, f, a, b, n);
-        case MF_SIMD_SMALL: return dot_path(&r, MF_SIMD_SMALL, f, a, b, n);
-        case MF_SIMD_E8M0:  return dot_path(&r, MF_SIMD_E8M0, f, a, b, n);
-        default:            return mf_serial_dot(f, a, b, n);
-    }
+    double s = 0.0;
+#define CALL(PATH) s = dot_path(&r, PATH, f, a, b, n)
+    FOR_PATH(p, CALL, s = mf_serial_dot(f, a, b, n))
+#undef CALL
+    return s;
 }
 
 const mf_kernels mf_kernels_avx2 = {

@@ -236,20 +236,43 @@ pack64(__m512i c0, __m512i c1, __m512i c2, __m512i c3)
 /* ------------------------------------------------------- stores */
 
 /*
- * Large outputs are written with non-temporal stores: split [0, n) into a
- * head that brings the output to a 64-byte boundary, a body of whole `step`s
- * streamed, and the rest.  Returns 0 when the output is small (or not
- * aligned to its element size).
+ * Large outputs are written with non-temporal stores: [0, n) is split into
+ * a head that brings the output to a 64-byte boundary, a body of whole
+ * `step`s streamed, and the rest; small outputs (or ones not aligned to
+ * their element size) are one segment.  The kernels loop over the segments
+ * with one call of their inner loop (a run-time `stream` flag) so that it is
+ * compiled once.
  */
-MF_INLINE int
-stream_split(const void *out, mf_intp outsize, mf_intp n, mf_intp step, mf_intp *head, mf_intp *body)
+typedef struct {
+    mf_intp start[3], len[3];
+    int stream[3];
+    int count;
+} segments;
+
+MF_INLINE segments
+stream_split(const void *out, mf_intp outsize, mf_intp n, mf_intp step)
 {
+    segments sg;
     if (n * outsize < MF_STREAM_BYTES || ((uintptr_t)out % (uintptr_t)outsize) != 0) {
-        return 0;
+        sg.start[0] = 0;
+        sg.len[0] = n;
+        sg.stream[0] = 0;
+        sg.count = 1;
+        return sg;
     }
-    *head = (mf_intp)(((64 - ((uintptr_t)out & 63)) & 63) / (uintptr_t)outsize);
-    *body = (n - *head) / step * step;
-    return 1;
+    mf_intp head = (mf_intp)(((64 - ((uintptr_t)out & 63)) & 63) / (uintptr_t)outsize);
+    mf_intp body = (n - head) / step * step;
+    sg.start[0] = 0;
+    sg.len[0] = head;
+    sg.stream[0] = 0;
+    sg.start[1] = head;
+    sg.len[1] = body;
+    sg.stream[1] = 1;
+    sg.start[2] = head + body;
+    sg.len[2] = n - head - body;
+    sg.stream[2] = 0;
+    sg.count = 3;
+    return sg;
 }
 
 MF_INLINE void
@@ -331,16 +354,14 @@ decode_run(const regs512 *r, mf_simd_path path, const void *src, float *dst, mf_
 MF_INLINE void
 decode_path(const regs512 *r, mf_simd_path path, mf_intp isz, const void *src, float *dst, mf_intp n)
 {
-    mf_intp head, body;
-    if (stream_split(dst, 4, n, 64, &head, &body)) {
-        const char *s = (const char *)src;
-        decode_run(r, path, s, dst, head, 0);
-        decode_run(r, path, s + head * isz, dst + head, body, 1);
-        _mm_sfence();
-        decode_run(r, path, s + (head + body) * isz, dst + head + body, n - head - body, 0);
-        return;
+    segments sg = stream_split(dst, 4, n, 64);
+    for (int q = 0; q < sg.count; q++) {
+        mf_intp at = sg.start[q];
+        decode_run(r, path, (const char *)src + at * isz, dst + at, sg.len[q], sg.stream[q]);
+        if (sg.stream[q]) {
+            _mm_sfence();
+        }
     }
-    decode_run(r, path, src, dst, n, 0);
 }
 
 void
@@ -401,17 +422,14 @@ encode_run(const regs512 *r, mf_simd_path path, const float *src, void *dst, mf_
 MF_INLINE void
 encode_path(const regs512 *r, mf_simd_path path, mf_intp osz, const float *src, void *dst, mf_intp n)
 {
-    mf_intp head, body;
-    __mmask16 ovf;
-    if (stream_split(dst, osz, n, 64, &head, &body)) {
-        char *d = (char *)dst;
-        ovf = encode_run(r, path, src, d, head, 0);
-        ovf |= encode_run(r, path, src + head, d + head * osz, body, 1);
-        _mm_sfence();
-        ovf |= encode_run(r, path, src + head + body, d + (head + body) * osz, n - head - body, 0);
-    }
-    else {
-        ovf = encode_run(r, path, src, dst, n, 0);
+    segments sg = stream_split(dst, osz, n, 64);
+    __mmask16 ovf = 0;
+    for (int q = 0; q < sg.count; q++) {
+        mf_intp at = sg.start[q];
+        ovf |= encode_run(r, path, src + at, (char *)dst + at * osz, sg.len[q], sg.stream[q]);
+        if (sg.stream[q]) {
+            _mm_sfence();
+        }
     }
     if (ovf) {
         mf_raise_overflow();
@@ -576,19 +594,15 @@ MF_INLINE void
 binary_path(mf_binary_op op, const regs512 *r, mf_simd_path path, mf_intp sz, const void *a,
             const void *b, void *out, mf_intp n)
 {
-    mf_intp head, body;
-    __mmask16 ovf;
-    if (stream_split(out, sz, n, 64, &head, &body)) {
-        const char *ca = (const char *)a, *cb = (const char *)b;
-        char *co = (char *)out;
-        ovf = binary_run(op, r, path, ca, cb, co, head, 0);
-        ovf |= binary_run(op, r, path, ca + head * sz, cb + head * sz, co + head * sz, body, 1);
-        _mm_sfence();
-        mf_intp done = (head + body) * sz;
-        ovf |= binary_run(op, r, path, ca + done, cb + done, co + done, n - head - body, 0);
-    }
-    else {
-        ovf = binary_run(op, r, path, a, b, out, n, 0);
+    segments sg = stream_split(out, sz, n, 64);
+    __mmask16 ovf = 0;
+    for (int q = 0; q < sg.count; q++) {
+        mf_intp at = sg.start[q] * sz;
+        ovf |= binary_run(op, r, path, (const char *)a + at, (const char *)b + at, (char *)out + at,
+                          sg.len[q], sg.stream[q]);
+        if (sg.stream[q]) {
+            _mm_sfence();
+        }
     }
     if (ovf) {
         mf_raise_overflow();

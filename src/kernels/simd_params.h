@@ -18,10 +18,16 @@ typedef enum {
     MF_SIMD_BF16,         /* the bfloat16 bit tricks */
     MF_SIMD_SMALL,        /* sign / exponent / mantissa float of at most 8 bits */
     MF_SIMD_E8M0,         /* float8_e8m0fnu: unsigned powers of two */
+    /* MF_SIMD_SMALL by special-value rule, for kernels compiled per rule */
+    MF_SIMD_SMALL_IEEE,
+    MF_SIMD_SMALL_FN,
+    MF_SIMD_SMALL_FNUZ,
+    MF_SIMD_SMALL_NONE,
 } mf_simd_path;
 
 typedef struct {
     mf_simd_path path;
+    mf_simd_path small_path;   /* SMALL: the MF_SIMD_SMALL_<rule> variant; else = path */
     mf_format_id id;
     /* ---- decode (the values of mf_lut8) ---- */
     uint32_t code_mask;    /* bytes alias their low bits (mf_init_luts) */
@@ -39,8 +45,8 @@ typedef struct {
     int dec_shl;           /* 32 - bits */
     int dec_sra;           /* 32 - bits - mant_shift */
     uint32_t dec_keep;     /* 0x80000000 | mag_mask << mant_shift */
-    uint32_t dec_spec_lim; /* t << 1 above this: a NaN or inf code (maxfin << (33 - bits)) */
-    uint32_t dec_inf_t2;   /* t << 1 of inf (IEEE), else 0xFFFFFFFF */
+    uint32_t dec_spec_lim; /* magnitude << mant_shift above this: NaN or inf */
+    uint32_t dec_inf_lim;  /* magnitude << mant_shift of inf (IEEE), else 0xFFFFFFFF */
     /* ---- encode (mf_enc1) ---- */
     uint32_t min_normal_bits;   /* float32 bits of the smallest normal */
     int drop;                   /* 23 - M */
@@ -68,15 +74,15 @@ mf_simd_params_of(const mf_format *f)
     memset(&p, 0, sizeof(p));
     p.id = f->id;
     if (f->kind != MF_KIND_FLOAT) {
-        p.path = MF_SIMD_SERIAL;
+        p.path = p.small_path = MF_SIMD_SERIAL;
         return p;
     }
     if (f->id == MF_BFLOAT16) {
-        p.path = MF_SIMD_BF16;
+        p.path = p.small_path = MF_SIMD_BF16;
         return p;
     }
     if (f->itemsize != 1) {
-        p.path = MF_SIMD_SERIAL;
+        p.path = p.small_path = MF_SIMD_SERIAL;
         return p;
     }
     p.path = (f->special == MF_SPECIAL_E8M0) ? MF_SIMD_E8M0 : MF_SIMD_SMALL;
@@ -93,8 +99,8 @@ mf_simd_params_of(const mf_format *f)
     p.dec_shl = 32 - f->bits;
     p.dec_sra = 32 - f->bits - p.mant_shift;
     p.dec_keep = 0x80000000u | (p.mag_mask << p.mant_shift);
-    p.dec_spec_lim = p.maxfin << (33 - f->bits);
-    p.dec_inf_t2 = mf_has_inf(f) ? (p.inf_mag << (33 - f->bits)) : 0xFFFFFFFFu;
+    p.dec_spec_lim = p.maxfin << p.mant_shift;
+    p.dec_inf_lim = mf_has_inf(f) ? (p.inf_mag << p.mant_shift) : 0xFFFFFFFFu;
     const int emin = mf_emin(f);
     p.min_normal_bits = (uint32_t)(emin + 127) << 23;
     p.drop = 23 - M;
@@ -106,6 +112,15 @@ mf_simd_params_of(const mf_format *f)
         p.nan_code[s] = mf_nan_code(f, s);
     }
     p.fnuz = f->special == MF_SPECIAL_FNUZ;
+    p.small_path = p.path;
+    if (p.path == MF_SIMD_SMALL) {
+        switch (f->special) {
+            case MF_SPECIAL_IEEE: p.small_path = MF_SIMD_SMALL_IEEE; break;
+            case MF_SPECIAL_FN:   p.small_path = MF_SIMD_SMALL_FN; break;
+            case MF_SPECIAL_FNUZ: p.small_path = MF_SIMD_SMALL_FNUZ; break;
+            default:              p.small_path = MF_SIMD_SMALL_NONE; break;
+        }
+    }
     p.sign_bit7 = f->bits == 8 && f->has_sign;
     return p;
 }

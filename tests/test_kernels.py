@@ -201,7 +201,7 @@ def test_decode_all_codes(level, name):
 
 
 @pytest.mark.parametrize("level", OTHER_LEVELS)
-@pytest.mark.parametrize("name", FLOAT_FORMATS)
+@pytest.mark.parametrize("name", ALL_FORMATS)
 def test_decode_random_and_tails(level, name):
     rng = np.random.default_rng(3)
     ct = code_type(name)

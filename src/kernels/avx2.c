@@ -189,12 +189,27 @@ dec_e8m0(const regs256 *r, __m256i c)
     return _mm256_castsi256_ps(v);
 }
 
+/* integers: the code's bits of the format's width, sign-extended or not */
+MF_INLINE __m256
+dec_int(const regs256 *r, __m256i c, mf_simd_path path)
+{
+    __m256i t = _mm256_sll_epi32(c, r->dec_shl);
+    t = (path == MF_SIMD_SINT) ? _mm256_sra_epi32(t, r->dec_shl) : _mm256_srl_epi32(t, r->dec_shl);
+    return _mm256_cvtepi32_ps(t);
+}
+
 /* 8 byte codes (the low 8 bytes of `bytes`) -> float32 */
 MF_INLINE __m256
 dec8(const regs256 *r, mf_simd_path path, __m128i bytes)
 {
     __m256i c = _mm256_cvtepu8_epi32(bytes);
-    return path == MF_SIMD_E8M0 ? dec_e8m0(r, c) : dec_small(r, c, path);
+    if (path == MF_SIMD_E8M0) {
+        return dec_e8m0(r, c);
+    }
+    if (path == MF_SIMD_SINT || path == MF_SIMD_UINT) {
+        return dec_int(r, c, path);
+    }
+    return dec_small(r, c, path);
 }
 
 /* ------------------------------------------------------- encode, 8 lanes */
@@ -419,6 +434,14 @@ mf_avx2_decode_f32(const mf_format *f, const void *src, float *dst, mf_intp n)
     regs256 r;
     regs_init(&r, &p);
 #define CALL(PATH) decode_path(&r, PATH, f, src, dst, n)
+    if (p.path == MF_SIMD_SINT) {
+        CALL(MF_SIMD_SINT);
+        return;
+    }
+    if (p.path == MF_SIMD_UINT) {
+        CALL(MF_SIMD_UINT);
+        return;
+    }
     FOR_PATH(p, CALL, mf_serial_decode_f32(f, src, dst, n))
 #undef CALL
 }

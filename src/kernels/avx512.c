@@ -58,7 +58,7 @@ typedef struct {
 MF_INLINE void
 regs_init(regs512 *r, const mf_simd_params *p)
 {
-    if (p->path == MF_SIMD_SMALL) {
+    if (p->path == MF_SIMD_SMALL || p->path == MF_SIMD_SINT || p->path == MF_SIMD_UINT) {
         /* every value of these formats has at most 8 significant bits: the
          * low half of its float32 is zero */
         const float *lut = mf_lut8[p->id];
@@ -374,6 +374,9 @@ mf_avx512_decode_f32(const mf_format *f, const void *src, float *dst, mf_intp n)
         case MF_SIMD_BF16:  decode_path(&r, MF_SIMD_BF16, 2, src, dst, n); break;
         case MF_SIMD_SMALL: decode_path(&r, MF_SIMD_SMALL, 1, src, dst, n); break;
         case MF_SIMD_E8M0:  decode_path(&r, MF_SIMD_E8M0, 1, src, dst, n); break;
+        /* the integers' values are in mf_lut8 too */
+        case MF_SIMD_SINT:
+        case MF_SIMD_UINT:  decode_path(&r, MF_SIMD_SMALL, 1, src, dst, n); break;
         default:            mf_serial_decode_f32(f, src, dst, n); break;
     }
 }

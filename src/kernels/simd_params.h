@@ -14,7 +14,7 @@
 #include "../codec.h"
 
 typedef enum {
-    MF_SIMD_SERIAL = 0,   /* no SIMD path: integer formats */
+    MF_SIMD_SERIAL = 0,   /* no SIMD path */
     MF_SIMD_BF16,         /* the bfloat16 bit tricks */
     MF_SIMD_SMALL,        /* sign / exponent / mantissa float of at most 8 bits */
     MF_SIMD_E8M0,         /* float8_e8m0fnu: unsigned powers of two */
@@ -23,6 +23,10 @@ typedef enum {
     MF_SIMD_SMALL_FN,
     MF_SIMD_SMALL_FNUZ,
     MF_SIMD_SMALL_NONE,
+    /* integer formats: decode only (their casts from float32 and their
+     * arithmetic do not go through the kernels' encode) */
+    MF_SIMD_SINT,
+    MF_SIMD_UINT,
 } mf_simd_path;
 
 typedef struct {
@@ -74,7 +78,9 @@ mf_simd_params_of(const mf_format *f)
     memset(&p, 0, sizeof(p));
     p.id = f->id;
     if (f->kind != MF_KIND_FLOAT) {
-        p.path = p.small_path = MF_SIMD_SERIAL;
+        p.path = p.small_path = (f->kind == MF_KIND_SINT) ? MF_SIMD_SINT : MF_SIMD_UINT;
+        p.code_mask = mf_code_mask(f);
+        p.dec_shl = 32 - f->bits;
         return p;
     }
     if (f->id == MF_BFLOAT16) {

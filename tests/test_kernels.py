@@ -272,6 +272,26 @@ def test_encode_flags_per_value(level, name):
 
 
 @pytest.mark.parametrize("level", OTHER_LEVELS)
+@pytest.mark.parametrize("name", FLOAT_FORMATS)
+def test_encode_flags_in_vectors(level, name):
+    """The flags of each boundary value inside the vector body of a run of
+    harmless values (single values go through the tail code)."""
+    x = boundary_float32(name)
+    if x.size > 4000:
+        ax = np.abs(x)
+        keep = (ax > 3e38) | (ax < 1e-38) | ~np.isfinite(x)
+        x = np.concatenate([x[keep], x[:: max(1, x.size // 300)]])
+    base = np.full(96, np.float32(0.5))
+    for k, v in enumerate(x):
+        run = base.copy()
+        run[(7 * k) % 64] = v
+        ref, ref_flags = at("serial", lambda: encode(name, run))
+        got, got_flags = at(level, lambda: encode(name, run))
+        assert_same_codes(got, ref, f"{name} {level} {hex(bits32(v))}")
+        assert got_flags == ref_flags, f"{name} {level} {hex(bits32(v))}: {set(got_flags)} != {set(ref_flags)}"
+
+
+@pytest.mark.parametrize("level", OTHER_LEVELS)
 @pytest.mark.parametrize("name", ALL_FORMATS)
 def test_encode_random_bits(level, name):
     x = random_float32(1 << 20, hash(name) & 0xFFFF)
@@ -381,15 +401,22 @@ def test_binary_flags_per_pair(level, name):
     xs = np.array(picks, dtype=np.float32)
     with np.errstate(all="ignore"):
         codes = encode(name, xs)
+    one = encode(name, np.ones(1, np.float32))[0]
     for op in OPS:
         for i in range(codes.size):
             for j in range(codes.size):
+                # alone (the tail code) and inside a vector body of 1 op 1
                 A = codes[i:i + 1].view(dt)
                 B = codes[j:j + 1].view(dt)
-                ref, ref_flags = at("serial", lambda: op(A, B))
-                got, got_flags = at(level, lambda: op(A, B))
-                assert got.view(ct)[0] == ref.view(ct)[0]
-                assert got_flags == ref_flags, f"{name} {level} {op.__name__} {xs[i]} {xs[j]}"
+                ra = np.full(80, one, dtype=ct)
+                rb = np.full(80, one, dtype=ct)
+                ra[(5 * i + j) % 64] = codes[i]
+                rb[(5 * i + j) % 64] = codes[j]
+                for xa, xb in ((A, B), (ra.view(dt), rb.view(dt))):
+                    ref, ref_flags = at("serial", lambda: op(xa, xb))
+                    got, got_flags = at(level, lambda: op(xa, xb))
+                    assert_same_codes(got.view(ct), ref.view(ct), f"{name} {level} {op.__name__}")
+                    assert got_flags == ref_flags, f"{name} {level} {op.__name__} {xs[i]} {xs[j]}"
 
 
 @pytest.mark.parametrize("level", OTHER_LEVELS)

@@ -32,7 +32,7 @@ enum { K_QNAN, K_INF, K_SIGN, K_ABS, K_NEGQNAN, K_E8_ZERO, K_FF, K_ONE, K_RB16, 
 typedef struct {
     __m256i dec_keep, dec_spec_lim, dec_inf_lim, maxfin;
     __m128i dec_shl, dec_sra, drop;
-    __m256 scale;
+    __m256i dec_adj, dec_adj_sub;
     __m256i min_normal_m1, round_bias, exp_adj, sub_cbits, sbit;
     __m256 sub_c;
     __m256i ovf0, ovf1, nan0, nan1;
@@ -49,7 +49,8 @@ regs_init(regs256 *r, const mf_simd_params *p)
     r->dec_shl = _mm_cvtsi32_si128(p->dec_shl);
     r->dec_sra = _mm_cvtsi32_si128(p->dec_sra);
     r->drop = _mm_cvtsi32_si128(p->drop);
-    r->scale = _mm256_set1_ps(p->dec_scale);
+    r->dec_adj = I32(p->dec_adj);
+    r->dec_adj_sub = I32(p->dec_adj_sub);
     r->min_normal_m1 = I32(p->min_normal_bits - 1u);
     r->round_bias = I32(p->round_bias);
     r->exp_adj = I32(p->exp_adj);
@@ -160,12 +161,20 @@ MF_INLINE __m256
 dec_small(const regs256 *r, __m256i c, mf_simd_path path)
 {
     /* sign to bit 31 (the bits above the format's width drop out), the
-     * magnitude to float32's exponent/mantissa position, times 2^(127 - bias) */
+     * magnitude to float32's exponent/mantissa position */
     __m256i t = _mm256_sll_epi32(c, r->dec_shl);
     __m256i x = _mm256_and_si256(_mm256_sra_epi32(t, r->dec_sra), r->dec_keep);
-    __m256 v = _mm256_mul_ps(_mm256_castsi256_ps(x), r->scale);
+    __m256i xa = _mm256_and_si256(x, K(ABS));
+    /* normal codes: rebias the exponent.  Subnormal codes (exponent 0):
+     * 2^emin (1 + f) - 2^emin, exact.  (Multiplying the bits as a float32
+     * by 2^(127 - bias) would be one operation, but on float32 subnormals,
+     * which costs an assist on many CPUs.) */
+    __m256i ksub = _mm256_cmpgt_epi32(K(MIN_NORMAL), xa);
+    __m256i y = _mm256_add_epi32(xa, blendv(r->dec_adj, r->dec_adj_sub, ksub));
+    __m256 v = _mm256_sub_ps(_mm256_castsi256_ps(y),
+                             _mm256_castsi256_ps(_mm256_and_si256(ksub, r->dec_adj_sub)));
+    v = _mm256_or_ps(v, _mm256_castsi256_ps(_mm256_xor_si256(x, xa)));
     if (path == MF_SIMD_SMALL_IEEE || path == MF_SIMD_SMALL_FN) {
-        __m256i xa = _mm256_and_si256(x, K(ABS));
         __m256i spec = K(QNAN);
         if (path == MF_SIMD_SMALL_IEEE) {
             spec = blendv(spec, K(INF), _mm256_cmpeq_epi32(xa, r->dec_inf_lim));

@@ -40,6 +40,8 @@ typedef struct {
     int sign_shift;        /* (code & sbit) << sign_shift is float32's sign */
     int mant_shift;        /* 23 - M: mantissa into float32 position */
     float dec_scale;       /* 2^(127 - bias): float32 exponent -> format's */
+    uint32_t dec_adj;      /* (127 - bias) << 23: rebias a normal code's exponent */
+    uint32_t dec_adj_sub;  /* (emin + 127) << 23: a subnormal code as 2^emin (1 + f) */
     uint32_t maxfin;       /* largest finite magnitude code */
     uint32_t inf_mag;      /* IEEE: magnitude code of inf; else 0xFFFFFFFF */
     uint32_t fnuz_nan;     /* fnuz: the NaN code (the would-be -0); else 0xFFFFFFFF */
@@ -99,6 +101,8 @@ mf_simd_params_of(const mf_format *f)
     p.sign_shift = 32 - f->bits;
     p.mant_shift = 23 - M;
     p.dec_scale = mf_simd_pow2f(127 - f->bias);
+    p.dec_adj = (uint32_t)(127 - f->bias) << 23;
+    p.dec_adj_sub = (uint32_t)(mf_emin(f) + 127) << 23;
     p.maxfin = mf_max_finite_mag(f);
     p.inf_mag = mf_has_inf(f) ? (mf_inf_code(f, 0) & p.mag_mask) : 0xFFFFFFFFu;
     p.fnuz_nan = (f->special == MF_SPECIAL_FNUZ) ? p.sbit : 0xFFFFFFFFu;

@@ -1,10 +1,15 @@
 /*
  * avx2 kernels (AVX2, FMA): decode, encode, the fused binary operations, sum
- * and dot for bfloat16 and every float8/float6/float4 format.  Integer
- * formats use the serial kernels.
+ * and dot for bfloat16 and every float8/float6/float4 format; decode for the
+ * integer formats (their other kernels are serial).
  *
- * The same algorithms as avx512.c (see there), eight lanes at a time, with
- * blends instead of mask registers.  Tails shorter than a vector go to the
+ * The algorithms of avx512.c (see there), eight lanes at a time, with blends
+ * instead of mask registers, except the small formats' decode, which is
+ * arithmetic here: the magnitude shifted into float32's exponent/mantissa
+ * position and its exponent rebiased, subnormal codes as 2^emin (1 + f) -
+ * 2^emin, the sign ORed in, NaN/inf codes fixed with compares.  The kernels
+ * of the small formats are compiled once per special-value rule (IEEE, fn,
+ * fnuz, none) so that only the rule's fixups are in the loops.  Tails shorter than a vector go to the
  * serial kernels (decode, encode, binary) or through a small buffer padded
  * with values that leave the sums unchanged (sum, dot), so nothing reads or
  * writes past the ends and no padding lane raises a flag.  Loads and stores

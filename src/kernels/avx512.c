@@ -1,23 +1,26 @@
 /*
  * avx512 kernels (AVX-512 F/BW/VL/DQ): decode, encode, the fused binary
- * operations, sum and dot for bfloat16 and every float8/float6/float4 format.
- * Integer formats use the serial kernels.
+ * operations, sum and dot for bfloat16 and every float8/float6/float4 format;
+ * decode for the integer formats (their other kernels are serial).
  *
  * Every kernel returns exactly what the serial kernel returns (serial.c,
  * scalar_ops.h), raises the same floating-point flags, and reads and writes
  * through unaligned loads and stores; tails use masked loads, stores and
  * arithmetic (masked-off lanes raise no flags).
  *
- *   decode  bfloat16: code << 16.  Small formats: the magnitude shifted into
- *           float32's mantissa/exponent position, scaled by 2^(127 - bias)
- *           (exact, and right for the subnormals too), the sign ORed in,
- *           NaN/inf codes fixed with compares.
+ *   decode  bfloat16: code << 16.  Small formats and integers: serial's own
+ *           table mf_lut8, whose float32 values all have a zero low half,
+ *           held as bfloat16 patterns in four registers and looked up 32
+ *           codes at a time with word permutes (vpermi2w); 8-bit formats
+ *           look up the magnitude and OR in the sign, the fnuz NaN is fixed.
+ *           e8m0: code << 23 with compares for codes 0 and 0xFF.
  *   encode  bfloat16: round to nearest even on the float32 bits, NaN fixup.
  *           Small formats: mf_enc1 in every lane: RNE on the float32 bits in
  *           the format's normal range, an FPU add of a power of two in its
  *           subnormal range, then the overflow/NaN/inf/fnuz fixups by mask.
  *   sum/dot the canonical order of kernels.h: lanes 0..15 and 16..31 of the
  *           32 lanes are two registers, combined by halving.
+ *   Outputs of 8 MB and more are written with non-temporal stores.
  *
  * Operand order matters for which NaN a float operation returns when both
  * operands are NaNs (x86 returns the first source), which decides the sign

@@ -37,14 +37,11 @@ typedef struct {
     uint32_t code_mask;    /* bytes alias their low bits (mf_init_luts) */
     uint32_t mag_mask;     /* code_mask without the sign bit */
     uint32_t sbit;         /* the code's sign bit (0 if unsigned) */
-    int sign_shift;        /* (code & sbit) << sign_shift is float32's sign */
     int mant_shift;        /* 23 - M: mantissa into float32 position */
-    float dec_scale;       /* 2^(127 - bias): float32 exponent -> format's */
     uint32_t dec_adj;      /* (127 - bias) << 23: rebias a normal code's exponent */
     uint32_t dec_adj_sub;  /* (emin + 127) << 23: a subnormal code as 2^emin (1 + f) */
     uint32_t maxfin;       /* largest finite magnitude code */
     uint32_t inf_mag;      /* IEEE: magnitude code of inf; else 0xFFFFFFFF */
-    uint32_t fnuz_nan;     /* fnuz: the NaN code (the would-be -0); else 0xFFFFFFFF */
     /* the same, as the kernels compute it: t = code << (32 - bits) puts the
      * sign at bit 31 and drops the bits above the format's width; then
      * (t >>arith dec_sra) & dec_keep is sign | magnitude << mant_shift */
@@ -65,13 +62,6 @@ typedef struct {
     int sign_bit7;              /* 8 bits with the sign on top: code | 0x80 is -code
                                  * (but for the fnuz NaN 0x80) */
 } mf_simd_params;
-
-static inline float
-mf_simd_pow2f(int e)
-{
-    /* 2^e for a float32 normal exponent */
-    return mf_bits_f32((uint32_t)(e + 127) << 23);
-}
 
 static inline mf_simd_params
 mf_simd_params_of(const mf_format *f)
@@ -98,14 +88,11 @@ mf_simd_params_of(const mf_format *f)
     p.code_mask = mf_code_mask(f);
     p.sbit = mf_sign_bit(f);
     p.mag_mask = p.code_mask & ~p.sbit;
-    p.sign_shift = 32 - f->bits;
     p.mant_shift = 23 - M;
-    p.dec_scale = mf_simd_pow2f(127 - f->bias);
     p.dec_adj = (uint32_t)(127 - f->bias) << 23;
     p.dec_adj_sub = (uint32_t)(mf_emin(f) + 127) << 23;
     p.maxfin = mf_max_finite_mag(f);
     p.inf_mag = mf_has_inf(f) ? (mf_inf_code(f, 0) & p.mag_mask) : 0xFFFFFFFFu;
-    p.fnuz_nan = (f->special == MF_SPECIAL_FNUZ) ? p.sbit : 0xFFFFFFFFu;
     p.dec_shl = 32 - f->bits;
     p.dec_sra = 32 - f->bits - p.mant_shift;
     p.dec_keep = 0x80000000u | (p.mag_mask << p.mant_shift);

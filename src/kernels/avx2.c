@@ -40,7 +40,7 @@ typedef struct {
     __m256i dec_adj, dec_adj_sub;
     __m256i min_normal_m1, round_bias, exp_adj, sub_cbits, sbit;
     __m256 sub_c;
-    __m256i ovf0, ovf1, nan0, nan1;
+    __m256i big_code, nan_xor;
     __m256i k[NK];
 } regs256;
 
@@ -62,10 +62,8 @@ regs_init(regs256 *r, const mf_simd_params *p)
     r->sub_cbits = I32(p->sub_cbits);
     r->sub_c = _mm256_castsi256_ps(r->sub_cbits);
     r->sbit = I32(p->sbit);
-    r->ovf0 = I32(p->ovf_code[0]);
-    r->ovf1 = I32(p->ovf_code[1]);
-    r->nan0 = I32(p->nan_code[0]);
-    r->nan1 = I32(p->nan_code[1]);
+    r->big_code = I32(p->big_code);
+    r->nan_xor = I32(p->nan_xor);
     r->k[K_QNAN] = _mm256_set1_epi32((int)0x7FC00000u);
     r->k[K_INF] = _mm256_set1_epi32((int)0x7F800000u);
     r->k[K_SIGN] = _mm256_set1_epi32((int)0x80000000u);
@@ -258,15 +256,24 @@ enc_small(const regs256 *r, __m256 x, __m256i *ovf, mf_simd_path path)
     __m256 t = _mm256_add_ps(_mm256_castsi256_ps(au), r->sub_c);
     __m256i cs = _mm256_sub_epi32(_mm256_castps_si256(t), r->sub_cbits);
     __m256i code = blendv(cs, cn, _mm256_cmpgt_epi32(au, r->min_normal_m1));
+    /* overflow, inf and NaN lanes are big: the overflow code, signed */
     __m256i kbig = _mm256_cmpgt_epi32(code, r->maxfin);
+    code = blendv(code, r->big_code, kbig);
     __m256i sgn = _mm256_and_si256(neg, r->sbit);
     if (path == MF_SIMD_SMALL_FNUZ) {
         sgn = _mm256_andnot_si256(_mm256_cmpeq_epi32(code, _mm256_setzero_si256()), sgn);
     }
     __m256i res = _mm256_or_si256(code, sgn);
-    res = blendv(res, blendv(r->ovf0, r->ovf1, neg), kbig);
-    __m256i knan = _mm256_cmpgt_epi32(au, K(INF));
-    res = blendv(res, blendv(r->nan0, r->nan1, neg), knan);
+    if (path == MF_SIMD_SMALL_IEEE) {
+        /* NaN: the quiet bit on top of inf */
+        __m256i knan = _mm256_cmpgt_epi32(au, K(INF));
+        res = _mm256_or_si256(res, _mm256_and_si256(knan, r->nan_xor));
+    }
+    else if (path == MF_SIMD_SMALL_NONE) {
+        /* NaN: the zero of the other sign */
+        __m256i knan = _mm256_cmpgt_epi32(au, K(INF));
+        res = blendv(res, _mm256_andnot_si256(res, r->sbit), knan);
+    }
     *ovf = _mm256_or_si256(*ovf, _mm256_andnot_si256(_mm256_cmpgt_epi32(au, K(MAXF)), kbig));
     return res;
 }

@@ -55,7 +55,8 @@ typedef struct {
     __m128i drop;
     __m512i min_normal, round_bias, exp_adj, sub_cbits, sbit;
     __m512 sub_c;
-    __m512i ovf0, ovf1, nan0, nan1;
+    __m512i big_code, nan_and, nan_xor;
+    int nan_fix;
 } regs512;
 
 MF_INLINE void
@@ -82,10 +83,10 @@ regs_init(regs512 *r, const mf_simd_params *p)
     r->sub_cbits = _mm512_set1_epi32((int)p->sub_cbits);
     r->sub_c = _mm512_castsi512_ps(r->sub_cbits);
     r->sbit = _mm512_set1_epi32((int)p->sbit);
-    r->ovf0 = _mm512_set1_epi32((int)p->ovf_code[0]);
-    r->ovf1 = _mm512_set1_epi32((int)p->ovf_code[1]);
-    r->nan0 = _mm512_set1_epi32((int)p->nan_code[0]);
-    r->nan1 = _mm512_set1_epi32((int)p->nan_code[1]);
+    r->big_code = _mm512_set1_epi32((int)p->big_code);
+    r->nan_and = _mm512_set1_epi32((int)p->nan_and);
+    r->nan_xor = _mm512_set1_epi32((int)p->nan_xor);
+    r->nan_fix = p->nan_fix;
 }
 
 #define I32(x) _mm512_set1_epi32((int)(x))
@@ -187,14 +188,18 @@ enc_small(const regs512 *r, __m512 x, __mmask16 *ovf)
     __mmask16 knorm = _mm512_cmpge_epi32_mask(au, r->min_normal);
     __m512i code = _mm512_mask_mov_epi32(cs, knorm, cn);
     __mmask16 kbig = _mm512_cmpgt_epi32_mask(code, r->maxfin);
+    /* overflow, inf and NaN lanes are big: the overflow code, signed */
+    code = _mm512_mask_mov_epi32(code, kbig, r->big_code);
     __mmask16 ksign = neg;
     if (r->fnuz) {
         ksign = _mm512_mask_cmpneq_epi32_mask(neg, code, _mm512_setzero_si512());
     }
     __m512i res = _mm512_mask_or_epi32(code, ksign, code, r->sbit);
-    res = _mm512_mask_mov_epi32(res, kbig, _mm512_mask_mov_epi32(r->ovf0, neg, r->ovf1));
-    __mmask16 knan = _mm512_cmpgt_epi32_mask(au, I32(0x7F800000));
-    res = _mm512_mask_mov_epi32(res, knan, _mm512_mask_mov_epi32(r->nan0, neg, r->nan1));
+    if (r->nan_fix) {
+        /* (res & nan_and) ^ nan_xor on the NaN lanes */
+        __mmask16 knan = _mm512_cmpgt_epi32_mask(au, I32(0x7F800000));
+        res = _mm512_mask_ternarylogic_epi32(res, knan, r->nan_and, r->nan_xor, 0x6A);
+    }
     /* NaN and inf lanes are big too, but only finite ones overflow */
     *ovf |= _mm512_mask_cmplt_epi32_mask(kbig, au, I32(0x7F800000));
     return res;

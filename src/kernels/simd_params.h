@@ -58,6 +58,12 @@ typedef struct {
     uint32_t sub_cbits;         /* float32 bits of C, ulp(C) = smallest subnormal */
     uint32_t ovf_code[2];       /* overflow and +-inf, by sign (mf_overflow_code) */
     uint32_t nan_code[2];       /* NaN, by sign (mf_nan_code) */
+    /* the kernels build these as: a big lane (overflow, inf or NaN) gets
+     * big_code, then the sign bit if negative (big_code | sbit ==
+     * ovf_code[1]); a NaN lane then becomes (code & nan_and) ^ nan_xor */
+    uint32_t big_code;
+    uint32_t nan_and, nan_xor;
+    int nan_fix;                /* nan_code != ovf_code: the NaN step is needed */
     int fnuz;                   /* a result of 0 drops its sign */
     int sign_bit7;              /* 8 bits with the sign on top: code | 0x80 is -code
                                  * (but for the fnuz NaN 0x80) */
@@ -109,6 +115,18 @@ mf_simd_params_of(const mf_format *f)
         p.nan_code[s] = mf_nan_code(f, s);
     }
     p.fnuz = f->special == MF_SPECIAL_FNUZ;
+    p.big_code = p.ovf_code[0];
+    if (f->special == MF_SPECIAL_NONE) {
+        /* no NaN: the zero of the other sign */
+        p.nan_and = p.sbit;
+        p.nan_xor = p.sbit;
+    }
+    else {
+        /* IEEE: the quiet NaN is inf with the top mantissa bit; else equal */
+        p.nan_and = 0xFFFFFFFFu;
+        p.nan_xor = p.nan_code[0] ^ p.ovf_code[0];
+    }
+    p.nan_fix = p.nan_code[0] != p.ovf_code[0] || p.nan_code[1] != p.ovf_code[1];
     p.small_path = p.path;
     if (p.path == MF_SIMD_SMALL) {
         switch (f->special) {

@@ -31,7 +31,13 @@
 
 /* Constants live in the register struct: gcc otherwise rebuilds some of
  * them in every loop iteration when it runs out of the 16 ymm registers. */
-enum { K_QNAN, K_INF, K_SIGN, K_ABS, K_NEGQNAN, K_E8_ZERO, K_FF, K_ONE, K_RB16, K_S16, K_QNAN16, K_MAXF, K_OVF16_M1, K_HALF_ULP, K_MIN_NORMAL, K_E8_SUB_HALF_M1, NK };
+enum {
+    K_QNAN, K_INF, K_SIGN, K_ABS, K_NEGQNAN,          /* float32 bit patterns */
+    K_MAXF, K_MIN_NORMAL,
+    K_ONE, K_RB16, K_S16, K_QNAN16, K_OVF16_M1,       /* bfloat16 encode */
+    K_E8_ZERO, K_FF, K_HALF_ULP, K_E8_SUB_HALF_M1,    /* e8m0 */
+    NK
+};
 #define K(name) (r->k[K_##name])
 
 typedef struct {

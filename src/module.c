@@ -5,6 +5,7 @@
  */
 #define MF_IMPORT_ARRAY_HERE
 #include "minifloat.h"
+#include <fenv.h>
 #include "kernels/kernels.h"
 #include "umath/umath.h"
 
@@ -294,6 +295,47 @@ py_cast_safety(PyObject *NPY_UNUSED(self), PyObject *args)
     return PyBool_FromLong(mf_cast_safety_table[ia][ib]);
 }
 
+/* ---- the active level's reduction kernels, for tests: their float64
+ * result is otherwise only seen rounded to the format.  Returns (result,
+ * flags) with the FP flags the kernel raised: 1 divide-by-zero, 2 overflow,
+ * 4 underflow, 8 invalid. ---- */
+
+static PyObject *
+py_kernel_reduce(PyObject *NPY_UNUSED(self), PyObject *args)
+{
+    PyObject *name;
+    Py_buffer a, b = {0};
+    if (!PyArg_ParseTuple(args, "Uy*|y*", &name, &a, &b)) {
+        return NULL;
+    }
+    PyObject *res = NULL;
+    int id = format_by_name(name);
+    if (id >= 0) {
+        const mf_format *f = &mf_formats[id];
+        mf_intp n = (mf_intp)(a.len / f->itemsize);
+        if (b.buf != NULL && b.len / f->itemsize != n) {
+            PyErr_SetString(PyExc_ValueError, "operands of different lengths");
+        }
+        else {
+            double s;
+            int fl;
+            Py_BEGIN_ALLOW_THREADS
+            feclearexcept(FE_ALL_EXCEPT);
+            s = b.buf != NULL ? mf_k->dot(f, a.buf, b.buf, n) : mf_k->sum(f, a.buf, n);
+            fl = fetestexcept(FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID);
+            feclearexcept(FE_ALL_EXCEPT);
+            Py_END_ALLOW_THREADS
+            res = Py_BuildValue("(di)", s, ((fl & FE_DIVBYZERO) ? 1 : 0) | ((fl & FE_OVERFLOW) ? 2 : 0)
+                                           | ((fl & FE_UNDERFLOW) ? 4 : 0) | ((fl & FE_INVALID) ? 8 : 0));
+        }
+    }
+    PyBuffer_Release(&a);
+    if (b.buf != NULL) {
+        PyBuffer_Release(&b);
+    }
+    return res;
+}
+
 static PyMethodDef module_methods[] = {
     {"formats", py_formats, METH_VARARGS,
      "formats(internal=False): the format table, one dict per format."},
@@ -310,6 +352,8 @@ static PyMethodDef module_methods[] = {
      "The shortest float that rounds back to this scalar."},
     {"_cast_is_safe", py_cast_safety, METH_VARARGS,
      "_cast_is_safe(a, b): every value of format a is a value of format b."},
+    {"_kernel_reduce", py_kernel_reduce, METH_VARARGS,
+     "_kernel_reduce(name, a[, b]) -> (result, fp_flags): the active level's sum(a) or dot(a, b) kernel (tests)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -110,7 +110,7 @@ def _build_cast(fmt, to_fmt, astype, env):
     """f32 -> fmt (to_fmt) or fmt -> f32; astype (allocating) or into `out`."""
     mf_name, torch_name, nk_name = FORMATS[fmt]
     n = env.n
-    x32 = env.normal("x", n)
+    x32 = env.f32("x", n)
     code = env.coded("x", n, mf_name)          # the same values in fmt
     src, dst_mf = (x32, getattr(mf, mf_name)) if to_fmt else (code, np.float32)
 
@@ -282,7 +282,7 @@ def _build_dlpack(env):
     runs = []
     if env.torch is not None:
         torch = env.torch
-        t16 = torch.from_numpy(env.normal("x", n)).to(torch.bfloat16)
+        t16 = torch.from_numpy(env.f32("x", n)).to(torch.bfloat16)
         t32 = t16.float()
         runs.append(Run("minifloat", "minifloat.from_dlpack(t)", lambda: mf.from_dlpack(t16)))
         runs.append(Run("ml_dtypes", "no bf16 DLPack import", None))
@@ -351,7 +351,7 @@ class Env:
         self.nk = _import_peer("numkong")
         self._cache = {}
 
-    def normal(self, key, n):
+    def f32(self, key, n):
         """float32 data: "u" is uniform in [0, 1), the rest standard normal."""
         k = ("f32", key, n)
         if k not in self._cache:
@@ -361,10 +361,10 @@ class Env:
         return self._cache[k]
 
     def coded(self, key, n, fmt):
-        """The data of `normal(key, n)` in a minifloat format (minifloat's cast)."""
+        """The data of `f32(key, n)` in a minifloat format (minifloat's cast)."""
         k = (fmt, key, n)
         if k not in self._cache:
-            self._cache[k] = self.normal(key, n).astype(getattr(mf, fmt))
+            self._cache[k] = self.f32(key, n).astype(getattr(mf, fmt))
         return self._cache[k]
 
     # Views of a minifloat array's codes in the peers' types (same bits, no copy).
@@ -407,41 +407,63 @@ def _version(name, mod):
 
 # --------------------------------------------------------------------------- timing
 
-@dataclass
-class Timing:
-    seconds: float          # min over repeats of the per-call time
-    calls: int              # calls timed (after one warm-up call)
-    cpu: float              # process CPU time / wall time over the timed calls
-    result: object          # what the warm-up call returned
+class Timer:
+    """Times one row: a warm-up call, then batches of calls, each at least min_time long.
+
+    The rows of a case take turns batch by batch (see run_case), so background load on a
+    shared machine hits them alike and their ratios stay meaningful; the time kept is the
+    minimum over batches of the mean call time."""
+
+    def __init__(self, fn, context, settle=False):
+        self.fn, self.context = fn, context        # context: a factory of a context manager
+        self.settle = settle       # an untimed call after entering the context (torch threads)
+        self.first = self.best = float("inf")
+        self.number, self.batches, self.wall, self.cpu = 1, 0, 0.0, 0.0
+
+    def warm_up(self, min_time):
+        """One call (pages, caches); sizes the batches; returns the call's result."""
+        with self.context():
+            t0 = time.perf_counter()
+            result = self.fn()
+            self.first = time.perf_counter() - t0
+        self.number = max(1, math.ceil(min_time / max(self.first, 1e-9)))
+        return result
+
+    def wants_more(self, budget):
+        return self.first < budget and (
+            self.batches == 0 or self.wall + self.first * self.number <= budget)
+
+    def batch(self):
+        with self.context():
+            if self.settle:
+                self.fn()
+            c0, t0 = time.process_time(), time.perf_counter()
+            for _ in range(self.number):
+                self.fn()
+            dt = time.perf_counter() - t0
+            self.cpu += time.process_time() - c0
+        self.wall += dt
+        self.batches += 1
+        self.best = min(self.best, dt / self.number)
+
+    def seconds(self):
+        return self.best if self.batches else self.first
+
+    def calls(self):
+        return self.batches * self.number or 1
+
+    def cores(self):
+        return self.cpu / self.wall if self.wall > 0 else float("nan")
 
 
-def measure(fn, repeat, min_time, budget):
-    """Min over up to `repeat` batches of calls (each batch >= min_time), within budget.
-
-    The first call warms up (pages, caches) and sizes the batches; if it alone
-    takes the whole budget it is the only measurement."""
-    gc_was = gc.isenabled()
+@contextlib.contextmanager
+def gc_disabled():
+    was = gc.isenabled()
     gc.disable()
     try:
-        t0 = time.perf_counter()
-        result = fn()
-        first = time.perf_counter() - t0
-        if first >= budget:
-            return Timing(first, 1, float("nan"), result)
-        number = max(1, math.ceil(min_time / max(first, 1e-9)))
-        reps = max(1, min(repeat, int(budget / (first * number))))
-        best, wall, cpu = float("inf"), 0.0, 0.0
-        for _ in range(reps):
-            c0, t0 = time.process_time(), time.perf_counter()
-            for _ in range(number):
-                fn()
-            dt = time.perf_counter() - t0
-            cpu += time.process_time() - c0
-            wall += dt
-            best = min(best, dt / number)
-        return Timing(best, reps * number, cpu / wall if wall > 0 else float("nan"), result)
+        yield
     finally:
-        if gc_was:
+        if was:
             gc.enable()
 
 
@@ -522,19 +544,22 @@ def _judge(row, plan, result, run):
 
 
 def _variants(run, env, opts, first_mf):
-    """(who, column, level, context) for each way a run is timed."""
+    """(who, column, level, context factory, settle) for each way a run is timed.
+
+    Changing torch's thread count costs its next call a thread-pool start: those rows
+    make an untimed call first (settle)."""
     if run.who == "minifloat":
-        yield "minifloat", "minifloat", None, contextlib.nullcontext()
+        yield "minifloat", "minifloat", None, contextlib.nullcontext, False
         if opts.levels and first_mf:
             for lv in _core.kernel_levels():
-                yield f"  [{lv}]", None, lv, kernel_level(lv)
+                yield f"  [{lv}]", None, lv, lambda lv=lv: kernel_level(lv), False
     elif run.who == "torch" and env.torch is not None:
-        yield "torch 1t", "torch 1t", None, torch_threads(env.torch, 1)
-        if opts.torch_threads > 1:
-            t = f"torch {opts.torch_threads}t"
-            yield t, "torch Nt", None, torch_threads(env.torch, opts.torch_threads)
+        for n in sorted({1, opts.torch_threads}):
+            yield (f"torch {n}t", "torch 1t" if n == 1 else "torch Nt", None,
+                   lambda n=n: torch_threads(env.torch, n), True)
     else:
-        yield {"numpy": "numpy f32"}.get(run.who, run.who), run.who, None, contextlib.nullcontext()
+        yield ({"numpy": "numpy f32"}.get(run.who, run.who), run.who, None,
+               contextlib.nullcontext, False)
 
 
 def run_case(case, env, opts, exact=None):
@@ -546,24 +571,38 @@ def run_case(case, env, opts, exact=None):
                     note=f"fails: {type(e).__name__}: {e}"[:60])]
     if plan.show_value and exact is not None and np.size(plan.expected) == 1:
         exact[case] = float(np.asarray(plan.expected))
-    rows = []
-    for i, run in enumerate(plan.runs):
-        first_mf = run.who == "minifloat" and all(r.who != "minifloat" for r in plan.runs[:i])
-        for who, column, level, ctx in _variants(run, env, opts, first_mf):
-            row = Row(case, who, column, run.how, note=run.note, level=level)
-            if run.fn is None:
-                row.note = _join("n/a", row.note)
-            else:
+    rows, timed = [], []
+    with gc_disabled():
+        for i, run in enumerate(plan.runs):           # warm-up calls, results checked
+            first_mf = run.who == "minifloat" and all(r.who != "minifloat" for r in plan.runs[:i])
+            for who, column, level, context, settle in _variants(run, env, opts, first_mf):
+                row = Row(case, who, column, run.how, note=run.note, level=level)
+                rows.append(row)
+                if run.fn is None:
+                    row.note = _join("n/a", row.note)
+                    continue
+                timer = Timer(run.fn, context, settle)
                 try:
-                    with ctx:
-                        t = measure(run.fn, opts.repeat, opts.min_time, opts.budget)
+                    result = timer.warm_up(opts.min_time)
                 except Exception as e:
                     row.note = _join(f"fails: {type(e).__name__}", row.note)
-                else:
-                    row.seconds, row.calls, row.cpu = t.seconds, t.calls, t.cpu
-                    _judge(row, plan, t.result, run)
-                    row.rate = _rate(plan, t.seconds)
-            rows.append(row)
+                    continue
+                _judge(row, plan, result, run)
+                del result
+                timed.append((row, timer))
+        failed = set()
+        for _ in range(opts.repeat):                   # the rows take turns, batch by batch
+            for k, (row, timer) in enumerate(timed):
+                if k not in failed and timer.wants_more(opts.budget):
+                    try:
+                        timer.batch()
+                    except Exception as e:             # failed after the warm-up: drop it
+                        row.note = _join(f"fails: {type(e).__name__}", row.note)
+                        failed.add(k)
+    for k, (row, timer) in enumerate(timed):
+        if k not in failed:
+            row.seconds, row.calls, row.cpu = timer.seconds(), timer.calls(), timer.cores()
+            row.rate = _rate(plan, row.seconds)
     # peers that did not import get a line saying so
     present = {r.who for r in plan.runs}
     for peer in PEERS:
@@ -607,8 +646,6 @@ def run(opts, progress=None):
         if progress:
             progress(case)
         rep.rows += run_case(case, env, opts, rep.exact)
-        if opts.n > 2**22:
-            env._cache.clear()          # big inputs: keep memory down, remake them per case
     rep.load = rep.load + _loadavg()
     return rep
 
@@ -635,10 +672,10 @@ def _ms(s):
 def _ratio(r):
     if r is None or not math.isfinite(r):
         return "-"
-    for limit, fmt in ((100, "{:.0f}x"), (10, "{:.1f}x"), (0.1, "{:.2f}x")):
+    for limit, fmt in ((100, "{:.0f}x"), (10, "{:.1f}x"), (0.1, "{:.2f}x"), (0.001, "{:.3f}x")):
         if r >= limit:
             return fmt.format(r)
-    return f"{r:.1g}x"
+    return f"{r:.0e}x"
 
 
 def _base(rows, case):
@@ -800,10 +837,12 @@ def _result_lines(rep):
     """The scalar results next to each other, for the cases that show them."""
     out = []
     for case, exact in rep.exact.items():
+        firsts = {}                           # the first row of each library
+        for r in rep.rows:
+            if r.case is case and r.column and r.column != "torch Nt":
+                firsts.setdefault(r.column, r)
         got = [f"{r.who} {r.value:.6g}" + (" (WRONG)" if r.wrong else "")
-               for r in rep.rows if r.case is case and r.value is not None
-               and r.column is not None and not r.who.startswith("torch 2")]
-        got = list(dict.fromkeys(got))
+               for r in firsts.values() if r.value is not None]
         out.append(f"{case.name} results: exact {exact:.6g}; " + ", ".join(got))
     return out
 
@@ -874,8 +913,10 @@ def render_markdown(rep):
         who = f"minifloat {vals[0].strip()}" if row.level else vals[0]
         drows.append([label if label != last else "", who] + list(vals[1:]))
         last = label
-    out += ["Details:", ""]
+    out += ["<details><summary>Details: every way each library was timed, with results</summary>",
+            ""]
     out += _md_table(["case", "who", "what is timed", "ms", "speed-up", "result / notes"], drows)
+    out += ["", "</details>"]
     for case, why in rep.skipped:
         out.append(f"\nskipped: {case.name} ({why})")
     return "\n".join(out)

@@ -57,7 +57,6 @@ class Run:
     how: str                          # what is timed, short
     fn: Optional[Callable[[], object]]  # None: the library cannot do it (how says why)
     note: str = ""
-    check: bool = True                # compare the result with Plan.expected
 
 
 @dataclass
@@ -124,7 +123,8 @@ def _build_cast(fmt, to_fmt, astype, env):
     runs = [np_runs("minifloat", src, dst_mf)]
     if env.ml is not None:
         ml_t = getattr(env.ml, mf_name)
-        runs.append(np_runs("ml_dtypes", *((x32, ml_t) if to_fmt else (env.as_ml(code), np.float32))))
+        ml_src, ml_dst = (x32, ml_t) if to_fmt else (env.as_ml(code), np.float32)
+        runs.append(np_runs("ml_dtypes", ml_src, ml_dst))
     if env.torch is not None:
         torch = env.torch
         t_fmt = getattr(torch, torch_name)
@@ -528,8 +528,9 @@ def _to_f64(r):
     return np.asarray(r).astype(np.float64)
 
 
-def _judge(row, plan, result, run):
-    if plan.expected is None or not run.check:
+def _judge(row, plan, result):
+    """Compare a run's result with the case's exact one; keep scalar results to show."""
+    if plan.expected is None:
         return
     try:
         got = _to_f64(result)
@@ -587,7 +588,7 @@ def run_case(case, env, opts, exact=None):
                 except Exception as e:
                     row.note = _join(f"fails: {type(e).__name__}", row.note)
                     continue
-                _judge(row, plan, result, run)
+                _judge(row, plan, result)
                 del result
                 timed.append((row, timer))
         failed = set()
@@ -609,7 +610,6 @@ def run_case(case, env, opts, exact=None):
         if peer not in present:
             col = "torch 1t" if peer == "torch" else peer
             rows.append(Row(case, peer, col, "", note="not installed"))
-    del plan
     return rows
 
 
@@ -817,8 +817,7 @@ def _level_table(rep):
     levels = _core.kernel_levels()
     rows = []
     for case in _cases_of(rep.rows):
-        t = {r.level: r.seconds for r in rep.rows if r.case is case and r.level
-             and r.how == next(x.how for x in rep.rows if x.case is case and x.column == "minifloat")}
+        t = {r.level: r.seconds for r in rep.rows if r.case is case and r.level}
         rows.append([case.label(rep.env)] + [_ms(t.get(lv)) for lv in levels])
     return ["case"] + list(levels), rows
 

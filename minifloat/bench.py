@@ -68,6 +68,7 @@ class Plan:
     show_value: bool = False          # print scalar results next to the times
     flops: float = 0.0                # per call, for GF/s
     nbytes: float = 0.0               # memory traffic per call, for GB/s
+    family: str = ""                  # cases of one family (sizes) share flop-rate estimates
 
 
 @dataclass(eq=False)
@@ -253,7 +254,7 @@ def _build_matmul(m, env):
         na, nbt = env.as_nk(a, "bf16"), env.as_nk(np.ascontiguousarray(b.T), "bf16")
         runs.append(Run("numkong", "dots_packed(a, dots_pack(b.T))",
                         lambda: nk.dots_packed(na, nk.dots_pack(nbt))))
-    return Plan(runs, expected=ref, flops=2.0 * m ** 3)
+    return Plan(runs, expected=ref, flops=2.0 * m ** 3, family="matmul")
 
 
 def _build_exp(env):
@@ -350,6 +351,7 @@ class Env:
         self.torch = _import_peer("torch")
         self.nk = _import_peer("numkong")
         self._cache = {}
+        self.gflops = {}           # (who, family) -> best flop rate so far (for --max-call)
 
     def f32(self, key, n):
         """float32 data: "u" is uniform in [0, 1), the rest standard normal."""
@@ -503,6 +505,7 @@ class Row:
     wrong: bool = False
     note: str = ""
     rate: str = ""                    # GF/s or GB/s
+    estimated: bool = False           # not run: seconds estimated (--max-call)
     level: Optional[str] = None       # minifloat kernel level of a --levels row
 
 
@@ -582,6 +585,8 @@ def run_case(case, env, opts, exact=None):
                 if run.fn is None:
                     row.note = _join("n/a", row.note)
                     continue
+                if _too_slow(row, plan, env, opts):
+                    continue
                 timer = Timer(run.fn, context, settle)
                 try:
                     result = timer.warm_up(opts.min_time)
@@ -604,6 +609,9 @@ def run_case(case, env, opts, exact=None):
         if k not in failed:
             row.seconds, row.calls, row.cpu = timer.seconds(), timer.calls(), timer.cores()
             row.rate = _rate(plan, row.seconds)
+            if plan.family and plan.flops:
+                key = (row.who, plan.family)
+                env.gflops[key] = max(env.gflops.get(key, 0), plan.flops / row.seconds)
     # peers that did not import get a line saying so
     present = {r.who for r in plan.runs}
     for peer in PEERS:
@@ -611,6 +619,20 @@ def run_case(case, env, opts, exact=None):
             col = "torch 1t" if peer == "torch" else peer
             rows.append(Row(case, peer, col, "", note="not installed"))
     return rows
+
+
+def _too_slow(row, plan, env, opts):
+    """Estimate a call from the best rate this library reached on the case's family (the
+    smaller matmul) in this run; beyond --max-call seconds, record the estimate instead."""
+    rate = env.gflops.get((row.who, plan.family))
+    if not (plan.family and plan.flops and rate and opts.max_call):
+        return False
+    est = plan.flops / rate
+    if est <= opts.max_call:
+        return False
+    row.seconds, row.estimated = est, True
+    row.note = _join(f"not run: estimated at {rate / 1e9:.3g} GF/s (--max-call)", row.note)
+    return True
 
 
 def _rate(plan, seconds):
@@ -659,9 +681,11 @@ def _loadavg():
 
 # --------------------------------------------------------------------------- formatting
 
-def _ms(s):
+def _ms(s, estimated=False):
     if s is None:
         return "-"
+    if estimated:
+        return "~" + _ms(s)
     ms = s * 1e3
     for limit, fmt in ((100, "{:.0f}"), (10, "{:.1f}"), (1, "{:.2f}"), (0.01, "{:.3f}")):
         if ms >= limit:
@@ -679,17 +703,23 @@ def _ratio(r):
 
 
 def _base(rows, case):
-    """minifloat's time for a case (its first row at the default level)."""
+    """minifloat's row of a case (its first row at the default level)."""
     for r in rows:
         if r.case is case and r.column == "minifloat":
-            return r.seconds
+            return r
     return None
 
 
 def _speedup(row, base):
-    if row.seconds is None or base is None:
+    if row.seconds is None or base is None or base.seconds is None:
         return None
-    return row.seconds / base
+    return row.seconds / base.seconds
+
+
+def _speedup_cell(row, base):
+    """The speed-up as printed: "~" when a time in it is an estimate."""
+    text = _ratio(_speedup(row, base))
+    return "~" + text if text != "-" and (row.estimated or base.estimated) else text
 
 
 def _cases_of(rows):
@@ -731,7 +761,7 @@ def _summary_cell(rep, case, col):
     r = rows[0]                                   # the first listed way is the canonical one
     if r.seconds is None:
         return "n/a" if "not installed" not in r.note else "absent"
-    return _ratio(_speedup(r, _base(rep.rows, case))) + ("!" if r.wrong else "")
+    return _speedup_cell(r, _base(rep.rows, case)) + ("!" if r.wrong else "")
 
 
 def _title(rep, case):
@@ -808,8 +838,8 @@ def _detail_table(rep):
         for r in (r for r in rep.rows if r.case is case):
             is_base = first and r.column == "minifloat"
             first = False
-            out.append((r, (r.who, r.how, _ms(r.seconds),
-                            "" if is_base else _ratio(_speedup(r, base)), _detail_note(r))))
+            out.append((r, (r.who, r.how, _ms(r.seconds, r.estimated),
+                            "" if is_base else _speedup_cell(r, base), _detail_note(r))))
     return out
 
 
@@ -817,8 +847,9 @@ def _level_table(rep):
     levels = _core.kernel_levels()
     rows = []
     for case in _cases_of(rep.rows):
-        t = {r.level: r.seconds for r in rep.rows if r.case is case and r.level}
-        rows.append([case.label(rep.env)] + [_ms(t.get(lv)) for lv in levels])
+        t = {r.level: r for r in rep.rows if r.case is case and r.level}
+        rows.append([case.label(rep.env)] + [_ms(t[lv].seconds, t[lv].estimated) if lv in t
+                                             else "-" for lv in levels])
     return ["case"] + list(levels), rows
 
 
@@ -827,7 +858,8 @@ def _summary_table(rep):
     head = ["case", "minifloat ms"] + [_col_title(rep, c) for c in cols]
     rows = []
     for case in _cases_of(rep.rows):
-        rows.append([case.label(rep.env), _ms(_base(rep.rows, case))] +
+        base = _base(rep.rows, case)
+        rows.append([case.label(rep.env), _ms(base.seconds, base.estimated) if base else "-"] +
                     [_summary_cell(rep, case, c) for c in cols])
     return head, rows
 
@@ -851,7 +883,13 @@ LEGEND = [
     "n/a: the library cannot do it; absent: not installed; !: wrong result (see details).",
     "For casts the numpy f32 column is a plain float32 copy (memcpy), the physical reference.",
 ]
+ESTIMATE_LEGEND = "~: not run, estimated from the library's best GF/s in this run (--max-call)."
 LEVELS_LEGEND = "Kernel-level rows: speed-up = that level's time / the default level's time."
+
+
+def _legend(rep):
+    return (LEGEND + [ESTIMATE_LEGEND] * any(r.estimated for r in rep.rows)
+            + [LEVELS_LEGEND] * bool(rep.opts.levels))
 
 
 def _fmt_cols(head, rows, align):
@@ -868,7 +906,7 @@ def render_text(rep):
     head, rows = _summary_table(rep)
     out.append("minifloat speed-up vs each library (one run)")
     out += _fmt_cols(head, rows, "<" + ">" * (len(head) - 1))
-    out += LEGEND + ([LEVELS_LEGEND] if rep.opts.levels else [])
+    out += _legend(rep)
     out += [w for line in _result_lines(rep)
             for w in textwrap.wrap(line, WIDTH, subsequent_indent="    ")] + [""]
     if rep.opts.levels:
@@ -897,9 +935,7 @@ def _md_table(head, rows):
 def render_markdown(rep):
     out = [f"- {line}" for line in header_lines(rep)] + [""]
     head, rows = _summary_table(rep)
-    out += _md_table(head, rows) + [""] + [f"{line}  " for line in LEGEND + _result_lines(rep)]
-    if rep.opts.levels:
-        out[-1:] = [out[-1], LEVELS_LEGEND]
+    out += _md_table(head, rows) + [""] + [f"{line}  " for line in _legend(rep) + _result_lines(rep)]
     out += [""]
     if rep.opts.levels:
         out += ["minifloat ms at each kernel level:", ""]
@@ -959,6 +995,9 @@ def parse_args(argv):
     p.add_argument("--list", action="store_true", help="list the cases and exit")
     p.add_argument("--levels", action="store_true",
                    help="also time minifloat under every available kernel level")
+    p.add_argument("--max-call", type=float, default=10.0, metavar="SECONDS",
+                   help="a matmul call estimated (from this run's rates) to take longer is not "
+                        "run; its time is shown as ~estimate (default 10; 0: run everything)")
     p.add_argument("--torch-threads", type=int, default=None, metavar="T",
                    help="torch's multi-threaded rows (default: torch's default thread count)")
     p.add_argument("--markdown", action="store_true", help="print the tables as Markdown")

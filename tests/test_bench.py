@@ -60,7 +60,7 @@ def test_full_quick_run(capsys):
         assert len(cells) in (5, 6)        # minifloat ms, peers (torch at 1 and maybe N threads)
         assert float(cells[0]) > 0                             # minifloat always runs
         for c in cells[1:]:
-            assert re.fullmatch(r"[0-9.e+-]+x!?|n/a|absent|-", c), c
+            assert re.fullmatch(r"~?[0-9.e+-]+x!?|n/a|absent|-", c), c
     assert rows["exp bf16"][-1] == "n/a"                      # numkong has no exp
 
 
@@ -141,3 +141,10 @@ def test_cli(capsys):
     assert cli.main(["bench", "--", "--list"]) == 0
     assert "matmul bf16 large" in capsys.readouterr().out
     assert bench.main(["--cases", "no such case"]) == 2
+
+
+def test_max_call_estimates(capsys):
+    out = run_bench(capsys, "--cases", "dot,matmul", "--max-call", "1e-9")
+    rows = summary_rows(out)
+    assert rows["matmul bf16 large 64^3"][0].startswith("~")        # estimated, not run
+    assert "not run: estimated" in out and "~: not run" in out

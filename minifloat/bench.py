@@ -118,7 +118,7 @@ def _build_cast(fmt, to_fmt, astype, env):
         if astype:
             return Run(who, f"x.astype({_dtname(dst)})", lambda: src.astype(dst))
         out = np.empty(src.shape, dst)
-        return Run(who, "np.copyto(out, x, casting='unsafe')",
+        return Run(who, "copyto(out, x, casting='unsafe')",
                    lambda: np.copyto(out, src, casting="unsafe"))
 
     runs = [np_runs("minifloat", src, dst_mf)]
@@ -631,7 +631,7 @@ def _too_slow(row, plan, env, opts):
     if est <= opts.max_call:
         return False
     row.seconds, row.estimated = est, True
-    row.note = _join(f"not run: estimated at {rate / 1e9:.3g} GF/s (--max-call)", row.note)
+    row.note = _join(f"not run: est. at {rate / 1e9:.3g} GF/s", row.note)
     return True
 
 
@@ -919,7 +919,7 @@ def render_text(rep):
             out.append(row[:WIDTH])
             continue
         who, how, ms, ratio, note = vals
-        line = f"  {who:<14.14} {how:<36.36} {ms:>8} {ratio:>7}  {note}"
+        line = f"  {who:<14.14} {how:<32.32} {ms:>8} {ratio:>7}  {note}"
         out.append(line if len(line) <= WIDTH else line[:WIDTH - 1] + "~")
     for case, why in rep.skipped:
         out.append(f"skipped: {case.name} ({why})")

@@ -147,4 +147,4 @@ def test_max_call_estimates(capsys):
     out = run_bench(capsys, "--cases", "dot,matmul", "--max-call", "1e-9")
     rows = summary_rows(out)
     assert rows["matmul bf16 large 64^3"][0].startswith("~")        # estimated, not run
-    assert "not run: estimated" in out and "~: not run" in out
+    assert "not run: est. at" in out and "~: not run" in out

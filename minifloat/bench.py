@@ -829,7 +829,7 @@ def _cpu_model():
 
 
 def _detail_table(rep):
-    """(header, rows) of the detailed table, one row per (case, library, way)."""
+    """The detailed table: (title, None) per case, then (row, cells) per library and way."""
     out = []
     for case in _cases_of(rep.rows):
         base = _base(rep.rows, case)

@@ -935,8 +935,8 @@ def _md_table(head, rows):
 def render_markdown(rep):
     out = [f"- {line}" for line in header_lines(rep)] + [""]
     head, rows = _summary_table(rep)
-    out += _md_table(head, rows) + [""] + [f"{line}  " for line in _legend(rep) + _result_lines(rep)]
-    out += [""]
+    out += _md_table(head, rows) + [""]
+    out += [f"{line}  " for line in _legend(rep) + _result_lines(rep)] + [""]
     if rep.opts.levels:
         out += ["minifloat ms at each kernel level:", ""]
         out += _md_table(*_level_table(rep)) + [""]

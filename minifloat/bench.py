@@ -1,6 +1,1042 @@
-"""minifloat bench: placeholder, implemented by the benchmark work."""
+"""minifloat bench: minifloat against numpy float32, ml_dtypes, torch and numkong.
+
+    minifloat bench                     the default run (N = 2^24, under ~2 minutes)
+    minifloat bench --quick             tiny sizes and few repeats (tests, CI)
+    minifloat bench --cases sum         only the cases whose name contains "sum"
+    minifloat bench --levels            minifloat rows under every kernel level too
+    minifloat bench --markdown          the tables as Markdown
+    minifloat bench --write-docs        also put the tables into docs/benchmarks.md
+
+Each case is one operation done by every library that can do it, on the same
+values.  A time is the minimum over repeats of the mean of a batch of calls;
+"speed-up" is the row's time divided by minifloat's time in the same run, so
+above 1 means minifloat is faster.  Compare ratios from one run, never
+absolute times across runs.
+
+Adding a case: write a builder ``env -> Plan`` listing one ``Run`` per library
+(see the builders below) and register it with ``_register``; a builder leaves
+out what is not installed (the table then says "not installed") and lists a
+``Run`` with ``fn=None`` for what a library cannot do ("n/a").
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import gc
+import importlib
+import math
+import os
+import platform
+import re
+import sys
+import textwrap
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+
+import minifloat as mf
+from minifloat import _core
+
+WIDTH = 100                       # the text output fits this many columns
+PEERS = ("ml_dtypes", "torch", "numpy", "numkong")
+DOCS_PATH = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+DOCS_BEGIN = "<!-- minifloat bench: begin generated -->"
+DOCS_END = "<!-- minifloat bench: end generated -->"
+
+
+# --------------------------------------------------------------------------- cases
+
+@dataclass
+class Run:
+    """One library's way of doing a case."""
+    who: str                          # "minifloat" or one of PEERS
+    how: str                          # what is timed, short
+    fn: Optional[Callable[[], object]]  # None: the library cannot do it (how says why)
+    note: str = ""
+
+
+@dataclass
+class Plan:
+    """What a case builder returns: the runs, and how to judge their results."""
+    runs: list
+    expected: object = None           # exact result (scalar or array), None: no check
+    tol: float = 1e-2                 # max |result - expected| / max |expected|
+    show_value: bool = False          # print scalar results next to the times
+    flops: float = 0.0                # per call, for GF/s
+    nbytes: float = 0.0               # memory traffic per call, for GB/s
+    family: str = ""                  # cases of one family (sizes) share flop-rate estimates
+
+
+@dataclass(eq=False)
+class Case:
+    name: str                         # short and unique; --cases matches it
+    title: str                        # one line, for the detailed table
+    build: Callable                   # Env -> Plan
+    available: Callable = lambda: True  # False: the feature is not there yet
+    size: Callable = lambda env: f"N = {_n(env.n)}"   # shown in the titles
+
+    def label(self, env):
+        """The name in the summary, with the size when it is not N."""
+        s = self.size(env)
+        return self.name if not s or s.startswith("N =") else f"{self.name} {s}"
+
+
+CASES: list = []
+
+
+def _register(name, title, build, available=None, size=None):
+    assert all(c.name != name for c in CASES), name
+    case = Case(name, title, build)
+    if available:
+        case.available = available
+    if size:
+        case.size = size
+    CASES.append(case)
+
+
+# Formats the cast cases use: the minifloat/ml_dtypes, torch and numkong names.
+FORMATS = {
+    "bf16": ("bfloat16", "bfloat16", "bf16"),
+    "e4m3fn": ("float8_e4m3fn", "float8_e4m3fn", "e4m3"),
+    "e5m2": ("float8_e5m2", "float8_e5m2", "e5m2"),
+}
+
+
+def _build_cast(fmt, to_fmt, astype, env):
+    """f32 -> fmt (to_fmt) or fmt -> f32; astype (allocating) or into `out`."""
+    mf_name, torch_name, nk_name = FORMATS[fmt]
+    n = env.n
+    x32 = env.f32("x", n)
+    code = env.coded("x", n, mf_name)          # the same values in fmt
+    src, dst_mf = (x32, getattr(mf, mf_name)) if to_fmt else (code, np.float32)
+
+    def np_runs(who, src, dst):
+        if astype:
+            return Run(who, f"x.astype({_dtname(dst)})", lambda: src.astype(dst))
+        out = np.empty(src.shape, dst)
+        return Run(who, "copyto(out, x, casting='unsafe')",
+                   lambda: np.copyto(out, src, casting="unsafe"))
+
+    runs = [np_runs("minifloat", src, dst_mf)]
+    if env.ml is not None:
+        ml_t = getattr(env.ml, mf_name)
+        ml_src, ml_dst = (x32, ml_t) if to_fmt else (env.as_ml(code), np.float32)
+        runs.append(np_runs("ml_dtypes", ml_src, ml_dst))
+    if env.torch is not None:
+        torch = env.torch
+        t_fmt = getattr(torch, torch_name)
+        ts = torch.from_numpy(x32) if to_fmt else env.as_torch(code)
+        t_dst = t_fmt if to_fmt else torch.float32
+        if astype:
+            runs.append(Run("torch", f"x.to({_dtname(t_dst)})", lambda: ts.to(t_dst)))
+        else:
+            tout = torch.empty(n, dtype=t_dst)
+            runs.append(Run("torch", "out.copy_(x)", lambda: tout.copy_(ts)))
+    out32 = np.empty_like(x32)
+    runs.append(Run("numpy", "f32 memcpy: np.copyto(y32, x32)",
+                    lambda: np.copyto(out32, x32), note="reference"))
+    if env.nk is not None:
+        nk = env.nk
+        ns = x32 if to_fmt else env.as_nk(code, nk_name)
+        n_dst = nk_name if to_fmt else "float32"
+        if astype:
+            runs.append(Run("numkong", f"nk.astype(x, '{n_dst}')", lambda: nk.astype(ns, n_dst)))
+        else:
+            nout = env.as_nk(np.empty(n, dst_mf), nk_name) if to_fmt else np.empty(n, np.float32)
+            runs.append(Run("numkong", f"nk.astype(x, '{n_dst}', out=out)",
+                            lambda: nk.astype(ns, n_dst, out=nout)))
+    return Plan(runs, nbytes=n * (4 + code.itemsize))
+
+
+def _dtname(t):
+    return getattr(t, "__name__", None) or str(t)
+
+
+def _build_binary(op_name, env):
+    n = env.n
+    a, b = env.coded("x", n, "bfloat16"), env.coded("y", n, "bfloat16")
+    ufunc = getattr(np, op_name)
+    how = f"np.{op_name}(a, b, out=o)"
+    o = np.empty_like(a)
+    runs = [Run("minifloat", how, lambda: ufunc(a, b, out=o))]
+    if env.ml is not None:
+        am, bm = env.as_ml(a), env.as_ml(b)
+        om = np.empty_like(am)
+        runs.append(Run("ml_dtypes", how, lambda: ufunc(am, bm, out=om)))
+    if env.torch is not None:
+        torch = env.torch
+        ta, tb = env.as_torch(a), env.as_torch(b)
+        to = torch.empty_like(ta)
+        top = getattr(torch, "add" if op_name == "add" else "mul")
+        runs.append(Run("torch", f"torch.{top.__name__}(a, b, out=o)",
+                        lambda: top(ta, tb, out=to)))
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    o32 = np.empty_like(a32)
+    runs.append(Run("numpy", f"float32 {how}", lambda: ufunc(a32, b32, out=o32)))
+    if env.nk is not None:
+        nk = env.nk
+        na, nb, no = env.as_nk(a, "bf16"), env.as_nk(b, "bf16"), env.as_nk(o.copy(), "bf16")
+        nop = getattr(nk, op_name)
+        runs.append(Run("numkong", f"nk.{op_name}(a, b, out=o)", lambda: nop(na, nb, out=no)))
+    return Plan(runs, nbytes=n * 6)
+
+
+def _build_sum(axis0, env):
+    """Sum of uniform [0, 1) values: bfloat16 accumulation goes visibly wrong."""
+    n = env.n
+    a = env.coded("u", n, "bfloat16")
+    if axis0:
+        cols = 256 if n >= 4096 * 256 else 8
+        a = a[: n - n % cols].reshape(-1, cols)
+    exact = a.astype(np.float64).sum(axis=0 if axis0 else None)
+    ax = dict(axis=0) if axis0 else {}
+    how = "a.sum(axis=0)" if axis0 else "a.sum()"
+    runs = [Run("minifloat", how, lambda: a.sum(**ax))]
+    if env.ml is not None:
+        am = env.as_ml(a)
+        runs.append(Run("ml_dtypes", how, lambda: am.sum(**ax)))
+    if env.torch is not None:
+        ta = env.as_torch(a)
+        tax = dict(dim=0) if axis0 else {}
+        runs.append(Run("torch", "a.sum(dim=0)" if axis0 else "a.sum()", lambda: ta.sum(**tax)))
+    a32 = a.astype(np.float32)
+    runs.append(Run("numpy", f"float32 {how}", lambda: a32.sum(**ax)))
+    if env.nk is not None:
+        na = env.as_nk(a, "bf16")
+        runs.append(Run("numkong", f"nk.sum(a{', axis=0' if axis0 else ''})",
+                        lambda: env.nk.sum(na, **ax)))
+    return Plan(runs, expected=exact, show_value=not axis0, nbytes=a.size * 2)
+
+
+def _build_dot(env):
+    n = env.n_dot
+    a, b = env.coded("x", n, "bfloat16"), env.coded("y", n, "bfloat16")
+    exact = float(np.dot(a.astype(np.float64), b.astype(np.float64)))
+    runs = [Run("minifloat", "np.vecdot(a, b)", lambda: np.vecdot(a, b)),
+            Run("minifloat", "a @ b", lambda: a @ b),
+            Run("minifloat", "np.dot(a, b)", lambda: np.dot(a, b))]
+    if env.ml is not None:
+        am, bm = env.as_ml(a), env.as_ml(b)
+        runs += [Run("ml_dtypes", "a @ b (float32 result)", lambda: am @ bm),
+                 Run("ml_dtypes", "np.dot(a, b) (bf16 result)", lambda: np.dot(am, bm))]
+    if env.torch is not None:
+        ta, tb = env.as_torch(a), env.as_torch(b)
+        runs.append(Run("torch", "torch.dot(a, b)", lambda: env.torch.dot(ta, tb)))
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    runs.append(Run("numpy", "float32 np.dot(a, b)", lambda: np.dot(a32, b32)))
+    if env.nk is not None:
+        na, nb = env.as_nk(a, "bf16"), env.as_nk(b, "bf16")
+        runs.append(Run("numkong", "nk.dot(a, b)", lambda: env.nk.dot(na, nb)))
+    return Plan(runs, expected=exact, show_value=True, flops=2.0 * n, nbytes=4.0 * n)
+
+
+def _build_matmul(m, env):
+    a = env.coded("mA", m * m, "bfloat16").reshape(m, m)
+    b = env.coded("mB", m * m, "bfloat16").reshape(m, m)
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    ref = a32 @ b32
+    runs = [Run("minifloat", "a @ b", lambda: a @ b)]
+    if env.ml is not None:
+        am, bm = env.as_ml(a), env.as_ml(b)
+        runs.append(Run("ml_dtypes", "a @ b (float32 result)", lambda: am @ bm))
+        if m <= 512:
+            runs.append(Run("ml_dtypes", "np.dot(a, b) (bf16 result)", lambda: np.dot(am, bm)))
+    if env.torch is not None:
+        ta, tb = env.as_torch(a), env.as_torch(b)
+        runs.append(Run("torch", "torch.mm(a, b)", lambda: env.torch.mm(ta, tb)))
+    runs.append(Run("numpy", "float32 a @ b (BLAS threads)", lambda: a32 @ b32))
+    if env.nk is not None:
+        nk = env.nk
+        na, nbt = env.as_nk(a, "bf16"), env.as_nk(np.ascontiguousarray(b.T), "bf16")
+        runs.append(Run("numkong", "dots_packed(a, dots_pack(b.T))",
+                        lambda: nk.dots_packed(na, nk.dots_pack(nbt))))
+    return Plan(runs, expected=ref, flops=2.0 * m ** 3, family="matmul")
+
+
+def _build_exp(env):
+    n = env.n
+    a = env.coded("x", n, "bfloat16")
+    o = np.empty_like(a)
+    runs = [Run("minifloat", "np.exp(a, out=o)", lambda: np.exp(a, out=o))]
+    if env.ml is not None:
+        am = env.as_ml(a)
+        om = np.empty_like(am)
+        runs.append(Run("ml_dtypes", "np.exp(a, out=o)", lambda: np.exp(am, out=om)))
+    if env.torch is not None:
+        ta = env.as_torch(a)
+        to = env.torch.empty_like(ta)
+        runs.append(Run("torch", "torch.exp(a, out=o)", lambda: env.torch.exp(ta, out=to)))
+    a32 = a.astype(np.float32)
+    o32 = np.empty_like(a32)
+    runs.append(Run("numpy", "float32 np.exp(a, out=o)", lambda: np.exp(a32, out=o32)))
+    if env.nk is not None:
+        runs.append(Run("numkong", "no exp", None))
+    return Plan(runs, nbytes=n * 4)
+
+
+def _build_dlpack(env):
+    n = 1024
+    runs = []
+    if env.torch is not None:
+        torch = env.torch
+        t16 = torch.from_numpy(env.f32("x", n)).to(torch.bfloat16)
+        t32 = t16.float()
+        runs.append(Run("minifloat", "minifloat.from_dlpack(t)", lambda: mf.from_dlpack(t16)))
+        runs.append(Run("ml_dtypes", "no bf16 DLPack import", None))
+        runs.append(Run("numpy", "np.from_dlpack(float32 t)", lambda: np.from_dlpack(t32)))
+        if env.nk is not None:
+            runs.append(Run("numkong", "nk.from_dlpack(t)", lambda: env.nk.from_dlpack(t16),
+                            note="into nk.Tensor"))
+    else:
+        runs.append(Run("minifloat", "needs torch to make the tensor", None))
+    return Plan(runs)
+
+
+def _register_all():
+    for fmt, modes in (("bf16", (False,)), ("e4m3fn", (True, False)), ("e5m2", (True, False))):
+        for to_fmt in (True, False):
+            for astype in modes:
+                a, b = ("f32", fmt) if to_fmt else (fmt, "f32")
+                kind = "astype" if astype else "out"
+                title = (f"cast {a} -> {b}, " +
+                         ("astype (allocates)" if astype else "into a preallocated array"))
+                _register(f"cast {a}->{b} {kind}", title,
+                          lambda env, f=fmt, t=to_fmt, s=astype: _build_cast(f, t, s, env))
+    _register("add bf16", "elementwise add of two bf16 arrays",
+              lambda env: _build_binary("add", env))
+    _register("multiply bf16", "elementwise multiply of two bf16 arrays",
+              lambda env: _build_binary("multiply", env))
+    _register("sum bf16", "sum of a bf16 array (values in [0, 1)); result shown",
+              lambda env: _build_sum(False, env))
+    _register("sum bf16 axis=0", "sum along axis 0 of a 2-D bf16 array (values in [0, 1))",
+              lambda env: _build_sum(True, env))
+    _register("dot bf16", "dot product of two bf16 vectors; result shown", _build_dot,
+              size=lambda env: f"n={_n(env.n_dot)}")
+    _register("matmul bf16 small", "matmul of two square bf16 matrices",
+              lambda env: _build_matmul(env.mm_sizes[0], env),
+              size=lambda env: f"{env.mm_sizes[0]}^3")
+    _register("matmul bf16 large", "matmul of two square bf16 matrices",
+              lambda env: _build_matmul(env.mm_sizes[1], env),
+              size=lambda env: f"{env.mm_sizes[1]}^3")
+    _register("exp bf16", "exp of a bf16 array into a preallocated array", _build_exp)
+    _register("dlpack import bf16", "DLPack import of a 1024-element torch bf16 tensor",
+              _build_dlpack, available=lambda: hasattr(mf, "from_dlpack"), size=lambda env: "")
+    # minifloat.convert: add its cases here once the function exists (available=hasattr).
+
+
+_register_all()
+
+
+# --------------------------------------------------------------------------- environment
+
+def _import_peer(name):
+    try:
+        return importlib.import_module(name)
+    except Exception:          # absent, or broken: either way the peer is "not installed"
+        return None
+
+
+class Env:
+    """Sizes, the peers that imported, and the input data (made once, shared)."""
+
+    def __init__(self, n, mm_sizes):
+        self.n = n
+        self.n_dot = max(n // 16, 16)
+        self.mm_sizes = mm_sizes
+        self.ml = _import_peer("ml_dtypes")
+        self.torch = _import_peer("torch")
+        self.nk = _import_peer("numkong")
+        self._cache = {}
+        self.gflops = {}           # (who, family) -> best flop rate so far (for --max-call)
+
+    def f32(self, key, n):
+        """float32 data: "u" is uniform in [0, 1), the rest standard normal."""
+        k = ("f32", key, n)
+        if k not in self._cache:
+            rng = np.random.default_rng(sum(map(ord, key)))      # fixed seed per key
+            x = rng.random(n, np.float32) if key == "u" else rng.standard_normal(n, np.float32)
+            self._cache[k] = x
+        return self._cache[k]
+
+    def coded(self, key, n, fmt):
+        """The data of `f32(key, n)` in a minifloat format (minifloat's cast)."""
+        k = (fmt, key, n)
+        if k not in self._cache:
+            self._cache[k] = self.f32(key, n).astype(getattr(mf, fmt))
+        return self._cache[k]
+
+    # Views of a minifloat array's codes in the peers' types (same bits, no copy).
+    @staticmethod
+    def _bits(a):
+        return a.view(np.uint16 if a.itemsize == 2 else np.uint8)
+
+    def as_ml(self, a):
+        return self._bits(a).view(getattr(self.ml, a.dtype.type.__name__))
+
+    def as_torch(self, a):
+        dtype = getattr(self.torch, a.dtype.type.__name__)
+        try:
+            return self.torch.from_numpy(self._bits(a)).view(dtype)
+        except Exception:        # an older torch without uint16: go through float32
+            return self.torch.from_numpy(a.astype(np.float32)).to(dtype)
+
+    def as_nk(self, a, nk_name):
+        return self.nk.from_pointer(a.ctypes.data, a.shape, nk_name, owner=a)
+
+    def versions(self):
+        out = [("minifloat", mf.__version__), ("numpy", np.__version__)]
+        for name, mod in (("ml_dtypes", self.ml), ("torch", self.torch), ("numkong", self.nk)):
+            out.append((name, _version(name, mod)))
+        return out
+
+
+def _version(name, mod):
+    if mod is None:
+        return "not installed"
+    v = getattr(mod, "__version__", None)
+    if v is None:
+        try:
+            from importlib.metadata import version
+            v = version(name)
+        except Exception:
+            v = "?"
+    return str(v)
+
+
+# --------------------------------------------------------------------------- timing
+
+class Timer:
+    """Times one row: a warm-up call, then batches of calls, each at least min_time long.
+
+    The rows of a case take turns batch by batch (see run_case), so background load on a
+    shared machine hits them alike and their ratios stay meaningful; the time kept is the
+    minimum over batches of the mean call time."""
+
+    def __init__(self, fn, context, settle=False):
+        self.fn, self.context = fn, context        # context: a factory of a context manager
+        self.settle = settle       # an untimed call after entering the context (torch threads)
+        self.first = self.best = float("inf")
+        self.number, self.batches, self.wall, self.cpu = 1, 0, 0.0, 0.0
+
+    def warm_up(self, min_time):
+        """One call (pages, caches); sizes the batches; returns the call's result."""
+        with self.context():
+            t0 = time.perf_counter()
+            result = self.fn()
+            self.first = time.perf_counter() - t0
+        self.number = max(1, math.ceil(min_time / max(self.first, 1e-9)))
+        return result
+
+    def wants_more(self, budget):
+        return self.first < budget and (
+            self.batches == 0 or self.wall + self.first * self.number <= budget)
+
+    def batch(self):
+        with self.context():
+            if self.settle:
+                self.fn()
+            c0, t0 = time.process_time(), time.perf_counter()
+            for _ in range(self.number):
+                self.fn()
+            dt = time.perf_counter() - t0
+            self.cpu += time.process_time() - c0
+        self.wall += dt
+        self.batches += 1
+        self.best = min(self.best, dt / self.number)
+
+    def seconds(self):
+        return self.best if self.batches else self.first
+
+    def calls(self):
+        return self.batches * self.number or 1
+
+    def cores(self):
+        return self.cpu / self.wall if self.wall > 0 else float("nan")
+
+
+@contextlib.contextmanager
+def gc_disabled():
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+@contextlib.contextmanager
+def kernel_level(name):
+    prev = _core.set_kernel_level(name)
+    try:
+        yield
+    finally:
+        _core.set_kernel_level(prev)
+
+
+@contextlib.contextmanager
+def torch_threads(torch, n):
+    prev = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(prev)
+
+
+# --------------------------------------------------------------------------- running
+
+@dataclass
+class Row:
+    """One line of the detailed table."""
+    case: Case
+    who: str                 # "minifloat", "minifloat [avx2]", "torch 1t", ...
+    column: str              # summary column: "minifloat", "ml_dtypes", "torch 1t", ...
+    how: str
+    seconds: Optional[float] = None   # None: n/a, not installed or error
+    calls: int = 0
+    cpu: float = float("nan")
+    value: Optional[float] = None     # scalar result, when shown
+    err: Optional[float] = None       # relative error against the exact result
+    wrong: bool = False
+    note: str = ""
+    rate: str = ""                    # GF/s or GB/s
+    estimated: bool = False           # not run: seconds estimated (--max-call)
+    level: Optional[str] = None       # minifloat kernel level of a --levels row
+
+
+@dataclass
+class Report:
+    opts: argparse.Namespace
+    env: Env
+    rows: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)   # (case, why)
+    exact: dict = field(default_factory=dict)     # case -> exact scalar result, when shown
+    started: str = ""
+    load: tuple = ()
+
+
+def _to_f64(r):
+    """A result of any library as float64 numpy (scalar or array)."""
+    if hasattr(r, "detach"):                                  # torch
+        return r.detach().float().numpy().astype(np.float64)
+    if type(r).__module__.startswith("numkong"):
+        if getattr(r, "dtype", "float32") not in ("float32", "float64"):
+            r = r.astype("float32")
+        return np.asarray(r).astype(np.float64)
+    return np.asarray(r).astype(np.float64)
+
+
+def _judge(row, plan, result):
+    """Compare a run's result with the case's exact one; keep scalar results to show."""
+    if plan.expected is None:
+        return
+    try:
+        got = _to_f64(result)
+        exp = np.asarray(plan.expected, np.float64)
+        scale = float(np.max(np.abs(exp))) or 1.0
+        row.err = float(np.max(np.abs(got.reshape(exp.shape) - exp))) / scale
+        row.wrong = not row.err <= plan.tol
+        if plan.show_value and got.size == 1:
+            row.value = float(got.reshape(()))
+    except Exception as e:          # an odd result type: say so, don't stop
+        row.note = _join(row.note, f"result unreadable ({type(e).__name__})")
+
+
+def _variants(run, env, opts, first_mf):
+    """(who, column, level, context factory, settle) for each way a run is timed.
+
+    Changing torch's thread count costs its next call a thread-pool start: those rows
+    make an untimed call first (settle)."""
+    if run.who == "minifloat":
+        yield "minifloat", "minifloat", None, contextlib.nullcontext, False
+        if opts.levels and first_mf:
+            for lv in _core.kernel_levels():
+                yield f"  [{lv}]", None, lv, lambda lv=lv: kernel_level(lv), False
+    elif run.who == "torch" and env.torch is not None:
+        for n in sorted({1, opts.torch_threads}):
+            yield (f"torch {n}t", "torch 1t" if n == 1 else "torch Nt", None,
+                   lambda n=n: torch_threads(env.torch, n), True)
+    else:
+        yield ({"numpy": "numpy f32"}.get(run.who, run.who), run.who, None,
+               contextlib.nullcontext, False)
+
+
+def run_case(case, env, opts, exact=None):
+    """Time every run of a case; returns its rows (exact[case] gets a shown exact value)."""
+    try:
+        plan = case.build(env)
+    except Exception as e:           # a broken setup costs the case, not the run
+        return [Row(case, "minifloat", "minifloat", "(setting up the case)",
+                    note=f"fails: {type(e).__name__}: {e}"[:60])]
+    if plan.show_value and exact is not None and np.size(plan.expected) == 1:
+        exact[case] = float(np.asarray(plan.expected))
+    rows, timed = [], []
+    with gc_disabled():
+        for i, run in enumerate(plan.runs):           # warm-up calls, results checked
+            first_mf = run.who == "minifloat" and all(r.who != "minifloat" for r in plan.runs[:i])
+            for who, column, level, context, settle in _variants(run, env, opts, first_mf):
+                row = Row(case, who, column, run.how, note=run.note, level=level)
+                rows.append(row)
+                if run.fn is None:
+                    row.note = _join("n/a", row.note)
+                    continue
+                if _too_slow(row, plan, env, opts):
+                    continue
+                timer = Timer(run.fn, context, settle)
+                try:
+                    result = timer.warm_up(opts.min_time)
+                except Exception as e:
+                    row.note = _join(f"fails: {type(e).__name__}", row.note)
+                    continue
+                _judge(row, plan, result)
+                del result
+                timed.append((row, timer))
+        failed = set()
+        for _ in range(opts.repeat):                   # the rows take turns, batch by batch
+            for k, (row, timer) in enumerate(timed):
+                if k not in failed and timer.wants_more(opts.budget):
+                    try:
+                        timer.batch()
+                    except Exception as e:             # failed after the warm-up: drop it
+                        row.note = _join(f"fails: {type(e).__name__}", row.note)
+                        failed.add(k)
+    for k, (row, timer) in enumerate(timed):
+        if k not in failed:
+            row.seconds, row.calls, row.cpu = timer.seconds(), timer.calls(), timer.cores()
+            row.rate = _rate(plan, row.seconds)
+            if plan.family and plan.flops:
+                key = (row.who, plan.family)
+                env.gflops[key] = max(env.gflops.get(key, 0), plan.flops / row.seconds)
+    # peers that did not import get a line saying so
+    present = {r.who for r in plan.runs}
+    for peer in PEERS:
+        if peer not in present:
+            col = "torch 1t" if peer == "torch" else peer
+            rows.append(Row(case, peer, col, "", note="not installed"))
+    return rows
+
+
+def _too_slow(row, plan, env, opts):
+    """Estimate a call from the best rate this library reached on the case's family (the
+    smaller matmul) in this run; beyond --max-call seconds, record the estimate instead."""
+    rate = env.gflops.get((row.who, plan.family))
+    if not (plan.family and plan.flops and rate and opts.max_call):
+        return False
+    est = plan.flops / rate
+    if est <= opts.max_call:
+        return False
+    row.seconds, row.estimated = est, True
+    row.note = _join(f"not run: est. at {rate / 1e9:.3g} GF/s", row.note)
+    return True
+
+
+def _rate(plan, seconds):
+    if plan.flops:
+        return f"{plan.flops / seconds / 1e9:.3g} GF/s"
+    if plan.nbytes:
+        return f"{plan.nbytes / seconds / 1e9:.3g} GB/s"
+    return ""
+
+
+def _join(*parts):
+    """Comma-join the non-empty parts."""
+    return ", ".join(p for p in parts if p)
+
+
+def select_cases(pattern):
+    pats = [p.strip().lower() for p in (pattern or "").split(",") if p.strip()]
+    return [c for c in CASES if not pats or any(p in c.name.lower() for p in pats)]
+
+
+def run(opts, progress=None):
+    """Run the selected cases; returns a Report (the benchmark as a library call)."""
+    env = Env(opts.n, opts.mm_sizes)
+    if env.torch is not None and opts.torch_threads is None:
+        opts.torch_threads = env.torch.get_num_threads()
+    opts.torch_threads = opts.torch_threads or 1
+    rep = Report(opts, env, started=datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+                 load=_loadavg())
+    for case in select_cases(opts.cases):
+        if not case.available():
+            rep.skipped.append((case, "feature not in this build"))
+            continue
+        if progress:
+            progress(case)
+        rep.rows += run_case(case, env, opts, rep.exact)
+    rep.load = rep.load + _loadavg()
+    return rep
+
+
+def _loadavg():
+    try:
+        return (os.getloadavg()[0],)
+    except OSError:
+        return ()
+
+
+# --------------------------------------------------------------------------- formatting
+
+def _ms(s, estimated=False):
+    if s is None:
+        return "-"
+    if estimated:
+        return "~" + _ms(s)
+    ms = s * 1e3
+    for limit, fmt in ((100, "{:.0f}"), (10, "{:.1f}"), (1, "{:.2f}"), (0.01, "{:.3f}")):
+        if ms >= limit:
+            return fmt.format(ms)
+    return f"{ms:.2g}"
+
+
+def _ratio(r):
+    if r is None or not math.isfinite(r):
+        return "-"
+    for limit, fmt in ((100, "{:.0f}x"), (10, "{:.1f}x"), (0.1, "{:.2f}x"), (0.001, "{:.3f}x")):
+        if r >= limit:
+            return fmt.format(r)
+    return f"{r:.0e}x"
+
+
+def _base(rows, case):
+    """minifloat's row of a case (its first row at the default level)."""
+    for r in rows:
+        if r.case is case and r.column == "minifloat":
+            return r
+    return None
+
+
+def _speedup(row, base):
+    if row.seconds is None or base is None or base.seconds is None:
+        return None
+    return row.seconds / base.seconds
+
+
+def _speedup_cell(row, base):
+    """The speed-up as printed: "~" when a time in it is an estimate."""
+    text = _ratio(_speedup(row, base))
+    return "~" + text if text != "-" and (row.estimated or base.estimated) else text
+
+
+def _cases_of(rows):
+    seen = []
+    for r in rows:
+        if r.case not in seen:
+            seen.append(r.case)
+    return seen
+
+
+def _detail_note(row):
+    bits = []
+    if row.value is not None:
+        bits.append(f"= {row.value:.6g}")
+    elif row.err is not None:
+        bits.append(f"err {row.err:.1g}")
+    if row.wrong:
+        bits.append("WRONG")
+    if row.calls == 1:
+        bits.append("1 call")
+    return _join(*bits, row.rate, row.note)
+
+
+def _summary_columns(rep):
+    cols = ["ml_dtypes", "torch 1t"]
+    if rep.opts.torch_threads > 1:
+        cols.append("torch Nt")
+    return cols + ["numpy", "numkong"]
+
+
+def _col_title(rep, col):
+    return {"torch Nt": f"torch {rep.opts.torch_threads}t", "numpy": "numpy f32"}.get(col, col)
+
+
+def _summary_cell(rep, case, col):
+    rows = [r for r in rep.rows if r.case is case and r.column == col]
+    if not rows:
+        return "-"
+    r = rows[0]                                   # the first listed way is the canonical one
+    if r.seconds is None:
+        return "n/a" if "not installed" not in r.note else "absent"
+    return _speedup_cell(r, _base(rep.rows, case)) + ("!" if r.wrong else "")
+
+
+def _title(rep, case):
+    size = case.size(rep.env)
+    return f"{case.title}" + (f" ({size})" if size else "")
+
+
+def _n(n):
+    p = int(math.log2(n)) if n > 0 else 0
+    return f"2^{p}" if 2 ** p == n else f"{n:,}"
+
+
+def header_lines(rep):
+    """The run's context, one fact a line (wrapped to WIDTH in the text output)."""
+    o, env = rep.opts, rep.env
+    cpu, ncpu = _cpu_model(), os.cpu_count()
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = ncpu
+    vers = dict(env.versions())
+    lines = [
+        f"minifloat bench, {rep.started}: N = {_n(o.n)}, dot n = {_n(env.n_dot)}, matmul "
+        f"{o.mm_sizes[0]}^3 and {o.mm_sizes[1]}^3; min of up to {o.repeat} repeats",
+        f"machine: {cpu}, {ncpu} logical CPUs ({usable} usable), {platform.system()} "
+        f"{platform.release().split('-')[0]}, Python {platform.python_version()}",
+        f"load average at start/end: {' / '.join(f'{x:.2f}' for x in rep.load) or '?'}"
+        " (other work on the machine adds noise)",
+        f"minifloat {vers['minifloat']} kernel level {_core.get_kernel_level()} (of "
+        f"{', '.join(_core.kernel_levels())}); numpy {vers['numpy']}",
+        f"ml_dtypes {vers['ml_dtypes']}, torch {vers['torch']}, numkong {vers['numkong']}",
+        f"threads: minifloat uses what its kernels do; torch rows at 1 and {o.torch_threads} "
+        "threads; numpy f32 matmul uses its BLAS's default threads; numkong calls run on one",
+        "cores busy (CPU time / wall time over the timed calls): " + _cores_busy(rep),
+    ]
+    return lines
+
+
+def _cores_busy(rep):
+    out = []
+    for col in ["minifloat"] + _summary_columns(rep):
+        v = [r.cpu * r.seconds for r in rep.rows if r.column == col and math.isfinite(r.cpu)]
+        w = [r.seconds for r in rep.rows if r.column == col and math.isfinite(r.cpu)]
+        if w:
+            out.append(f"{_col_title(rep, col)} {sum(v) / sum(w):.1f}")
+    return ", ".join(out) or "?"
+
+
+def _cpu_model():
+    model = platform.processor() or platform.machine()
+    flags = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            info = f.read()
+        m = re.search(r"^model name\s*:\s*(.+)$", info, re.M)
+        model = m.group(1).strip() if m else model
+        fl = re.search(r"^flags\s*:\s*(.+)$", info, re.M)
+        have = set(fl.group(1).split()) if fl else set()
+        isa = [n for n, f in (("AVX2", "avx2"), ("AVX-512", "avx512f"),
+                              ("AVX-512 BF16", "avx512_bf16"), ("AMX", "amx_bf16")) if f in have]
+        flags = f" ({', '.join(isa)})" if isa else ""
+    except OSError:
+        pass
+    return model + flags
+
+
+def _detail_table(rep):
+    """The detailed table: (title, None) per case, then (row, cells) per library and way."""
+    out = []
+    for case in _cases_of(rep.rows):
+        base = _base(rep.rows, case)
+        out.append((_title(rep, case), None))
+        first = True
+        for r in (r for r in rep.rows if r.case is case):
+            is_base = first and r.column == "minifloat"
+            first = False
+            out.append((r, (r.who, r.how, _ms(r.seconds, r.estimated),
+                            "" if is_base else _speedup_cell(r, base), _detail_note(r))))
+    return out
+
+
+def _level_table(rep):
+    levels = _core.kernel_levels()
+    rows = []
+    for case in _cases_of(rep.rows):
+        t = {r.level: r for r in rep.rows if r.case is case and r.level}
+        rows.append([case.label(rep.env)] + [_ms(t[lv].seconds, t[lv].estimated) if lv in t
+                                             else "-" for lv in levels])
+    return ["case"] + list(levels), rows
+
+
+def _summary_table(rep):
+    cols = _summary_columns(rep)
+    head = ["case", "minifloat ms"] + [_col_title(rep, c) for c in cols]
+    rows = []
+    for case in _cases_of(rep.rows):
+        base = _base(rep.rows, case)
+        rows.append([case.label(rep.env), _ms(base.seconds, base.estimated) if base else "-"] +
+                    [_summary_cell(rep, case, c) for c in cols])
+    return head, rows
+
+
+def _result_lines(rep):
+    """The scalar results next to each other, for the cases that show them."""
+    out = []
+    for case, exact in rep.exact.items():
+        firsts = {}                           # the first row of each library
+        for r in rep.rows:
+            if r.case is case and r.column and r.column != "torch Nt":
+                firsts.setdefault(r.column, r)
+        got = [f"{r.who} {r.value:.6g}" + (" (WRONG)" if r.wrong else "")
+               for r in firsts.values() if r.value is not None]
+        out.append(f"{case.name} results: exact {exact:.6g}; " + ", ".join(got))
+    return out
+
+
+LEGEND = [
+    "speed-up = that library's time / minifloat's time in this run (above 1: minifloat faster).",
+    "n/a: the library cannot do it; absent: not installed; !: wrong result (see details).",
+    "For casts the numpy f32 column is a plain float32 copy (memcpy), the physical reference.",
+]
+ESTIMATE_LEGEND = "~: not run, estimated from the library's best GF/s in this run (--max-call)."
+LEVELS_LEGEND = "Kernel-level rows: speed-up = that level's time / the default level's time."
+
+
+def _legend(rep):
+    return (LEGEND + [ESTIMATE_LEGEND] * any(r.estimated for r in rep.rows)
+            + [LEVELS_LEGEND] * bool(rep.opts.levels))
+
+
+def _fmt_cols(head, rows, align):
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+    def line(vals):
+        return "  ".join(str(v).ljust(w) if a == "<" else str(v).rjust(w)
+                         for v, w, a in zip(vals, widths, align)).rstrip()
+    return [line(head), line(["-" * w for w in widths])] + [line(r) for r in rows]
+
+
+def render_text(rep):
+    out = [w for line in header_lines(rep)
+           for w in textwrap.wrap(line, WIDTH, subsequent_indent="    ")] + [""]
+    head, rows = _summary_table(rep)
+    out.append("minifloat speed-up vs each library (one run)")
+    out += _fmt_cols(head, rows, "<" + ">" * (len(head) - 1))
+    out += _legend(rep)
+    out += [w for line in _result_lines(rep)
+            for w in textwrap.wrap(line, WIDTH, subsequent_indent="    ")] + [""]
+    if rep.opts.levels:
+        head, rows = _level_table(rep)
+        out.append("minifloat ms at each kernel level")
+        out += _fmt_cols(head, rows, "<" + ">" * (len(head) - 1)) + [""]
+    out.append("details: who, what is timed, ms (min), speed-up of minifloat, result / notes")
+    for row, vals in _detail_table(rep):
+        if vals is None:
+            out.append(row[:WIDTH])
+            continue
+        who, how, ms, ratio, note = vals
+        line = f"  {who:<14.14} {how:<32.32} {ms:>8} {ratio:>7}  {note}"
+        out.append(line if len(line) <= WIDTH else line[:WIDTH - 1] + "~")
+    for case, why in rep.skipped:
+        out.append(f"skipped: {case.name} ({why})")
+    return "\n".join(out)
+
+
+def _md_table(head, rows):
+    esc = [[str(x).replace("|", "\\|") for x in r] for r in [head] + rows]
+    lines = ["| " + " | ".join(esc[0]) + " |", "|" + "---|" * len(head)]
+    return lines + ["| " + " | ".join(r) + " |" for r in esc[1:]]
+
+
+def render_markdown(rep):
+    out = [f"- {line}" for line in header_lines(rep)] + [""]
+    head, rows = _summary_table(rep)
+    out += _md_table(head, rows) + [""]
+    out += [f"{line}  " for line in _legend(rep) + _result_lines(rep)] + [""]
+    if rep.opts.levels:
+        out += ["minifloat ms at each kernel level:", ""]
+        out += _md_table(*_level_table(rep)) + [""]
+    drows, last = [], None
+    for row, vals in _detail_table(rep):
+        if vals is None:
+            continue
+        label = row.case.label(rep.env)
+        who = f"minifloat {vals[0].strip()}" if row.level else vals[0]
+        drows.append([label if label != last else "", who] + list(vals[1:]))
+        last = label
+    out += ["<details><summary>Details: every way each library was timed, with results</summary>",
+            ""]
+    out += _md_table(["case", "who", "what is timed", "ms", "speed-up", "result / notes"], drows)
+    out += ["", "</details>"]
+    for case, why in rep.skipped:
+        out.append(f"\nskipped: {case.name} ({why})")
+    return "\n".join(out)
+
+
+def write_docs(path, markdown):
+    path = Path(path)
+    block = f"{DOCS_BEGIN}\n{markdown}\n{DOCS_END}"
+    text = path.read_text() if path.exists() else "# Benchmarks\n\n"
+    if DOCS_BEGIN in text and DOCS_END in text:
+        pre, rest = text.split(DOCS_BEGIN, 1)
+        post = rest.split(DOCS_END, 1)[1]
+        text = pre + block + post
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(text)
+
+
+# --------------------------------------------------------------------------- command line
+
+def _sizes(s):
+    v = tuple(int(x) for x in s.split(","))
+    if len(v) != 2 or min(v) < 1:
+        raise argparse.ArgumentTypeError("two sizes, like 512,2048")
+    return v
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="minifloat bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true",
+                   help="small sizes and few repeats (seconds; for tests and CI)")
+    p.add_argument("--n", type=lambda s: int(float(s)), default=None,
+                   help="elements of the big arrays (default 2^24; --quick 2^14); dot uses n/16")
+    p.add_argument("--matmul", dest="mm_sizes", type=_sizes, default=None, metavar="S,L",
+                   help="the small and large matmul sizes (default 512,2048; --quick 32,64)")
+    p.add_argument("--repeat", type=int, default=None,
+                   help="max repeats per timing (default 5, --quick 2); the minimum is kept")
+    p.add_argument("--cases", default=None, metavar="SUBSTR[,SUBSTR]",
+                   help="only cases whose name contains one of these (see --list)")
+    p.add_argument("--list", action="store_true", help="list the cases and exit")
+    p.add_argument("--levels", action="store_true",
+                   help="also time minifloat under every available kernel level")
+    p.add_argument("--max-call", type=float, default=10.0, metavar="SECONDS",
+                   help="a matmul call estimated (from this run's rates) to take longer is not "
+                        "run; its time is shown as ~estimate (default 10; 0: run everything)")
+    p.add_argument("--torch-threads", type=int, default=None, metavar="T",
+                   help="torch's multi-threaded rows (default: torch's default thread count)")
+    p.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
+    p.add_argument("--write-docs", nargs="?", const=str(DOCS_PATH), default=None, metavar="PATH",
+                   help="write the Markdown tables into docs/benchmarks.md (or PATH)")
+    o = p.parse_args(argv)
+    quick = o.quick
+    o.n = o.n or (2**14 if quick else 2**24)
+    o.mm_sizes = o.mm_sizes or ((32, 64) if quick else (512, 2048))
+    o.repeat = max(1, o.repeat or (2 if quick else 5))
+    o.min_time = 0.001 if quick else 0.01       # seconds per batch of calls
+    o.budget = 0.02 if quick else 1.0           # seconds per row, beyond the warm-up call
+    return o
 
 
 def main(argv=None):
-    print("the benchmark is not written yet")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--"]:        # "minifloat bench -- --quick": the CLI passes the "--" on
+        argv = argv[1:]
+    opts = parse_args(argv)
+    if opts.list:
+        for c in CASES:
+            print(f"{c.name:<24} {c.title}" + ("" if c.available() else "  [not available]"))
+        return 0
+    if not select_cases(opts.cases):
+        print(f"no case matches {opts.cases!r}; see --list", file=sys.stderr)
+        return 2
+
+    def progress(case):
+        print(f"  ... {case.name}", file=sys.stderr, flush=True)
+
+    rep = run(opts, progress if sys.stderr.isatty() else None)
+    md = render_markdown(rep) if (opts.markdown or opts.write_docs) else None
+    print(md if opts.markdown else render_text(rep))
+    if opts.write_docs:
+        write_docs(opts.write_docs, md)
+        print(f"wrote {opts.write_docs}", file=sys.stderr)
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""Smoke tests of `minifloat bench`: it runs at tiny sizes and prints the tables.
+
+No timing is asserted: the machine is shared and numbers are noise at these sizes."""
+import importlib.util
+import re
+
+import numpy as np
+import pytest
+
+import minifloat
+from minifloat import bench, cli
+
+QUICK = ["--quick", "--repeat", "1"]
+HAVE_ML = importlib.util.find_spec("ml_dtypes") is not None
+HAVE_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def run_bench(capsys, *args):
+    assert bench.main(QUICK + list(args)) == 0
+    return capsys.readouterr().out
+
+
+def summary_rows(out):
+    """{case label: cells} of the text summary table."""
+    lines = out.splitlines()
+    start = next(i for i, l in enumerate(lines) if l.startswith("case "))
+    rows = {}
+    for line in lines[start + 2:]:
+        if not line.strip() or line.startswith("speed-up"):
+            break
+        cells = re.split(r"\s{2,}", line.strip())
+        rows[cells[0]] = cells[1:]
+    return rows
+
+
+def test_registry():
+    names = [c.name for c in bench.CASES]
+    assert len(names) == len(set(names))
+    for want in ("cast f32->bf16 out", "cast bf16->f32 out", "cast f32->e4m3fn astype",
+                 "cast e5m2->f32 out", "add bf16", "multiply bf16", "sum bf16",
+                 "sum bf16 axis=0", "dot bf16", "matmul bf16 small", "matmul bf16 large",
+                 "exp bf16", "dlpack import bf16"):
+        assert want in names
+    assert [c.name for c in bench.select_cases("matmul")] == ["matmul bf16 small",
+                                                              "matmul bf16 large"]
+    assert len(bench.select_cases("e4m3fn,e5m2")) == 8
+    assert bench.select_cases(None) == bench.CASES
+
+
+def test_full_quick_run(capsys):
+    out = run_bench(capsys)
+    assert all(len(line) <= bench.WIDTH for line in out.splitlines()), "wider than 100 columns"
+    assert "minifloat speed-up vs each library" in out
+    assert "kernel level" in out
+    rows = summary_rows(out)
+    env = bench.Env(2**14, (32, 64))
+    expected = [c.label(env) for c in bench.CASES if c.available()]
+    assert list(rows) == expected
+    for cells in rows.values():
+        assert len(cells) in (5, 6)        # minifloat ms, peers (torch at 1 and maybe N threads)
+        assert float(cells[0]) > 0                             # minifloat always runs
+        for c in cells[1:]:
+            assert re.fullmatch(r"~?[0-9.e+-]+x!?|n/a|absent|-", c), c
+    assert rows["exp bf16"][-1] == "n/a"                      # numkong has no exp
+
+
+def test_structure_and_results():
+    opts = bench.parse_args(QUICK + ["--cases", "sum bf16,dot"])
+    rep = bench.run(opts)
+    names = [c.name for c in bench._cases_of(rep.rows)]
+    assert names == ["sum bf16", "sum bf16 axis=0", "dot bf16"]
+    for case in bench._cases_of(rep.rows):
+        first = next(r for r in rep.rows if r.case is case)
+        assert first.who == "minifloat" and first.seconds > 0
+        assert not first.wrong and first.err < 1e-2
+    sums = {r.who: r for r in rep.rows if r.case.name == "sum bf16"}
+    exact = next(v for c, v in rep.exact.items() if c.name == "sum bf16")
+    assert sums["minifloat"].value == pytest.approx(exact, rel=1e-2)
+    if HAVE_ML:                            # accumulates in bfloat16: stuck at 256
+        assert sums["ml_dtypes"].wrong and sums["ml_dtypes"].value < exact / 4
+    if HAVE_TORCH:
+        assert not sums["torch 1t"].wrong
+    text = bench.render_text(rep)
+    assert "sum bf16 results: exact" in text
+
+
+def test_without_peers(monkeypatch, capsys):
+    monkeypatch.setattr(bench, "_import_peer", lambda name: None)
+    out = run_bench(capsys, "--cases", "bf16->f32,add,exp,matmul bf16 small")
+    assert "ml_dtypes not installed" in out and "torch not installed" in out
+    # without torch there is no multi-threaded torch column: ml_dtypes, torch 1t, numpy, numkong
+    for cells in summary_rows(out).values():
+        assert [cells[1], cells[2], cells[4]] == ["absent"] * 3
+        assert cells[3] != "absent"
+
+
+def test_levels(capsys):
+    out = run_bench(capsys, "--levels", "--cases", "add bf16")
+    assert "minifloat ms at each kernel level" in out
+    for level in minifloat._core.kernel_levels():
+        assert f"[{level}]" in out
+
+
+def test_markdown_and_write_docs(tmp_path, capsys):
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text(f"# Benchmarks\n\nprose\n\n{bench.DOCS_BEGIN}\nold table\n{bench.DOCS_END}\n"
+                   "\nafter\n")
+    out = run_bench(capsys, "--cases", "sum bf16", "--markdown", "--write-docs", str(doc))
+    assert "| case | minifloat ms |" in out
+    text = doc.read_text()
+    assert "prose" in text and "after" in text and "old table" not in text
+    assert text.count(bench.DOCS_BEGIN) == 1 and "| sum bf16 |" in text
+    assert "machine:" in text and "numpy" in text
+
+
+def test_feature_detection(monkeypatch, capsys):
+    monkeypatch.delattr(minifloat, "from_dlpack", raising=False)
+    out = run_bench(capsys, "--cases", "dlpack")
+    assert "skipped: dlpack import bf16" in out
+    if HAVE_TORCH:                         # a stand-in importer: the case appears and runs
+        monkeypatch.setattr(minifloat, "from_dlpack",
+                            lambda t: np.from_dlpack(t.float()), raising=False)
+        out = run_bench(capsys, "--cases", "dlpack")
+        assert "dlpack import bf16" in summary_rows(out)
+
+
+def test_failures_do_not_stop_the_run(monkeypatch, capsys):
+    def broken_setup(env):
+        raise RuntimeError("no")
+
+    cases = [bench.Case("boom run", "a run that raises",
+                        lambda env: bench.Plan([bench.Run("minifloat", "1/0", lambda: 1 / 0)])),
+             bench.Case("boom setup", "a setup that raises", broken_setup)]
+    monkeypatch.setattr(bench, "CASES", cases)
+    out = run_bench(capsys)
+    assert out.count("fails: ZeroDivisionError") == 1
+    assert "fails: RuntimeError" in out
+
+
+def test_cli(capsys):
+    assert cli.main(["bench", "--", "--list"]) == 0
+    assert "matmul bf16 large" in capsys.readouterr().out
+    assert bench.main(["--cases", "no such case"]) == 2
+
+
+def test_max_call_estimates(capsys):
+    out = run_bench(capsys, "--cases", "dot,matmul", "--max-call", "1e-9")
+    rows = summary_rows(out)
+    assert rows["matmul bf16 large 64^3"][0].startswith("~")        # estimated, not run
+    assert "not run: est. at" in out and "~: not run" in out

@@ -92,7 +92,7 @@ def promotion_markdown():
     cols = ours + numpy_types + ["py int", "py float"]
 
     def res(a, b):
-        other = {"py int": 1, "py float": 1.5}.get(b)
+        other = {"py int": 0, "py float": 1.5}.get(b)     # 0: int1 holds no 1
         try:
             if other is not None:
                 r = (np.zeros(1, dtype=a) + other).dtype
@@ -138,6 +138,13 @@ def _cmd_bench(args):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bench"]:
+        # everything after "bench" is the benchmark's own (argparse's
+        # REMAINDER would drop options given right after the subcommand)
+        from . import bench
+
+        return bench.main(argv[1:])
     parser = argparse.ArgumentParser(prog="minifloat", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command")

@@ -445,7 +445,27 @@ CAST_FROM_MF(LONG, npy_long, SINT)
 CAST_FROM_MF(ULONG, npy_ulong, UINT)
 CAST_FROM_MF(LONGLONG, npy_longlong, SINT)
 CAST_FROM_MF(ULONGLONG, npy_ulonglong, UINT)
-CAST_FROM_MF(HALF, npy_half, HALF)
+/* to float16 from the float32 value, never through a double: a signaling
+ * NaN raises nothing, as in NumPy's float32 -> float16 cast */
+static int
+cast_mf_to_HALF(PyArrayMethod_Context *context, char *const data[],
+                npy_intp const dimensions[], npy_intp const strides[],
+                NpyAuxData *NPY_UNUSED(aux))
+{
+    const mf_format *f = mf_descr_format(context->descriptors[0]);
+    npy_intp n = dimensions[0];
+    const char *in = data[0];
+    char *out = data[1];
+    npy_intp is = strides[0], os = strides[1];
+    const mf_format *h = &mf_formats[MF_IEEE_FLOAT16];
+    for (npy_intp i = 0; i < n; i++, in += is, out += os) {
+        float v = f->kind == MF_KIND_FLOAT ? mf_dec_code(f, mf_load_code(f, in))
+                                           : (float)mf_decode_f64(f, mf_load_code(f, in));
+        npy_half hv = (npy_half)mf_enc1(h, v);
+        memcpy(out, &hv, 2);
+    }
+    return 0;
+}
 CAST_FROM_MF(DOUBLE, npy_double, DOUBLE)
 CAST_FROM_MF(LONGDOUBLE, npy_longdouble, LONGDOUBLE)
 CAST_FROM_MF(CFLOAT, npy_cfloat, CFLOAT)
@@ -975,8 +995,11 @@ mf_get_cast_specs(int id)
                  NPY_UNSAFE_CASTING, U, slots_##NAME##_to_mf);                              \
     }                                                                                       \
     if (!PyTypeNum_ISINTEGER(NPY_##NAME)) {                                                 \
+        /* widening to float32 and wider (and to bool) cannot overflow and,   \
+         * like NumPy's float32 -> float64, reports nothing for a signaling   \
+         * NaN; to float16 can overflow */                                      \
         add_spec(id, "minifloat_to_" #NAME, NULL, builtin_dtype(NPY_##NAME),               \
-                 NPY_UNSAFE_CASTING, U, slots_mf_to_##NAME);                                \
+                 NPY_UNSAFE_CASTING, NPY_##NAME == NPY_HALF ? U : UN, slots_mf_to_##NAME);  \
     }
     MF_BUILTINS(ADD_BUILTIN)
 #undef ADD_BUILTIN

@@ -279,6 +279,30 @@ scalar_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     return mf_scalar_from_code(id, code);
 }
 
+/* the p-significant-digit decimal m * 10^e (as a double, correctly rounded) */
+static double
+decimal_value(long long m, int e, int *ok)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%llde%d", m, e);
+    double d = PyOS_string_to_double(buf, NULL, NULL);
+    if (d == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        *ok = 0;
+    }
+    return d;
+}
+
+/*
+ * The shortest decimal that rounds back to `code` in the format, as a double
+ * (whose own shortest digits it then has), the nearest to the value among
+ * those of that length.  For each digit count p the candidates are the
+ * nearest p-digit decimal and its two neighbours: at a power of two the
+ * rounding interval is lopsided, and the nearest one may fall outside it
+ * while a neighbour does not.  For the saturating formats (float6/float4)
+ * digits from the midpoint above the largest value on are refused: they
+ * round back only by saturation.
+ */
 double
 mf_shortest_double(const mf_format *f, uint32_t code)
 {
@@ -286,23 +310,53 @@ mf_shortest_double(const mf_format *f, uint32_t code)
     if (!isfinite(v) || v == 0.0) {
         return v;
     }
-    double maxv = mf_decode_f64(f, mf_max_finite_mag(f));
+    /* formats without inf and NaN (float6/float4) saturate, so their cast
+     * takes any large decimal back to the largest value: accept only those
+     * below the midpoint to the next value the format would have */
+    double bound = INFINITY;
+    if (f->special == MF_SPECIAL_NONE) {
+        uint32_t maxc = mf_max_finite_mag(f);
+        double maxv = mf_decode_f64(f, maxc);
+        bound = maxv + 0.5 * (maxv - mf_decode_f64(f, maxc - 1));
+    }
     for (int digits = 1; digits <= 17; digits++) {
-        char *s = PyOS_double_to_string(v, 'e', digits - 1, 0, NULL);
+        char *s = PyOS_double_to_string(fabs(v), 'e', digits - 1, 0, NULL);
         if (s == NULL) {
             PyErr_Clear();
             return v;
         }
-        double d = PyOS_string_to_double(s, NULL, NULL);
-        PyMem_Free(s);
-        if (d == -1.0 && PyErr_Occurred()) {
-            PyErr_Clear();
-            return v;
+        /* "d.ddde[+-]XX" -> integer mantissa m (digits long) and exponent */
+        long long m = 0;
+        int e = 0;
+        const char *c = s;
+        for (; *c && *c != 'e'; c++) {
+            if (*c >= '0' && *c <= '9') {
+                m = m * 10 + (*c - '0');
+            }
         }
-        /* digits beyond the largest finite value would only round back
-         * by saturation (float6/float4): not a value of the format */
-        if (mf_encode_f64(f, d) == code && fabs(d) <= maxv) {
-            return d;
+        if (*c == 'e') {
+            e = atoi(c + 1);
+        }
+        PyMem_Free(s);
+        e -= digits - 1;
+        /* m is the nearest p-digit decimal (printf rounds ties to even), so
+         * it wins when it rounds back; else the neighbour on v's side first */
+        int ok = 1;
+        double dm = decimal_value(m, e, &ok);
+        long long order[3] = {m, m + 1, m - 1};
+        if (ok && fabs(v) < dm) {
+            order[1] = m - 1;
+            order[2] = m + 1;
+        }
+        for (int k = 0; k < 3; k++) {
+            if (order[k] <= 0) {
+                continue;
+            }
+            ok = 1;
+            double d = decimal_value(order[k], e, &ok);
+            if (ok && mf_encode_f64(f, copysign(d, v)) == code && d < bound) {
+                return copysign(d, v);
+            }
         }
     }
     return v;

@@ -55,8 +55,6 @@ def test_to_float32_strided_non_nan_exact(each_level, step):
     assert np.isnan(strided.astype(np.float32)[~keep]).all()
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: strided (and length-1) bfloat16 -> float32 casts "
-                   "drop NaN payloads (0x7F81 -> 0x7FC00000) while contiguous ones keep them")
 def test_to_float32_strided_keeps_nan_payload(each_level):
     one = np.array([0x7F81], np.uint16).view(BF).astype(np.float32).view(np.uint32)
     src = np.concatenate([ALL, ALL])
@@ -129,9 +127,6 @@ def test_to_int_out_of_range_finite_warns_like_float32(it):
     assert w == w_ref
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: bfloat16 NaN/inf -> int gives 0 / INT_MAX / INT_MIN "
-                   "without RuntimeWarning; NumPy's float32 gives INT_MIN (x86) with "
-                   "'invalid value encountered in cast'")
 @pytest.mark.parametrize("it", [np.int8, np.uint8, np.int16, np.int32, np.uint32, np.int64,
                                 np.uint64], ids=lambda t: np.dtype(t).name)
 def test_to_int_nan_inf_like_float32(it):

@@ -70,8 +70,6 @@ def test_float_to_int_out_of_range_warns_like_float32():
         _messages(lambda: src.astype(np.int32)) == ["invalid value encountered in cast"]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: NaN/inf bfloat16 -> int casts give no "
-                   "'invalid value encountered in cast' warning (see test_bfloat16_casts)")
 def test_float_to_int_nan_warns_like_float32():
     src = np.array([np.nan, np.inf], np.float32)
     assert _messages(lambda: src.astype(bf16).astype(np.int32)) == \

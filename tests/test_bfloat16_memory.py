@@ -269,9 +269,6 @@ def test_savetxt_loadtxt_genfromtxt(tmp_path):
     assert g.dtype == BF and g[0].tolist() == [1.5, 2.0]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (minor): text parsing via np.fromstring/np.fromfile "
-                   "with sep= raises ValueError 'Unable to read character files of that array type' "
-                   "(float32 works; np.loadtxt works)")
 def test_fromstring_fromfile_text(tmp_path):
     a = np.fromstring("1.5 2 0.1", dtype=bf16, sep=" ")
     assert a.tolist() == [1.5, 2.0, float(bf16(0.1))]

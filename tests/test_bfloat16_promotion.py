@@ -233,9 +233,6 @@ def test_reduce_with_wider_dtype(dt):
     assert np.add.reduce(a, dtype=dt).dtype == dt
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: np.add(bf16, bf16, dtype=np.float32) raises "
-                   "UFuncTypeError; float16 computes in float32 (promoter ignores the output "
-                   "signature)")
 def test_dtype_float32_on_bf16_inputs():
     a = np.array([1.5, 2.5], bf16)
     r = np.add(a, a, dtype=np.float32)
@@ -287,9 +284,6 @@ def test_reduce_int8_with_bf16_dtype_class():
     assert r.dtype == BF and (r.astype(np.float32) == 4096).all()
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: np.add.reduce(float32_or_float16_array, "
-                   "dtype=BFloat16DType) raises UFuncTypeError (reduction promoter keeps the input "
-                   "DType); np.add.reduce(f32, dtype=np.float16) works")
 @pytest.mark.parametrize("src", [np.float32, np.float16, np.float64])
 def test_reduce_float_input_with_bf16_dtype_class(src):
     assert np.add.reduce(np.ones(4, np.float32), dtype=np.float16).dtype == np.float16

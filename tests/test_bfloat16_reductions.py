@@ -258,8 +258,6 @@ def test_mean_accuracy_and_torch(each_level):
         assert R.ulps_apart(R.bits(m), tm) <= 1
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: mean rounds the bfloat16 sum before dividing (two "
-                   "roundings): mean of 10000 x N(1000,1) is 1004, torch and the exact value give 1000")
 def test_mean_rounds_once():
     rng = np.random.default_rng(0)
     x = (rng.standard_normal(10000) + 1000).astype(np.float32).astype(bf16)
@@ -294,9 +292,6 @@ def test_var_std_centred_data(loc, scale):
     assert abs(tv / x64.var() - 1) < 1e-3
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: var/std of offset data are far off (mean computed and "
-                   "rounded in bfloat16): var of 10000 x N(1000, 1) is 16.75, exact 0.746, "
-                   "torch 0.746")
 def test_var_std_offset_data():
     rng = np.random.default_rng(0)
     x = (rng.standard_normal(10000) + 1000).astype(np.float32).astype(bf16)
@@ -347,7 +342,6 @@ def _bf_exact_ints(n):
     return np.arange(1, n + 1).astype(bf16).astype(np.float32)
 
 
-@pytest.mark.xfail(strict=True, reason=ACC_REASON)
 def test_cumsum_exact(each_level):
     for n in (5, 100, 1000, 5000):
         x = _bf_exact_ints(n)
@@ -357,7 +351,6 @@ def test_cumsum_exact(each_level):
         assert np.array_equal(R.bits(np.add.accumulate(x.astype(bf16))), want), n
 
 
-@pytest.mark.xfail(strict=True, reason=ACC_REASON)
 def test_cumsum_axes(each_level):
     x = _int_data((300, 40), seed=9)
     for ax in (0, 1):
@@ -367,7 +360,6 @@ def test_cumsum_axes(each_level):
     assert np.cumsum(y, axis=0)[-1].astype(np.float32).tolist() == [4096.0] * 3
 
 
-@pytest.mark.xfail(strict=True, reason=ACC_REASON)
 def test_cumprod(each_level):
     # accumulate is sequential: the reference is float32's own cumprod rounded
     y = np.full(300, 1.0078125, np.float32)
@@ -484,8 +476,6 @@ def test_max_min_with_initial_where_out(each_level):
 # --------------------------------------------------------------------------
 # boolean reductions
 # --------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="BUG: np.all / np.any (logical_and/or.reduce) on bfloat16 "
-                   "raise UFuncTypeError (no (bool, bfloat16) -> bool loop for the reduction)")
 def test_all_any():
     x = np.array([1, 2, 0.5], bf16)
     assert np.all(x) and np.any(x)

@@ -172,8 +172,6 @@ def _str_mismatches():
 # powers of two (and their negatives) it prints 4 digits where 3 round-trip:
 # the gap above a power of two is twice the gap below, and the shortest
 # search seems to use the smaller one on both sides.
-@pytest.mark.xfail(strict=True, reason="BUG: str() not shortest at some powers of two, "
-                   "e.g. str(bfloat16(2.0**64)) == '1.845e+19' but '1.85e+19' round-trips")
 def test_str_is_shortest_round_trip_all_codes():
     bad = _str_mismatches()
     assert not bad, f"{len(bad)} codes: {bad[:12]}"
@@ -207,9 +205,6 @@ def test_format_spec_matches_float(spec):
             assert format(x, spec) == format(float(x), spec)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (cosmetic): arrays print float32 digits and "
-                   "'dtype=dtype(bfloat16)', e.g. repr(np.array([0.1], bf16)) is "
-                   "'array([0.10009766], dtype=dtype(bfloat16))'")
 def test_array_printing_uses_bf16_digits():
     a = np.array([0.1, 1.5], bf16)
     assert str(a) == "[0.1 1.5]"

@@ -202,13 +202,9 @@ def test_can_cast_safe_iff_every_value_survives(a):
         assert np.can_cast(mf_type(a), mf_type(b), "unsafe")
 
 
-BOOL_SAFE_BUG = pytest.mark.xfail(
-    strict=True, reason="BUG: bool -> float8_e8m0fnu and bool -> int1 are declared safe but "
-                        "False becomes NaN (e8m0) and True becomes -1 (int1)")
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=BOOL_SAFE_BUG)
-                                  if n in ("float8_e8m0fnu", "int1") else n for n in ALL])
+@pytest.mark.parametrize("name", ALL)
 def test_can_cast_bool_into(name):
     # split out of the next test so that the bool bug is visible on its own
     assert bool(np.can_cast(np.bool_, mf_type(name), "safe")) == holds(value_set(name),

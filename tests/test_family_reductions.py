@@ -118,13 +118,8 @@ def test_cumsum_along_the_outer_axis(name):
     np.testing.assert_array_equal(codes_of(c, name), enc(name, np.cumsum(a.astype(np.float64), axis=0)))
 
 
-ACCUMULATE_BUG = pytest.mark.xfail(
-    strict=True, reason="BUG: cumsum/cumprod/subtract|divide.accumulate of float formats along a "
-                        "contiguous axis read stale outputs (arith_loop sends out[i-1] op in[i] "
-                        "to the elementwise kernel)")
 
 
-@ACCUMULATE_BUG
 @pytest.mark.parametrize("name", R.FLOAT_NAMES)
 def test_cumsum_along_the_inner_axis(name):
     a = accumulate_cases(name)
@@ -135,7 +130,6 @@ def test_cumsum_along_the_inner_axis(name):
     np.testing.assert_array_equal(codes_of(d, name), enc(name, np.cumsum(a[:, 0].astype(np.float64))))
 
 
-@ACCUMULATE_BUG
 @pytest.mark.parametrize("name", R.FLOAT_NAMES)
 def test_accumulate_1d(name):
     """minimal: np.cumsum([1, 2, 4]) and np.cumprod([1, 2, 2, 2]) in the format

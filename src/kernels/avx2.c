@@ -258,8 +258,10 @@ enc_small(const regs256 *r, __m256 x, __m256i *ovf, mf_simd_path path)
     __m256i lsb = _mm256_and_si256(_mm256_srl_epi32(au, r->drop), K(ONE));
     __m256i rn = _mm256_add_epi32(_mm256_add_epi32(au, r->round_bias), lsb);
     __m256i cn = _mm256_sub_epi32(_mm256_srl_epi32(rn, r->drop), r->exp_adj);
-    /* see avx512.c: run on every lane, flags as serial */
-    __m256 t = _mm256_add_ps(_mm256_castsi256_ps(au), r->sub_c);
+    /* see avx512.c: run on every lane but NaN ones (zeroed: a signaling NaN
+     * must raise nothing) */
+    __m256i knan_in = _mm256_cmpgt_epi32(au, K(INF));
+    __m256 t = _mm256_add_ps(_mm256_castsi256_ps(_mm256_andnot_si256(knan_in, au)), r->sub_c);
     __m256i cs = _mm256_sub_epi32(_mm256_castps_si256(t), r->sub_cbits);
     __m256i code = blendv(cs, cn, _mm256_cmpgt_epi32(au, r->min_normal_m1));
     /* overflow, inf and NaN lanes are big: the overflow code, signed */
@@ -293,11 +295,10 @@ enc_e8m0(const regs256 *r, __m256 x, __m256i *ovf)
     __m256i ksub = _mm256_cmpgt_epi32(K(MIN_NORMAL), au);
     __m256i csub = _mm256_and_si256(_mm256_cmpgt_epi32(au, K(E8_SUB_HALF_M1)), K(ONE));
     code = blendv(code, csub, ksub);
-    /* 0 < u < inf as signed integers: positive and finite; the quiet
-     * compare raises invalid for a signaling NaN, as serial does */
+    /* 0 < u < inf as signed integers: positive and finite (NaNs and
+     * negatives fail it); integer compares raise nothing for a signaling NaN */
     __m256i kgood = _mm256_and_si256(_mm256_cmpgt_epi32(u, _mm256_setzero_si256()),
                                      _mm256_cmpgt_epi32(K(INF), u));
-    kgood = _mm256_andnot_si256(_mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q)), kgood);
     *ovf = _mm256_or_si256(*ovf, _mm256_and_si256(kgood, _mm256_cmpeq_epi32(code, K(FF))));
     return blendv(K(FF), code, kgood);
 }

@@ -181,9 +181,10 @@ enc_small(const regs512 *r, __m512 x, __mmask16 *ovf)
     __m512i rn = _mm512_add_epi32(_mm512_add_epi32(au, r->round_bias), lsb);
     __m512i cn = _mm512_sub_epi32(_mm512_srl_epi32(rn, r->drop), r->exp_adj);
     /* its subnormal range: the FPU rounds |x| + C (also run, harmlessly, on
-     * the other lanes: it raises invalid for a signaling NaN exactly as the
-     * serial conversion to double does) */
-    __m512 t = _mm512_add_ps(_mm512_castsi512_ps(au), r->sub_c);
+     * the other lanes except NaN ones, masked off so that a signaling NaN
+     * raises nothing: a NaN is copied, as by NumPy's float16 casts) */
+    __mmask16 knan_in = _mm512_cmpgt_epi32_mask(au, I32(0x7F800000));
+    __m512 t = _mm512_maskz_add_ps((__mmask16)~knan_in, _mm512_castsi512_ps(au), r->sub_c);
     __m512i cs = _mm512_sub_epi32(_mm512_castps_si512(t), r->sub_cbits);
     __mmask16 knorm = _mm512_cmpge_epi32_mask(au, r->min_normal);
     __m512i code = _mm512_mask_mov_epi32(cs, knorm, cn);
@@ -216,10 +217,9 @@ enc_e8m0(__m512 x, __mmask16 *ovf)
     __mmask16 ksub = _mm512_cmplt_epi32_mask(au, I32(0x00800000));
     __m512i csub = _mm512_maskz_mov_epi32(_mm512_cmpge_epi32_mask(au, I32(0x00600000)), I32(1));
     code = _mm512_mask_mov_epi32(code, ksub, csub);
-    /* positive and finite: 0 < u < inf; the rest (NaN, inf, zero, negative) is NaN.
-     * The quiet compare raises invalid for a signaling NaN, as serial does. */
+    /* positive and finite: 0 < u < inf; the rest (NaN, inf, zero, negative) is
+     * NaN.  Integer compares only: a signaling NaN raises nothing. */
     __mmask16 kgood = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(u, I32(1)), I32(0x7F7FFFFF));
-    kgood &= (__mmask16)~_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
     *ovf |= _mm512_mask_cmpeq_epi32_mask(kgood, code, I32(0xFF));
     return _mm512_mask_mov_epi32(I32(0xFF), kgood, code);
 }

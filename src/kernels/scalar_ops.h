@@ -74,6 +74,11 @@ mf_enc1(const mf_format *f, float x)
     }
     uint32_t sign = u >> 31;
     uint32_t au = u & 0x7FFFFFFFu;
+    if (au > 0x7F800000u) {
+        /* NaN, from its bits: a signaling NaN raises nothing (converting it
+         * to double would raise "invalid"), as in NumPy's float16 casts */
+        return mf_nan_code(f, (int)sign);
+    }
     if (au >= 0x7F800000u || f->special == MF_SPECIAL_E8M0) {
         int ovf = 0;                     /* NaN, inf, e8m0: the codec */
         uint32_t c = mf_encode_f64_ovf(f, (double)x, &ovf);

@@ -569,13 +569,15 @@ static void
 convert_codes(const mf_format *fa, const mf_format *fb, const char *in, npy_intp is,
               char *out, npy_intp os, npy_intp n)
 {
-    mf_write_epoch++;
     if (fa == fb) {
+        /* a copy keeps codes and values: reductions' partials stay valid
+         * (NumPy buffers operands with such copies) */
         for (npy_intp i = 0; i < n; i++, in += is, out += os) {
             memcpy(out, in, fa->itemsize);
         }
         return;
     }
+    mf_write_epoch++;
     if (fb->kind != MF_KIND_FLOAT) {
         for (npy_intp i = 0; i < n; i++, in += is, out += os) {
             double v = mf_decode_f64(fa, mf_load_code(fa, in));

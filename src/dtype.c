@@ -307,6 +307,10 @@ static PyType_Slot dtype_slots[] = {
     {NPY_DT_PyArray_ArrFuncs_sort, (void *)mf_sort},
     {NPY_DT_PyArray_ArrFuncs_argsort, (void *)mf_argsort},
     {NPY_DT_PyArray_ArrFuncs_fromstr, (void *)mf_fromstr},
+    /* copyswapn/copyswap: ndarray.byteswap() calls them unchecked; NumPy 2.4
+     * accepts the slots (3 and 4) although its public header omits them */
+    {_NPY_DT_ARRFUNCS_OFFSET + 3, (void *)mf_copyswapn},
+    {_NPY_DT_ARRFUNCS_OFFSET + 4, (void *)mf_copyswap},
     {NPY_DT_PyArray_ArrFuncs_scanfunc, (void *)mf_scanfunc},
     {0, NULL},
 };

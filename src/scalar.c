@@ -53,10 +53,16 @@ scalar_value(PyObject *self)
 
 /* ------------------------------------------------ Python objects -> codes */
 
+/* a Python value too large for the format: reported as NumPy reports a
+ * float32 overflow (np.errstate decides: warn, raise, ignore, call) */
 static int
 code_from_double(const mf_format *f, double v, uint32_t *code)
 {
-    *code = mf_encode_f64(f, v);
+    int ovf = 0;
+    *code = mf_encode_f64_ovf(f, v, &ovf);
+    if (ovf && PyUFunc_GiveFloatingpointErrors("cast", NPY_FPE_OVERFLOW) < 0) {
+        return -1;
+    }
     return 0;
 }
 
@@ -417,22 +423,28 @@ scalar_richcompare(PyObject *self, PyObject *other, int op)
      * floats/ints that fit a double exactly; everything else goes through
      * NumPy's generic scalar comparison (ufuncs, NEP 50) */
     double b;
-    if (mf_scalar_format_of(self) < 0) {
+    int self_id = mf_scalar_format_of(self);
+    if (self_id < 0) {
         return PyGenericArrType_Type.tp_richcompare(self, other, op);
     }
+    const mf_format *f = &mf_formats[self_id];
     if (mf_scalar_format_of(other) >= 0) {
+        /* two formats: their exact values (a common type holds both) */
         b = scalar_value(other);
     }
-    else if (PyFloat_CheckExact(other)) {
-        b = PyFloat_AS_DOUBLE(other);
-    }
-    else if (PyLong_CheckExact(other)) {
-        int overflow = 0;
-        long long v = PyLong_AsLongLongAndOverflow(other, &overflow);
-        if (overflow || v > (1LL << 53) || v < -(1LL << 53)) {
+    else if (PyFloat_CheckExact(other) || (PyLong_CheckExact(other) && f->kind == MF_KIND_FLOAT)) {
+        /* NEP 50: a Python number is weak, it becomes this format first
+         * (bfloat16(0.1) == 0.1, as np.float32(0.1) == 0.1) */
+        uint32_t code;
+        int err = mf_code_from_pyobject(f, other, &code);
+        if (err < 0) {
+            if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                return NULL;
+            }
+            PyErr_Clear();
             return PyGenericArrType_Type.tp_richcompare(self, other, op);
         }
-        b = (double)v;
+        b = mf_decode_f64(f, code);
     }
     else {
         return PyGenericArrType_Type.tp_richcompare(self, other, op);
@@ -553,8 +565,24 @@ static PyMethodDef scalar_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyObject *
+scalar_get_real(PyObject *self, void *NPY_UNUSED(closure))
+{
+    Py_INCREF(self);
+    return self;
+}
+
+static PyObject *
+scalar_get_imag(PyObject *self, void *NPY_UNUSED(closure))
+{
+    int id = mf_scalar_format_of(self);
+    return mf_scalar_from_code(id, mf_encode_f64(&mf_formats[id], 0.0));
+}
+
 static PyGetSetDef scalar_getset[] = {
     {"code", scalar_get_code, NULL, "The stored bits of this value.", NULL},
+    {"real", scalar_get_real, NULL, "The value itself.", NULL},
+    {"imag", scalar_get_imag, NULL, "Zero, in this format.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -97,10 +97,6 @@ def test_python_value_overflow_reference_float32_warns(name):
     assert any("overflow" in m for m in _messages(lambda: PY_OVERFLOW[name](np.float32)))
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: converting a Python float/int, object or string to "
-                   "bfloat16 overflows to inf silently (bfloat16(1e39), a[0] = 1e39, "
-                   "np.array([1e39], bf16), bf16_array + 1e39, object/str casts); float32 warns "
-                   "'overflow encountered in cast' and raises under errstate(over='raise')")
 @pytest.mark.parametrize("name", list(PY_OVERFLOW))
 def test_python_value_overflow_warns(name):
     msgs = _messages(lambda: PY_OVERFLOW[name](bf16))
@@ -142,7 +138,7 @@ def test_ufunc_fp_errors(expr, kind):
         expr()
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (minor): underflow is never reported for bfloat16: "
+@pytest.mark.xfail(strict=True, reason="KNOWN GAP (docs/design.md): underflow is never reported for bfloat16: "
                    "errstate(under='raise') does not raise for bf16(1e-38) * bf16(0.3) (inexact "
                    "subnormal) nor for np.array([1e-45]).astype(bf16); float16/float32 raise")
 def test_underflow_reported_like_float16():

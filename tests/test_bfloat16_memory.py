@@ -324,8 +324,6 @@ def test_byteorder_change_is_rejected_cleanly():
         np.dtype(bf16).newbyteorder(">")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: ndarray.byteswap() on a bfloat16 array segfaults "
-                   "(np.ones(3, bf16).byteswap() kills the interpreter)")
 def test_byteswap_does_not_crash():
     code = ("import numpy as np, minifloat\n"
             "a = np.array([1.0, 2.0], minifloat.bfloat16)\n"

@@ -240,8 +240,9 @@ def test_dtype_float32_on_bf16_inputs():
     assert np.add(np.ones(2, np.float16), 1, dtype=np.float32).dtype == np.float32
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: np.add(f32_array, 1, dtype=BFloat16DType) raises "
-                   "UFuncTypeError; np.add(f32_array, 1, dtype=np.float16) works (same_kind)")
+@pytest.mark.xfail(strict=True, reason="LIMITATION (docs/design.md): np.add(f32_array, 1, "
+                   "dtype=BFloat16DType) raises UFuncTypeError: a promoter on the output position "
+                   "would take over NumPy's own calls; cast the operands first")
 def test_dtype_bf16_on_float32_inputs():
     x = np.array([1.5, 2.5], np.float32)
     assert np.add(x, 1, dtype=np.float16).dtype == np.float16

@@ -111,9 +111,6 @@ def test_sum_exact_non_contiguous_1d_full(shape, layout, each_level):
     assert R.bits(xv.sum()) == R.bf16_codes_from_f64(fv.astype(np.float64).sum())
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: full (axis=None) sum of a non-contiguous N-d bfloat16 "
-                   "array rounds partial sums to bfloat16: np.ones((1000, 1000), bf16)[::2].sum() "
-                   "is 509952, not 499712 (= bf16(500000))")
 def test_sum_non_contiguous_nd_full_reduction(each_level):
     assert float(np.ones((1000, 1000), bf16)[::2].sum()) == float(bf16(500000))
     assert float(np.ones((3000, 3000), bf16)[::3, ::3].sum()) == float(bf16(10 ** 6))
@@ -135,10 +132,6 @@ def test_sum_where_1d_and_last_axis(each_level):
     assert np.array_equal(R.bits(got), R.bf16_codes_from_f64(y.astype(np.float64).sum(axis=1, where=m)))
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: sum(where=m) along an outer axis rounds partial sums "
-                   "to bfloat16 when the mask is irregular: np.ones((4096, 8), bf16).sum(axis=0, "
-                   "where=(np.arange(4096*8) % 3 != 0).reshape(4096, 8)) is [256, 1624, 2720, ...], "
-                   "not 2736 everywhere")
 def test_sum_where_outer_axis(each_level):
     a = np.ones((4096, 8), bf16)
     m = (np.arange(4096 * 8) % 3 != 0).reshape(4096, 8)
@@ -157,8 +150,6 @@ def test_sum_initial_1d(each_level):
     assert float(np.ones(4096, bf16).sum(initial=1)) == 4096.0
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: sum(initial=...) along an outer axis accumulates in "
-                   "bfloat16: np.ones((4096, 8), bf16).sum(axis=0, initial=1) is 256, not 4096")
 def test_sum_initial_outer_axis(each_level):
     got = np.ones((4096, 8), bf16).sum(axis=0, initial=1).astype(np.float32)
     assert got.tolist() == [4096.0] * 8

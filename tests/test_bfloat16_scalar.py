@@ -129,8 +129,6 @@ def test_scalar_basic_attributes():
     assert x.conjugate() == x
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: bfloat16 scalar .imag raises RuntimeError "
-                   "(legacy SETITEM with NULL array)")
 def test_scalar_imag():
     x = bf16(1.5)
     assert type(x.imag) is bf16 and x.imag == 0
@@ -278,7 +276,7 @@ def test_scalar_item_and_tolist_give_python_float():
     assert type(x.tolist()) is float
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: ndarray.item()/.tolist() on bfloat16 arrays return "
+@pytest.mark.xfail(strict=True, reason="LIMITATION (docs/design.md: NumPy asks the same getitem for a[i]): ndarray.item()/.tolist() on bfloat16 arrays return "
                    "bfloat16 scalars, not Python floats (float16, float32 and ml_dtypes give float)")
 def test_array_item_and_tolist_give_python_float():
     a = np.array([[1.5, 2.0]], bf16)
@@ -363,9 +361,6 @@ def test_array_compare_with_python_float_is_nep50():
     assert not (np.array([2048], np.float16) < 2049)[0]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: scalar comparison with a Python float is exact "
-                   "(bfloat16(0.1) == 0.1 is False) but the array one is NEP 50 "
-                   "(np.array([0.1], bf16) == 0.1 is True); np.float16/np.float32 scalars follow NEP 50")
 def test_scalar_compare_with_python_float_matches_array():
     for v, y in [(0.1, 0.1), (256.0, 257), (1.0, 1.001)]:
         for op in _OPS:

@@ -442,8 +442,6 @@ def test_not_for_floats_raise_typeerror():
         np.invert(a)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: np.matvec / np.vecmat (NumPy >= 2.2 gufuncs) have "
-                   "no bfloat16 loop (UFuncTypeError); matmul and vecdot do")
 def test_matvec_vecmat():
     A = np.arange(6).reshape(2, 3).astype(bf16)
     v = np.array([1, 2, 3], bf16)

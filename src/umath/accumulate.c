@@ -6,46 +6,37 @@
  * outer step with out = out + row; the output buffer has the dtype, so each
  * step would round to the format (NumPy's own float16 sums lose 4096 ones
  * that way).  The add/multiply loops of a reduction remember, for every
- * output segment they wrote, the float32 values before rounding and the
- * codes they stored.  On the next call for the same segment they continue
- * from the float32 values, provided memory still holds exactly the codes
- * they wrote and no cast into a minifloat format ran in between (a cast
- * there means NumPy refilled a buffer).  Otherwise they start again from
- * memory, which is what NumPy's float16 does always.
+ * output element they wrote, the float32 value before rounding and the code
+ * they stored, in a window of the address space ("slab") indexed by element.
+ * On the next call touching that element they continue from the float32
+ * value, provided memory still holds exactly the code they wrote and no
+ * cast into a minifloat format ran in between (which would mean NumPy
+ * refilled a buffer with another element); otherwise they start again from
+ * memory, which is what NumPy's float16 does always.  Element-wise storage
+ * serves any segmentation of the output: rows, masked runs (where=), buffer
+ * chunks.
  */
 #include "umath.h"
 
 _Thread_local uint64_t mf_write_epoch = 0;
 
-typedef struct {
-    char *ptr;          /* key; NULL = empty slot */
-    npy_intp stride;
-    npy_intp n;
-    uint64_t epoch;
-    float *vals;
-    uint16_t *codes;
-} shadow_entry;
+/* at most this many elements are tracked (7 bytes each) */
+#define MF_SHADOW_MAX_ELEMENTS (1 << 24)
 
 struct mf_shadow {
-    shadow_entry *tab;
-    size_t cap;         /* power of two */
-    size_t used;
+    char *origin;           /* address of element index 0 */
+    npy_intp itemsize;
+    npy_intp lo, hi;        /* tracked element indices [lo, hi) */
+    uint64_t epoch;         /* mf_write_epoch when last stored */
+    float *vals;            /* indexed by (i - lo) */
+    uint16_t *codes;
+    uint8_t *valid;
 };
 
 mf_shadow *
 mf_shadow_new(void)
 {
-    mf_shadow *s = PyMem_RawCalloc(1, sizeof(mf_shadow));
-    if (s == NULL) {
-        return NULL;
-    }
-    s->cap = 16;
-    s->tab = PyMem_RawCalloc(s->cap, sizeof(shadow_entry));
-    if (s->tab == NULL) {
-        PyMem_RawFree(s);
-        return NULL;
-    }
-    return s;
+    return PyMem_RawCalloc(1, sizeof(mf_shadow));
 }
 
 void
@@ -54,120 +45,151 @@ mf_shadow_free(mf_shadow *s)
     if (s == NULL) {
         return;
     }
-    for (size_t i = 0; i < s->cap; i++) {
-        PyMem_RawFree(s->tab[i].vals);
-        PyMem_RawFree(s->tab[i].codes);
-    }
-    PyMem_RawFree(s->tab);
+    PyMem_RawFree(s->vals);
+    PyMem_RawFree(s->codes);
+    PyMem_RawFree(s->valid);
     PyMem_RawFree(s);
 }
 
-static inline size_t
-slot_of(const mf_shadow *s, const char *ptr)
+/* element index of ptr, or 0 with *ok = 0 when ptr is not on the grid */
+static inline npy_intp
+index_of(const mf_shadow *s, const char *ptr, int *ok)
 {
-    uint64_t h = (uint64_t)(uintptr_t)ptr;
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    return (size_t)h & (s->cap - 1);
-}
-
-static shadow_entry *
-find(mf_shadow *s, const char *ptr)
-{
-    size_t i = slot_of(s, ptr);
-    while (s->tab[i].ptr != NULL) {
-        if (s->tab[i].ptr == ptr) {
-            return &s->tab[i];
-        }
-        i = (i + 1) & (s->cap - 1);
+    ptrdiff_t d = ptr - s->origin;
+    if (d % s->itemsize != 0) {
+        *ok = 0;
+        return 0;
     }
-    return NULL;
+    *ok = 1;
+    return (npy_intp)(d / s->itemsize);
 }
 
+/* make [a, b) tracked; 0 on success, -1 if it cannot be (too large) */
 static int
-grow(mf_shadow *s)
+cover(mf_shadow *s, npy_intp a, npy_intp b)
 {
-    size_t old_cap = s->cap;
-    shadow_entry *old = s->tab;
-    s->cap *= 2;
-    s->tab = PyMem_RawCalloc(s->cap, sizeof(shadow_entry));
-    if (s->tab == NULL) {
-        s->tab = old;
-        s->cap = old_cap;
+    if (s->vals != NULL && a >= s->lo && b <= s->hi) {
+        return 0;
+    }
+    npy_intp lo = s->vals ? (a < s->lo ? a : s->lo) : a;
+    npy_intp hi = s->vals ? (b > s->hi ? b : s->hi) : b;
+    if (hi - lo > MF_SHADOW_MAX_ELEMENTS) {
         return -1;
     }
-    for (size_t i = 0; i < old_cap; i++) {
-        if (old[i].ptr != NULL) {
-            size_t j = slot_of(s, old[i].ptr);
-            while (s->tab[j].ptr != NULL) {
-                j = (j + 1) & (s->cap - 1);
-            }
-            s->tab[j] = old[i];
+    /* grow with slack so that row-by-row growth is not quadratic */
+    npy_intp span = hi - lo;
+    npy_intp slack = span / 2;
+    if (span + slack > MF_SHADOW_MAX_ELEMENTS) {
+        slack = MF_SHADOW_MAX_ELEMENTS - span;
+    }
+    if (s->vals != NULL) {
+        if (a < s->lo) {
+            lo -= slack;
+        }
+        else {
+            hi += slack;
         }
     }
-    PyMem_RawFree(old);
+    npy_intp n = hi - lo;
+    float *vals = PyMem_RawMalloc(n * sizeof(float));
+    uint16_t *codes = PyMem_RawMalloc(n * sizeof(uint16_t));
+    uint8_t *valid = PyMem_RawCalloc(n, 1);
+    if (vals == NULL || codes == NULL || valid == NULL) {
+        PyMem_RawFree(vals);
+        PyMem_RawFree(codes);
+        PyMem_RawFree(valid);
+        return -1;
+    }
+    if (s->vals != NULL) {
+        npy_intp off = s->lo - lo, m = s->hi - s->lo;
+        memcpy(vals + off, s->vals, m * sizeof(float));
+        memcpy(codes + off, s->codes, m * sizeof(uint16_t));
+        memcpy(valid + off, s->valid, m);
+        PyMem_RawFree(s->vals);
+        PyMem_RawFree(s->codes);
+        PyMem_RawFree(s->valid);
+    }
+    s->vals = vals;
+    s->codes = codes;
+    s->valid = valid;
+    s->lo = lo;
+    s->hi = hi;
     return 0;
 }
 
-float *
-mf_shadow_lookup(mf_shadow *s, const mf_format *f, char *ptr, npy_intp stride, npy_intp n)
+static inline int
+first_use(mf_shadow *s, const mf_format *f, char *ptr)
 {
-    if (s == NULL) {
-        return NULL;
+    if (s->origin == NULL) {
+        s->origin = ptr;
+        s->itemsize = f->itemsize;
+        s->epoch = mf_write_epoch;
+        return 1;
     }
-    shadow_entry *e = find(s, ptr);
-    if (e == NULL || e->stride != stride || e->n != n || e->epoch != mf_write_epoch) {
-        return NULL;
-    }
-    for (npy_intp i = 0; i < n; i++) {
-        if (mf_load_code(f, ptr + i * stride) != e->codes[i]) {
-            return NULL;
-        }
-    }
-    return e->vals;
+    return 0;
 }
 
 int
-mf_shadow_store(mf_shadow *s, const mf_format *f, char *ptr, npy_intp stride, npy_intp n,
-                const float *vals)
+mf_shadow_get(mf_shadow *s, const mf_format *f, char *ptr, npy_intp stride, npy_intp n,
+              float *out)
 {
-    if (s == NULL) {
+    int hits = 0;
+    int usable = s != NULL && s->vals != NULL && s->epoch == mf_write_epoch;
+    int ok = 0;
+    npy_intp i0 = 0, di = 0;
+    if (usable) {
+        i0 = index_of(s, ptr, &ok);
+        usable = ok && stride % s->itemsize == 0;
+        di = usable ? stride / s->itemsize : 0;
+    }
+    for (npy_intp j = 0; j < n; j++) {
+        const char *p = ptr + j * stride;
+        uint32_t code = mf_load_code(f, p);
+        npy_intp i = i0 + j * di;
+        if (usable && i >= s->lo && i < s->hi && s->valid[i - s->lo]
+                && s->codes[i - s->lo] == code) {
+            out[j] = s->vals[i - s->lo];
+            hits++;
+        }
+        else {
+            out[j] = (float)mf_decode_f64(f, code);
+        }
+    }
+    return hits;
+}
+
+int
+mf_shadow_put(mf_shadow *s, const mf_format *f, char *ptr, npy_intp stride, npy_intp n,
+              const float *vals)
+{
+    if (s == NULL || n <= 0) {
         return 0;
     }
-    shadow_entry *e = find(s, ptr);
-    if (e == NULL) {
-        if (2 * (s->used + 1) > s->cap && grow(s) < 0) {
-            return -1;
+    first_use(s, f, ptr);
+    if (s->epoch != mf_write_epoch) {
+        /* a cast into a minifloat format ran since the last store: what is
+         * tracked may describe another element now; forget it */
+        if (s->valid) {
+            memset(s->valid, 0, s->hi - s->lo);
         }
-        size_t i = slot_of(s, ptr);
-        while (s->tab[i].ptr != NULL) {
-            i = (i + 1) & (s->cap - 1);
-        }
-        e = &s->tab[i];
-        e->ptr = ptr;
-        s->used++;
+        s->epoch = mf_write_epoch;
     }
-    if (e->n != n || e->vals == NULL) {
-        PyMem_RawFree(e->vals);
-        PyMem_RawFree(e->codes);
-        e->vals = PyMem_RawMalloc(n * sizeof(float));
-        e->codes = PyMem_RawMalloc(n * sizeof(uint16_t));
-        if (e->vals == NULL || e->codes == NULL) {
-            PyMem_RawFree(e->vals);
-            PyMem_RawFree(e->codes);
-            e->vals = NULL;
-            e->codes = NULL;
-            e->n = 0;
-            return -1;
-        }
+    int ok;
+    npy_intp i0 = index_of(s, ptr, &ok);
+    if (!ok || stride % s->itemsize != 0) {
+        return 0;
     }
-    e->stride = stride;
-    e->n = n;
-    e->epoch = mf_write_epoch;
-    memcpy(e->vals, vals, n * sizeof(float));
-    for (npy_intp i = 0; i < n; i++) {
-        e->codes[i] = (uint16_t)mf_load_code(f, ptr + i * stride);
+    npy_intp di = stride / s->itemsize;
+    npy_intp a = di >= 0 ? i0 : i0 + (n - 1) * di;
+    npy_intp b = (di >= 0 ? i0 + (n - 1) * di : i0) + 1;
+    if (cover(s, a, b) < 0) {
+        return 0;          /* too large to track: these round per step */
+    }
+    for (npy_intp j = 0; j < n; j++) {
+        npy_intp k = i0 + j * di - s->lo;
+        s->vals[k] = vals[j];
+        s->codes[k] = (uint16_t)mf_load_code(f, ptr + j * stride);
+        s->valid[k] = 1;
     }
     return 0;
 }

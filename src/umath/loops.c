@@ -120,8 +120,7 @@ reduce_inner(mf_loop_aux *aux, char *out, const char *in, npy_intp is, npy_intp 
 {
     const mf_format *f = aux->fmt;
     float acc;
-    float *partial = mf_shadow_lookup(aux->shadow, f, out, 0, 1);
-    acc = partial ? *partial : mf_decode_f32(f, mf_load_code(f, out));
+    mf_shadow_get(aux->shadow, f, out, 0, 1, &acc);
     float buf[BLOCK];
     for (npy_intp start = 0; start < n; start += BLOCK) {
         npy_intp len = n - start < BLOCK ? n - start : BLOCK;
@@ -131,9 +130,7 @@ reduce_inner(mf_loop_aux *aux, char *out, const char *in, npy_intp is, npy_intp 
         call_f32(aux, args, len, steps);
     }
     encode_block(f, &acc, out, 0, 1);
-    if (aux->shadow) {
-        mf_shadow_store(aux->shadow, f, out, 0, 1, &acc);
-    }
+    mf_shadow_put(aux->shadow, f, out, 0, 1, &acc);
 }
 
 /* out[i] = op(out[i-1], in[i]): an accumulation's inner loop; the running
@@ -175,19 +172,13 @@ inplace_partials(mf_loop_aux *aux, char *out, npy_intp os, const char *in, npy_i
     for (npy_intp start = 0; start < n; start += BLOCK) {
         npy_intp len = n - start < BLOCK ? n - start : BLOCK;
         char *o = out + start * os;
-        float *partial = mf_shadow_lookup(aux->shadow, f, o, os, len);
-        if (partial) {
-            memcpy(a, partial, len * sizeof(float));
-        }
-        else {
-            decode_block(f, o, os, a, len);
-        }
+        mf_shadow_get(aux->shadow, f, o, os, len, a);
         decode_block(f, in + start * is, is, b, len);
         char *args[3] = {(char *)a, (char *)b, (char *)a};
         npy_intp steps[3] = {sizeof(float), sizeof(float), sizeof(float)};
         call_f32(aux, args, len, steps);
         encode_block(f, a, o, os, len);
-        mf_shadow_store(aux->shadow, f, o, os, len, a);
+        mf_shadow_put(aux->shadow, f, o, os, len, a);
     }
 }
 
@@ -320,6 +311,29 @@ generic_loop(PyArrayMethod_Context *NPY_UNUSED(context), char *const data[],
     return 0;
 }
 
+/*
+ * An in-place call (out is also the first input) on an output this loop
+ * already wrote in-place during the same ufunc call can only be a
+ * reduction step NumPy did not announce (with initial=, no initial value is
+ * asked for): keep partials from now on.
+ */
+static void
+notice_inplace(mf_loop_aux *aux, char *ptr, npy_intp stride)
+{
+    if (aux->shadow != NULL || !aux->def->keeps_partials) {
+        return;
+    }
+    for (int i = 0; i < aux->nseen; i++) {
+        if (aux->seen_ptr[i] == ptr && aux->seen_stride[i] == stride) {
+            aux->shadow = mf_shadow_new();
+            return;
+        }
+    }
+    int k = aux->nseen < 8 ? aux->nseen++ : (int)((uintptr_t)ptr % 8);
+    aux->seen_ptr[k] = ptr;
+    aux->seen_stride[k] = stride;
+}
+
 /* + - * /: the fused kernels on contiguous operands, the general path else */
 static int
 arith_loop(PyArrayMethod_Context *context, char *const data[],
@@ -330,6 +344,9 @@ arith_loop(PyArrayMethod_Context *context, char *const data[],
     npy_intp sz = f->itemsize;
     npy_intp n = dimensions[0];
     int inplace = data[0] == data[2];
+    if (inplace && strides[0] == strides[2]) {
+        notice_inplace(aux, data[0], strides[0]);
+    }
     /* an accumulation's loop (out[i] = out[i-1] op in[i]) overlaps itself:
      * the general path runs it sequentially */
     int accumulating = strides[0] == strides[2] && strides[0] != 0 && data[2] == data[0] + strides[0];
@@ -341,8 +358,9 @@ arith_loop(PyArrayMethod_Context *context, char *const data[],
     }
     if (aux->def->op == MF_OP_ADD && inplace && strides[0] == 0 && strides[2] == 0) {
         /* sum along the inner axis, in the kernels' summation order */
-        float *partial = mf_shadow_lookup(aux->shadow, f, data[0], 0, 1);
-        double acc = partial ? (double)*partial : mf_decode_f64(f, mf_load_code(f, data[0]));
+        float start_value;
+        mf_shadow_get(aux->shadow, f, data[0], 0, 1, &start_value);
+        double acc = (double)start_value;
         const char *in = data[1];
         npy_intp is = strides[1];
         if (is_contig_aligned(in, is, sz)) {
@@ -364,9 +382,7 @@ arith_loop(PyArrayMethod_Context *context, char *const data[],
         if (ovf) {
             mf_raise_overflow();
         }
-        if (aux->shadow) {
-            mf_shadow_store(aux->shadow, f, data[0], 0, 1, &accf);
-        }
+        mf_shadow_put(aux->shadow, f, data[0], 0, 1, &accf);
         return 0;
     }
     return generic_loop(context, data, dimensions, strides, auxdata);

@@ -239,9 +239,10 @@ add_pattern(PyObject *ufunc, int nargs, int pos, PyObject *dt, PyObject *first, 
 
 /*
  * (F, None, ...): the first operand is F.  (K, F, None, ...): a NumPy operand
- * then F.  These never tie.  (A pattern on the output, for NumPy operands
- * with dtype=F, would tie in reductions, whose output DType is unknown when
- * matching: so np.add(f64, f64, dtype=F) is not supported; cast first.)
+ * then F.  These never tie.  No pattern names an output: NumPy matches an
+ * unspecified output with anything, so such a promoter would take over
+ * calls on NumPy's own types; np.add(f32, 1, dtype=F) is therefore not
+ * supported (cast the operands first).
  */
 static int
 add_promoters(PyObject *ufunc, int nin, int nargs, PyArray_DTypeMeta *fmt_dtype, PyObject *capsule)
@@ -270,7 +271,7 @@ mf_init_ufuncs(PyObject *module)
     if (mf_find_f32_loops() < 0 || init_numpy_kinds() < 0) {
         return -1;
     }
-    if (mf_register_matmul(umath_module) < 0) {
+    if (mf_register_matmul(umath_module) < 0 || mf_register_matvec(umath_module) < 0) {
         return -1;
     }
     PyObject *capsule = PyCapsule_New((void *)mf_promoter, "numpy._ufunc_promoter", NULL);
@@ -346,9 +347,13 @@ mf_init_ufuncs(PyObject *module)
         }
         /* ufuncs without rows: float_power (float64 as for float16), and the
          * gufuncs matmul and vecdot (loops in matmul.c) */
-        static const char *others[] = {"float_power", "matmul", "vecdot"};
-        for (int i = 0; i < 3; i++) {
+        static const char *others[] = {"float_power", "matmul", "vecdot", "matvec", "vecmat"};
+        for (int i = 0; i < 5; i++) {
             PyObject *u = PyObject_GetAttrString(umath_module, others[i]);
+            if (u == NULL && i >= 3) {
+                PyErr_Clear();     /* matvec/vecmat: NumPy >= 2.2 */
+                continue;
+            }
             if (u == NULL || add_promoters(u, 2, 3, F, capsule) < 0) {
                 Py_XDECREF(u);
                 Py_DECREF(capsule);

@@ -51,7 +51,13 @@ typedef struct {
     PyUFuncGenericFunction f32fn;
     void *f32data;
     const mf_format *fmt;
-    mf_shadow *shadow;        /* created on first use */
+    mf_shadow *shadow;        /* partials of a reduction (accumulate.c) */
+    /* in-place calls seen before a reduction was recognised: a second call
+     * on the same output (a reduction NumPy did not announce, e.g. with
+     * initial=) starts the partials */
+    char *seen_ptr[8];
+    npy_intp seen_stride[8];
+    int nseen;
 } mf_loop_aux;
 
 /* loops.c */
@@ -66,20 +72,24 @@ extern _Thread_local PyArrayMethod_Context *mf_reduction_context;
 extern PyUFuncGenericFunction mf_f32_fns[];
 extern void *mf_f32_data[];
 
-/* accumulate.c: unrounded partial results keyed by output address */
+/* accumulate.c: unrounded partial results, per output element */
 mf_shadow *mf_shadow_new(void);
 void mf_shadow_free(mf_shadow *s);
-/* the float32 partials for n elements at ptr (stride) if this loop wrote
- * them last and memory still holds what it wrote; NULL otherwise */
-float *mf_shadow_lookup(mf_shadow *s, const mf_format *f, char *ptr, npy_intp stride, npy_intp n);
-/* remember `vals` as the unrounded values just stored at ptr */
-int mf_shadow_store(mf_shadow *s, const mf_format *f, char *ptr, npy_intp stride, npy_intp n,
-                    const float *vals);
+/* out[j] = the float32 partial of element j (at ptr + j*stride) if this
+ * reduction stored it and memory still holds the code it wrote, else the
+ * value in memory; s may be NULL.  Returns the number of partials used. */
+int mf_shadow_get(mf_shadow *s, const mf_format *f, char *ptr, npy_intp stride, npy_intp n,
+                  float *out);
+/* remember `vals` as the unrounded values just stored at ptr (s may be NULL) */
+int mf_shadow_put(mf_shadow *s, const mf_format *f, char *ptr, npy_intp stride, npy_intp n,
+                  const float *vals);
 /* bumped by every cast into a minifloat format: a cast between two calls of
  * a reduction loop means NumPy refilled a buffer, so partials are stale */
 extern _Thread_local uint64_t mf_write_epoch;
 
 /* matmul.c */
 int mf_register_matmul(PyObject *numpy_umath);
+/* matvec.c */
+int mf_register_matvec(PyObject *numpy_umath);
 
 #endif

@@ -1,0 +1,119 @@
+/*
+ * np.matvec (m,n),(n)->(m) and np.vecmat (n),(n,m)->(m) for the float
+ * formats: each output is a dot product in the kernels' summation order
+ * (as np.vecdot), rounded once.
+ */
+#include "umath.h"
+#include "../kernels/scalar_ops.h"
+
+/* gather n codes at p (stride s) into a contiguous buffer */
+static void
+gather(const mf_format *f, const char *p, npy_intp s, npy_intp n, char *dst)
+{
+    for (npy_intp i = 0; i < n; i++) {
+        memcpy(dst + i * f->itemsize, p + i * s, f->itemsize);
+    }
+}
+
+/* core: out[j] = dot(rows of a along `n` with v), for j < m
+ *   a: element (j, k) at a + j*sj + k*sk;  v: element k at v + k*sv */
+static int
+dots(const mf_format *f, const char *a, npy_intp sj, npy_intp sk, const char *v, npy_intp sv,
+     char *out, npy_intp so, npy_intp m, npy_intp n, char *bufa, char *bufv)
+{
+    int ovf = 0;
+    gather(f, v, sv, n, bufv);
+    for (npy_intp j = 0; j < m; j++) {
+        gather(f, a + j * sj, sk, n, bufa);
+        double d = mf_k->dot(f, bufa, bufv, n);
+        mf_store_code(f, out + j * so, mf_encode_f64_ovf(f, d, &ovf));
+    }
+    return ovf;
+}
+
+static int
+matvec_loop(PyArrayMethod_Context *context, char *const data[],
+            npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *NPY_UNUSED(aux))
+{
+    const mf_format *f = mf_descr_format(context->descriptors[0]);
+    npy_intp N = dimensions[0], m = dimensions[1], n = dimensions[2];
+    char *bufa = PyMem_RawMalloc((size_t)(n * f->itemsize) + 1);
+    char *bufv = PyMem_RawMalloc((size_t)(n * f->itemsize) + 1);
+    if (bufa == NULL || bufv == NULL) {
+        PyMem_RawFree(bufa);
+        PyMem_RawFree(bufv);
+        return -1;
+    }
+    int ovf = 0;
+    /* strides: outer a, v, out; then a_m, a_n, v_n, out_m */
+    for (npy_intp o = 0; o < N; o++) {
+        ovf |= dots(f, data[0] + o * strides[0], strides[3], strides[4],
+                    data[1] + o * strides[1], strides[5],
+                    data[2] + o * strides[2], strides[6], m, n, bufa, bufv);
+    }
+    PyMem_RawFree(bufa);
+    PyMem_RawFree(bufv);
+    if (ovf) {
+        mf_raise_overflow();
+    }
+    return 0;
+}
+
+static int
+vecmat_loop(PyArrayMethod_Context *context, char *const data[],
+            npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *NPY_UNUSED(aux))
+{
+    const mf_format *f = mf_descr_format(context->descriptors[0]);
+    npy_intp N = dimensions[0], n = dimensions[1], m = dimensions[2];
+    char *bufa = PyMem_RawMalloc((size_t)(n * f->itemsize) + 1);
+    char *bufv = PyMem_RawMalloc((size_t)(n * f->itemsize) + 1);
+    if (bufa == NULL || bufv == NULL) {
+        PyMem_RawFree(bufa);
+        PyMem_RawFree(bufv);
+        return -1;
+    }
+    int ovf = 0;
+    /* strides: outer v, b, out; then v_n, b_n, b_m, out_m; column j of b */
+    for (npy_intp o = 0; o < N; o++) {
+        ovf |= dots(f, data[1] + o * strides[1], strides[5], strides[4],
+                    data[0] + o * strides[0], strides[3],
+                    data[2] + o * strides[2], strides[6], m, n, bufa, bufv);
+    }
+    PyMem_RawFree(bufa);
+    PyMem_RawFree(bufv);
+    if (ovf) {
+        mf_raise_overflow();
+    }
+    return 0;
+}
+
+int
+mf_register_matvec(PyObject *umath)
+{
+    static const char *names[2] = {"matvec", "vecmat"};
+    PyArrayMethod_StridedLoop *loops[2] = {matvec_loop, vecmat_loop};
+    for (int u = 0; u < 2; u++) {
+        PyObject *ufunc = PyObject_GetAttrString(umath, names[u]);
+        if (ufunc == NULL) {
+            PyErr_Clear();          /* NumPy < 2.2 has neither */
+            return 0;
+        }
+        for (int fid = 0; fid < MF_NUM_PUBLIC_FORMATS; fid++) {
+            if (mf_formats[fid].kind != MF_KIND_FLOAT) {
+                continue;
+            }
+            PyArray_DTypeMeta *dtypes[3] = {&mf_dtypes[fid], &mf_dtypes[fid], &mf_dtypes[fid]};
+            PyType_Slot slots[] = {{NPY_METH_strided_loop, (void *)loops[u]}, {0, NULL}};
+            PyArrayMethod_Spec spec = {
+                .name = "minifloat_matvec", .nin = 2, .nout = 1,
+                .casting = NPY_NO_CASTING, .flags = 0, .dtypes = dtypes, .slots = slots,
+            };
+            if (PyUFunc_AddLoopFromSpec(ufunc, &spec) < 0) {
+                Py_DECREF(ufunc);
+                return -1;
+            }
+        }
+        Py_DECREF(ufunc);
+    }
+    return 0;
+}

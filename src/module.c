@@ -294,6 +294,9 @@ py_cast_safety(PyObject *NPY_UNUSED(self), PyObject *args)
     return PyBool_FromLong(mf_cast_safety_table[ia][ib]);
 }
 
+/* matmul.c: test hook */
+PyObject *mf_py_gemm_f32acc(PyObject *self, PyObject *args);
+
 static PyMethodDef module_methods[] = {
     {"formats", py_formats, METH_VARARGS,
      "formats(internal=False): the format table, one dict per format."},
@@ -310,6 +313,8 @@ static PyMethodDef module_methods[] = {
      "The shortest float that rounds back to this scalar."},
     {"_cast_is_safe", py_cast_safety, METH_VARARGS,
      "_cast_is_safe(a, b): every value of format a is a value of format b."},
+    {"_gemm_f32acc", mf_py_gemm_f32acc, METH_VARARGS,
+     "_gemm_f32acc(format, A, B, C): C += A @ B (codes, float32 C) at the active level."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -127,6 +127,55 @@ vecdot_loop(PyArrayMethod_Context *context, char *const data[],
     return 0;
 }
 
+/*
+ * _core._gemm_f32acc(format_name, A, B, C): C += A @ B with the active
+ * level's gemm_f32acc, in place.  A (m x k) and B (k x n) hold codes
+ * (uint8 or uint16, as the format's itemsize), C is float32 (m x n); all
+ * C-contiguous.  For tests: the float32 accumulation before the rounding.
+ */
+PyObject *
+mf_py_gemm_f32acc(PyObject *NPY_UNUSED(self), PyObject *args)
+{
+    const char *name;
+    PyArrayObject *a, *b, *c;
+    if (!PyArg_ParseTuple(args, "sO!O!O!", &name, &PyArray_Type, &a, &PyArray_Type, &b,
+                          &PyArray_Type, &c)) {
+        return NULL;
+    }
+    const mf_format *f = NULL;
+    for (int i = 0; i < MF_NUM_PUBLIC_FORMATS; i++) {
+        if (strcmp(mf_formats[i].name, name) == 0 && mf_formats[i].kind == MF_KIND_FLOAT) {
+            f = &mf_formats[i];
+        }
+    }
+    if (f == NULL) {
+        PyErr_Format(PyExc_ValueError, "not a float format: %s", name);
+        return NULL;
+    }
+    int code_type = f->itemsize == 2 ? NPY_UINT16 : NPY_UINT8;
+    if (PyArray_NDIM(a) != 2 || PyArray_NDIM(b) != 2 || PyArray_NDIM(c) != 2
+            || PyArray_TYPE(a) != code_type || PyArray_TYPE(b) != code_type
+            || PyArray_TYPE(c) != NPY_FLOAT32
+            || !PyArray_IS_C_CONTIGUOUS(a) || !PyArray_IS_C_CONTIGUOUS(b)
+            || !PyArray_IS_C_CONTIGUOUS(c) || !PyArray_ISALIGNED(a) || !PyArray_ISALIGNED(b)
+            || !PyArray_ISALIGNED(c) || !PyArray_ISWRITEABLE(c)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_gemm_f32acc needs C-contiguous 2-D code arrays of the format's "
+                        "itemsize and a writeable C-contiguous 2-D float32 C");
+        return NULL;
+    }
+    npy_intp m = PyArray_DIM(a, 0), k = PyArray_DIM(a, 1), n = PyArray_DIM(b, 1);
+    if (PyArray_DIM(b, 0) != k || PyArray_DIM(c, 0) != m || PyArray_DIM(c, 1) != n) {
+        PyErr_SetString(PyExc_ValueError, "_gemm_f32acc: shapes do not match");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    mf_k->gemm_f32acc(f, m, n, k, PyArray_DATA(a), k, PyArray_DATA(b), n,
+                      (float *)PyArray_DATA(c), n);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
 static int
 add_gufunc_loop(PyObject *umath, const char *name, PyArrayMethod_StridedLoop *loop,
                 PyArray_DTypeMeta *F)

@@ -1,12 +1,14 @@
 /*
  * np.matmul and np.vecdot for the float formats: float32 accumulation,
- * one rounding per output element.  The products of two minifloat values
- * are exact in float32, so only the additions round before the final one.
+ * one rounding per output element.
  *
- * matmul:  C[i,j] = round(fma chain over k of A[i,k]*B[k,j]) in k order
- *          (kernels' gemm_f32acc), the same order at every kernel level.
+ * matmul:  C[i,j] = round(gemm_f32acc chain) -- the canonical "VDPBF16PS
+ *          chain" documented in kernels/gemm_serial.c (k pairs, odd index
+ *          first, DAZ/FTZ), bit-identical at every kernel level and for any
+ *          number of threads.  NaN results are the format's canonical NaN.
  * vecdot:  the kernels' dot summation order (lanes, blocks in float64).
  */
+#include <fenv.h>
 #include "umath.h"
 #include "../kernels/scalar_ops.h"
 
@@ -29,6 +31,39 @@ pack_codes(const mf_format *f, const char *src, npy_intp rs, npy_intp cs,
     }
 }
 
+/* row stride (floats) of the float32 result buffer: a multiple of 16 that
+ * is not a multiple of 256, so that the rows of a micro-tile do not all map
+ * to the same cache sets (a 2048-wide C otherwise costs 10-15%) */
+static npy_intp
+c32_stride(npy_intp cols)
+{
+    npy_intp s = (cols + 15) / 16 * 16;
+    return (s % 256 == 0) ? s + 16 : s;
+}
+
+/* does an (r x c) operand with element strides rs, cs hold a NaN / an inf? */
+static void
+scan_specials(const mf_format *f, const char *p, npy_intp rs, npy_intp cs, npy_intp r,
+              npy_intp c, int *has_nan, int *has_inf)
+{
+    for (npy_intp i = 0; i < r; i++) {
+        for (npy_intp j = 0; j < c; j++) {
+            uint32_t code = mf_load_code(f, p + i * rs + j * cs);
+            *has_nan |= mf_code_isnan(f, code);
+            *has_inf |= mf_code_isinf(f, code);
+        }
+    }
+}
+
+/*
+ * C = A @ B for one format: gemm_f32acc into a zeroed float32 buffer (the
+ * canonical chain of gemm_serial.c), then one rounding per element into the
+ * format.  Every NaN result is stored as the format's canonical NaN.  The
+ * floating-point flags do not depend on the kernel level or the number of
+ * threads: the gemm's own flags are dropped; "invalid" is raised when a NaN
+ * comes out of NaN-free operands, "overflow" when an inf comes out of
+ * inf-free operands or the rounding into the format overflows.
+ */
 static int
 matmul_loop(PyArrayMethod_Context *context, char *const data[],
             npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *NPY_UNUSED(aux))
@@ -38,12 +73,18 @@ matmul_loop(PyArrayMethod_Context *context, char *const data[],
     npy_intp sz = f->itemsize;
     npy_intp a_n = strides[3], a_k = strides[4], b_k = strides[5], b_m = strides[6];
     npy_intp c_n = strides[7], c_m = strides[8];
-    int a_contig = (a_k == sz && a_n == k * sz);
-    int b_contig = (b_m == sz && b_k == m * sz);
-    char *apack = a_contig ? NULL : PyMem_RawMalloc((size_t)(n * k * sz) + 1);
-    char *bpack = b_contig ? NULL : PyMem_RawMalloc((size_t)(k * m * sz) + 1);
-    float *c32 = PyMem_RawMalloc((size_t)(n * m) * sizeof(float) + 1);
-    if ((!a_contig && apack == NULL) || (!b_contig && bpack == NULL) || c32 == NULL) {
+    if (N <= 0 || n <= 0 || m <= 0) {
+        return 0;
+    }
+    /* operands the gemm can read in place: unit column stride, row stride a
+     * multiple of the itemsize; others are copied into contiguous blocks */
+    int a_direct = (a_k == sz || k <= 1) && a_n % sz == 0;
+    int b_direct = (b_m == sz || m <= 1) && b_k % sz == 0;
+    npy_intp ldc = c32_stride(m);
+    char *apack = a_direct ? NULL : PyMem_RawMalloc((size_t)(n * k * sz) + 1);
+    char *bpack = b_direct ? NULL : PyMem_RawMalloc((size_t)(k * m * sz) + 1);
+    float *c32 = PyMem_RawMalloc((size_t)(n * ldc) * sizeof(float) + 1);
+    if ((!a_direct && apack == NULL) || (!b_direct && bpack == NULL) || c32 == NULL) {
         PyMem_RawFree(apack);
         PyMem_RawFree(bpack);
         PyMem_RawFree(c32);
@@ -53,28 +94,64 @@ matmul_loop(PyArrayMethod_Context *context, char *const data[],
         NPY_DISABLE_C_API
         return -1;
     }
+    const uint32_t qnan = 0x7FC00000u;
     for (npy_intp o = 0; o < N; o++) {
-        const char *A = data[0] + o * strides[0];
-        const char *B = data[1] + o * strides[1];
+        const char *A0 = data[0] + o * strides[0];
+        const char *B0 = data[1] + o * strides[1];
         char *C = data[2] + o * strides[2];
-        if (!a_contig) {
-            pack_codes(f, A, a_n, a_k, n, k, apack);
+        const char *A = A0, *B = B0;
+        npy_intp lda = a_n / sz, ldb = b_k / sz;
+        if (!a_direct) {
+            pack_codes(f, A0, a_n, a_k, n, k, apack);
             A = apack;
+            lda = k;
         }
-        if (!b_contig) {
-            pack_codes(f, B, b_k, b_m, k, m, bpack);
+        if (!b_direct) {
+            pack_codes(f, B0, b_k, b_m, k, m, bpack);
             B = bpack;
+            ldb = m;
         }
-        memset(c32, 0, (size_t)(n * m) * sizeof(float));
-        mf_k->gemm_f32acc(f, n, m, k, A, k, B, m, c32, m);
+        memset(c32, 0, (size_t)(n * ldc) * sizeof(float));
+        fexcept_t flags;
+        fegetexceptflag(&flags, FE_ALL_EXCEPT);
+        mf_k->gemm_f32acc(f, n, m, k, A, lda, B, ldb, c32, ldc);
+        fesetexceptflag(&flags, FE_ALL_EXCEPT);
+        int out_nan = 0, out_inf = 0;
+        for (npy_intp i = 0; i < n; i++) {
+            float *row = c32 + i * ldc;
+            for (npy_intp j = 0; j < m; j++) {
+                uint32_t u;
+                memcpy(&u, &row[j], 4);
+                if ((u & 0x7F800000u) == 0x7F800000u) {
+                    if (u & 0x007FFFFFu) {
+                        memcpy(&row[j], &qnan, 4);
+                        out_nan = 1;
+                    }
+                    else {
+                        out_inf = 1;
+                    }
+                }
+            }
+        }
+        if (out_nan || out_inf) {
+            int in_nan = 0, in_inf = 0;
+            scan_specials(f, A0, a_n, a_k, n, k, &in_nan, &in_inf);
+            scan_specials(f, B0, b_k, b_m, k, m, &in_nan, &in_inf);
+            if (out_nan && !in_nan) {
+                feraiseexcept(FE_INVALID);
+            }
+            if (out_inf && !in_inf) {
+                feraiseexcept(FE_OVERFLOW);
+            }
+        }
         for (npy_intp i = 0; i < n; i++) {
             char *crow = C + i * c_n;
             if (c_m == sz && ((uintptr_t)crow % (uintptr_t)sz) == 0) {
-                mf_k->encode_f32(f, c32 + i * m, crow, m);
+                mf_k->encode_f32(f, c32 + i * ldc, crow, m);
             }
             else {
                 for (npy_intp j = 0; j < m; j++) {
-                    mf_store_code(f, crow + j * c_m, mf_enc1(f, c32[i * m + j]));
+                    mf_store_code(f, crow + j * c_m, mf_enc1(f, c32[i * ldc + j]));
                 }
             }
         }

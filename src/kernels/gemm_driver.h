@@ -1,0 +1,427 @@
+/*
+ * The blocked, threaded GEMM driver shared by the SIMD gemm files
+ * (gemm_avx2.c, gemm_avx512.c, gemm_avx512bf16.c); each includes it and
+ * supplies its packing routines and micro-kernel.  x86 only (MXCSR).
+ *
+ * Layout (BLIS style): B is packed KC x NC at a time into micro-panels of NR
+ * columns, A MC x KC at a time into micro-panels of MR rows; the micro-kernel
+ * updates an MR x NR tile of C over the KC block.  The k values are packed
+ * in pairs (2q, 2q+1), an odd k padded with one zero pair member; KC is
+ * even, so pairs never straddle blocks and every output element sees the
+ * canonical order of gemm_serial.c: the float32 accumulator goes through C
+ * between k blocks (exact), nothing else changes.
+ *
+ * Threads split C into disjoint column (or row) ranges; each computes its
+ * elements with the full k chain, so the result does not depend on the
+ * number of threads.  Buffers are allocated before C is touched: if that
+ * fails the serial oracle computes the result instead.
+ */
+#ifndef MF_GEMM_DRIVER_H
+#define MF_GEMM_DRIVER_H
+
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
+#include <immintrin.h>
+#include "kernels.h"
+
+/* pack rows/cols [r0, r0+cnt) of the k range [p0, p0+kc) into micro-panels
+ * (cnt padded with zeros to a multiple of MR or NR); k is the full depth */
+typedef void (*mf_gemm_pack_fn)(const void *ctx, const void *src, mf_intp ld,
+                                mf_intp r0, mf_intp cnt, mf_intp p0, mf_intp kc, mf_intp k,
+                                void *dst);
+/* C[MR x NR] (row stride ldc) += packed A panel * packed B panel, kq pairs */
+typedef void (*mf_gemm_kernel_fn)(mf_intp kq, const void *a, const void *b, float *c,
+                                  mf_intp ldc);
+
+typedef struct {
+    int MR, NR;
+    mf_intp KC, MC, NC;        /* KC even; MC, NC multiples of MR, NR */
+    size_t pair_bytes;         /* bytes of one packed k pair of one row/column */
+    mf_gemm_pack_fn pack_a;    /* A panel: [q][MR] */
+    mf_gemm_pack_fn pack_b;    /* B panel: [q][NR] */
+    mf_gemm_kernel_fn kernel;
+    int ftz_daz;               /* run with MXCSR = RNE, FTZ, DAZ, all masked */
+} mf_gemm_ops;
+
+typedef struct {
+    const mf_gemm_ops *ops;
+    const void *ctx;           /* passed to the packers (format, tables) */
+    mf_intp k;
+    const void *A;
+    mf_intp lda;
+    const void *B;
+    mf_intp ldb;
+    float *C;
+    mf_intp ldc;
+} mf_gemm_args;
+
+typedef struct {
+    const mf_gemm_args *g;
+    mf_intp i0, i1, j0, j1;    /* the part of C of this job */
+    void *abuf, *bbuf;
+} mf_gemm_job;
+
+#define MF_GEMM_ALIGN 64
+#define MF_GEMM_MIN_THREAD_WORK ((double)(1 << 22))   /* m*n*k per extra thread */
+
+static inline mf_intp mf_gemm_min(mf_intp a, mf_intp b) { return a < b ? a : b; }
+static inline mf_intp mf_gemm_roundup(mf_intp a, mf_intp b) { return (a + b - 1) / b * b; }
+
+static void
+mf_gemm_run_job(mf_gemm_job *job)
+{
+    const mf_gemm_args *g = job->g;
+    const mf_gemm_ops *o = g->ops;
+    const int MR = o->MR, NR = o->NR;
+    float tile[32 * 64] __attribute__((aligned(64)));   /* MR x NR edge tile */
+    unsigned int csr = 0;
+    if (o->ftz_daz) {
+        csr = _mm_getcsr();
+        _mm_setcsr(0x1F80u | 0x8000u | 0x0040u);
+    }
+    for (mf_intp jc = job->j0; jc < job->j1; jc += o->NC) {
+        mf_intp nc = mf_gemm_min(o->NC, job->j1 - jc);
+        for (mf_intp pc = 0; pc < g->k; pc += o->KC) {
+            mf_intp kc = mf_gemm_min(o->KC, g->k - pc);
+            mf_intp kq = (kc + 1) / 2;
+            o->pack_b(g->ctx, g->B, g->ldb, jc, nc, pc, kc, g->k, job->bbuf);
+            for (mf_intp ic = job->i0; ic < job->i1; ic += o->MC) {
+                mf_intp mc = mf_gemm_min(o->MC, job->i1 - ic);
+                o->pack_a(g->ctx, g->A, g->lda, ic, mc, pc, kc, g->k, job->abuf);
+                for (mf_intp jr = 0; jr < nc; jr += NR) {
+                    mf_intp nr = mf_gemm_min(NR, nc - jr);
+                    const char *bp = (const char *)job->bbuf + (size_t)(jr / NR) * kq * NR * o->pair_bytes;
+                    for (mf_intp ir = 0; ir < mc; ir += MR) {
+                        mf_intp mr = mf_gemm_min(MR, mc - ir);
+                        const char *ap = (const char *)job->abuf + (size_t)(ir / MR) * kq * MR * o->pair_bytes;
+                        float *c = g->C + (ic + ir) * g->ldc + jc + jr;
+                        if (ir + MR < mc) {
+                            /* the next tile's C: needed after this kernel */
+                            const char *cn = (const char *)(c + MR * g->ldc);
+                            for (int i = 0; i < MR; i++) {
+                                for (int l = 0; l < NR * 4; l += 64) {
+                                    _mm_prefetch(cn + i * g->ldc * 4 + l, _MM_HINT_T0);
+                                }
+                            }
+                        }
+                        if (mr == MR && nr == NR) {
+                            o->kernel(kq, ap, bp, c, g->ldc);
+                        }
+                        else {
+                            memset(tile, 0, sizeof(float) * MR * NR);
+                            for (mf_intp i = 0; i < mr; i++) {
+                                memcpy(tile + i * NR, c + i * g->ldc, sizeof(float) * nr);
+                            }
+                            o->kernel(kq, ap, bp, tile, NR);
+                            for (mf_intp i = 0; i < mr; i++) {
+                                memcpy(c + i * g->ldc, tile + i * NR, sizeof(float) * nr);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if (o->ftz_daz) {
+        _mm_setcsr(csr);   /* also drops the flags raised here */
+    }
+}
+
+static void *
+mf_gemm_thread_main(void *arg)
+{
+    mf_gemm_run_job((mf_gemm_job *)arg);
+    return NULL;
+}
+
+/* threads to use: MINIFLOAT_NUM_THREADS if set (>= 1), else the CPUs this
+ * process may run on; read once */
+static int
+mf_gemm_max_threads(void)
+{
+    static int cached = 0;
+    if (cached > 0) {
+        return cached;
+    }
+    int t = 0;
+    const char *env = getenv("MINIFLOAT_NUM_THREADS");
+    if (env != NULL && *env) {
+        t = atoi(env);
+    }
+    if (t <= 0) {
+#ifdef CPU_COUNT
+        cpu_set_t set;
+        if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+            t = CPU_COUNT(&set);
+        }
+#endif
+        if (t <= 0) {
+            long c = sysconf(_SC_NPROCESSORS_ONLN);
+            t = c > 0 ? (int)c : 1;
+        }
+    }
+    if (t > 64) {
+        t = 64;
+    }
+    cached = t;
+    return t;
+}
+
+#define MF_GEMM_MAX_JOBS 64
+
+/*
+ * C[m x n] += A * B by the blocked kernels; returns 0, or -1 if buffers
+ * could not be allocated (C untouched: the caller falls back).
+ */
+static int
+mf_gemm_drive(const mf_gemm_ops *o, const void *ctx, mf_intp m, mf_intp n, mf_intp k,
+              const void *A, mf_intp lda, const void *B, mf_intp ldb, float *C, mf_intp ldc)
+{
+    mf_gemm_args g = {o, ctx, k, A, lda, B, ldb, C, ldc};
+    mf_gemm_job jobs[MF_GEMM_MAX_JOBS];
+    pthread_t tids[MF_GEMM_MAX_JOBS];
+    int started[MF_GEMM_MAX_JOBS];
+
+    /* how many threads, and split along n or m in whole micro-tiles */
+    int T = mf_gemm_max_threads();
+    double work = (double)m * (double)n * (double)k;
+    if (T > 1 && work < MF_GEMM_MIN_THREAD_WORK * 2) {
+        T = 1;
+    }
+    else if (T > 1 && work < MF_GEMM_MIN_THREAD_WORK * T) {
+        T = (int)(work / MF_GEMM_MIN_THREAD_WORK);
+    }
+    mf_intp nblk = (n + o->NR - 1) / o->NR, mblk = (m + o->MR - 1) / o->MR;
+    int split_n = nblk >= mblk || nblk >= T;
+    mf_intp blocks = split_n ? nblk : mblk;
+    if (T > blocks) {
+        T = (int)(blocks > 0 ? blocks : 1);
+    }
+    if (T > MF_GEMM_MAX_JOBS) {
+        T = MF_GEMM_MAX_JOBS;
+    }
+
+    mf_intp kq = (mf_gemm_min(o->KC, k) + 1) / 2;
+    size_t ok = 1;
+    for (int t = 0; t < T; t++) {
+        mf_intp b0 = blocks * t / T, b1 = blocks * (t + 1) / T;
+        mf_gemm_job *job = &jobs[t];
+        job->g = &g;
+        job->abuf = job->bbuf = NULL;
+        if (split_n) {
+            job->i0 = 0;
+            job->i1 = m;
+            job->j0 = b0 * o->NR;
+            job->j1 = mf_gemm_min(b1 * o->NR, n);
+        }
+        else {
+            job->j0 = 0;
+            job->j1 = n;
+            job->i0 = b0 * o->MR;
+            job->i1 = mf_gemm_min(b1 * o->MR, m);
+        }
+        mf_intp mc = mf_gemm_min(o->MC, mf_gemm_roundup(job->i1 - job->i0, o->MR));
+        mf_intp nc = mf_gemm_min(o->NC, mf_gemm_roundup(job->j1 - job->j0, o->NR));
+        size_t asz = (size_t)mc * kq * o->pair_bytes, bsz = (size_t)nc * kq * o->pair_bytes;
+        asz = (asz + MF_GEMM_ALIGN - 1) / MF_GEMM_ALIGN * MF_GEMM_ALIGN;
+        bsz = (bsz + MF_GEMM_ALIGN - 1) / MF_GEMM_ALIGN * MF_GEMM_ALIGN;
+        job->abuf = aligned_alloc(MF_GEMM_ALIGN, asz);
+        job->bbuf = aligned_alloc(MF_GEMM_ALIGN, bsz);
+        if (job->abuf == NULL || job->bbuf == NULL) {
+            ok = 0;
+        }
+    }
+    if (ok) {
+        for (int t = 1; t < T; t++) {
+            started[t] = pthread_create(&tids[t], NULL, mf_gemm_thread_main, &jobs[t]) == 0;
+        }
+        mf_gemm_run_job(&jobs[0]);
+        for (int t = 1; t < T; t++) {
+            if (started[t]) {
+                pthread_join(tids[t], NULL);
+            }
+            else {
+                mf_gemm_run_job(&jobs[t]);
+            }
+        }
+    }
+    for (int t = 0; t < T; t++) {
+        free(jobs[t].abuf);
+        free(jobs[t].bbuf);
+    }
+    return ok ? 0 : -1;
+}
+
+/* ---- generic packers (scalar), parametrised by the context ---- */
+
+typedef struct {
+    const mf_format *f;
+    int MR, NR;
+    uint16_t bf16[256];        /* 8-bit code -> bfloat16 bits (exact) */
+} mf_gemm_ctx;
+
+static inline void
+mf_gemm_ctx_init(mf_gemm_ctx *c, const mf_format *f, int MR, int NR)
+{
+    c->f = f;
+    c->MR = MR;
+    c->NR = NR;
+    if (f->itemsize == 1) {
+        for (int i = 0; i < 256; i++) {
+            uint32_t u;
+            memcpy(&u, &mf_lut8[f->id][i], 4);
+            c->bf16[i] = (uint16_t)(u >> 16);   /* exact: <= 7 mantissa bits */
+        }
+    }
+}
+
+/* code -> bfloat16 bits / float32 value; every float format decodes exactly */
+static inline uint32_t
+mf_gemm_bf16(const mf_gemm_ctx *c, const char *p)
+{
+    if (c->f->itemsize == 2) {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        return v;
+    }
+    return c->bf16[*(const uint8_t *)p];
+}
+
+static inline float
+mf_gemm_f32(const mf_gemm_ctx *c, const char *p)
+{
+    uint32_t u = mf_gemm_bf16(c, p) << 16;
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* bfloat16 pairs: one uint32 per (row or column, q): low half k = 2q, high
+ * half k = 2q + 1 (0 beyond k) -- VDPBF16PS adds the high product first */
+static void
+mf_gemm_pack_a_pairs(const void *vctx, const void *src, mf_intp ld, mf_intp r0, mf_intp cnt,
+                     mf_intp p0, mf_intp kc, mf_intp k, void *dst)
+{
+    const mf_gemm_ctx *c = (const mf_gemm_ctx *)vctx;
+    const int MR = c->MR;
+    const mf_intp sz = c->f->itemsize, kq = (kc + 1) / 2;
+    uint32_t *d = (uint32_t *)dst;
+    for (mf_intp ir = 0; ir < cnt; ir += MR, d += kq * MR) {
+        for (int i = 0; i < MR; i++) {
+            if (ir + i >= cnt) {
+                for (mf_intp q = 0; q < kq; q++) {
+                    d[q * MR + i] = 0;
+                }
+                continue;
+            }
+            const char *row = (const char *)src + ((r0 + ir + i) * ld + p0) * sz;
+            mf_intp qfull = kc / 2;    /* pairs with both members below k */
+            if (sz == 2) {
+                for (mf_intp q = 0; q < qfull; q++) {
+                    uint32_t v;
+                    memcpy(&v, row + 4 * q, 4);
+                    d[q * MR + i] = v;
+                }
+            }
+            else {
+                for (mf_intp q = 0; q < qfull; q++) {
+                    d[q * MR + i] = mf_gemm_bf16(c, row + 2 * q)
+                                    | (mf_gemm_bf16(c, row + 2 * q + 1) << 16);
+                }
+            }
+            for (mf_intp q = qfull; q < kq; q++) {
+                uint32_t lo = mf_gemm_bf16(c, row + 2 * q * sz);
+                uint32_t hi = (p0 + 2 * q + 1 < k) ? mf_gemm_bf16(c, row + (2 * q + 1) * sz) : 0;
+                d[q * MR + i] = lo | (hi << 16);
+            }
+        }
+    }
+}
+
+static void
+mf_gemm_pack_b_pairs(const void *vctx, const void *src, mf_intp ld, mf_intp r0, mf_intp cnt,
+                     mf_intp p0, mf_intp kc, mf_intp k, void *dst)
+{
+    const mf_gemm_ctx *c = (const mf_gemm_ctx *)vctx;
+    const int NR = c->NR;
+    const mf_intp sz = c->f->itemsize, kq = (kc + 1) / 2;
+    uint32_t *d = (uint32_t *)dst;
+    for (mf_intp jr = 0; jr < cnt; jr += NR) {
+        mf_intp nr = mf_gemm_min(NR, cnt - jr);
+        for (mf_intp q = 0; q < kq; q++, d += NR) {
+            mf_intp plo = p0 + 2 * q, phi = plo + 1;
+            const char *rlo = (const char *)src + (plo * ld + r0 + jr) * sz;
+            const char *rhi = (const char *)src + (phi * ld + r0 + jr) * sz;
+            mf_intp j = 0;
+            for (; j < nr; j++) {
+                uint32_t hi = phi < k ? mf_gemm_bf16(c, rhi + j * sz) : 0;
+                d[j] = mf_gemm_bf16(c, rlo + j * sz) | (hi << 16);
+            }
+            for (; j < NR; j++) {
+                d[j] = 0;
+            }
+        }
+    }
+}
+
+/* float32 pairs for the FMA levels: two floats per (row or column, q), slot
+ * 0 holds k = 2q + 1 (0 beyond k), slot 1 holds k = 2q: a plain k-ordered
+ * FMA chain over the slots is the VDPBF16PS order */
+static void
+mf_gemm_pack_a_f32(const void *vctx, const void *src, mf_intp ld, mf_intp r0, mf_intp cnt,
+                   mf_intp p0, mf_intp kc, mf_intp k, void *dst)
+{
+    const mf_gemm_ctx *c = (const mf_gemm_ctx *)vctx;
+    const int MR = c->MR;
+    const mf_intp sz = c->f->itemsize, kq = (kc + 1) / 2;
+    float *d = (float *)dst;
+    for (mf_intp ir = 0; ir < cnt; ir += MR, d += 2 * kq * MR) {
+        for (int i = 0; i < MR; i++) {
+            if (ir + i >= cnt) {
+                for (mf_intp q = 0; q < 2 * kq; q++) {
+                    d[q * MR + i] = 0.0f;
+                }
+                continue;
+            }
+            const char *row = (const char *)src + ((r0 + ir + i) * ld + p0) * sz;
+            for (mf_intp q = 0; q < kq; q++) {
+                d[(2 * q) * MR + i] = (p0 + 2 * q + 1 < k) ? mf_gemm_f32(c, row + (2 * q + 1) * sz)
+                                                           : 0.0f;
+                d[(2 * q + 1) * MR + i] = mf_gemm_f32(c, row + 2 * q * sz);
+            }
+        }
+    }
+}
+
+static void
+mf_gemm_pack_b_f32(const void *vctx, const void *src, mf_intp ld, mf_intp r0, mf_intp cnt,
+                   mf_intp p0, mf_intp kc, mf_intp k, void *dst)
+{
+    const mf_gemm_ctx *c = (const mf_gemm_ctx *)vctx;
+    const int NR = c->NR;
+    const mf_intp sz = c->f->itemsize, kq = (kc + 1) / 2;
+    float *d = (float *)dst;
+    for (mf_intp jr = 0; jr < cnt; jr += NR) {
+        mf_intp nr = mf_gemm_min(NR, cnt - jr);
+        for (mf_intp q = 0; q < kq; q++) {
+            for (int s = 0; s < 2; s++, d += NR) {
+                mf_intp p = p0 + 2 * q + 1 - s;
+                mf_intp j = 0;
+                if (p < k) {
+                    const char *row = (const char *)src + (p * ld + r0 + jr) * sz;
+                    for (; j < nr; j++) {
+                        d[j] = mf_gemm_f32(c, row + j * sz);
+                    }
+                }
+                for (; j < NR; j++) {
+                    d[j] = 0.0f;
+                }
+            }
+        }
+    }
+}
+
+#endif

@@ -52,18 +52,18 @@ static const mf_gemm_ops f32_ops = {
 void
 mf_avx2_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                     const void *A, mf_intp lda, const void *B, mf_intp ldb,
-                    float *C, mf_intp ldc)
+                    float *C, mf_intp ldc, const mf_gemm_epilogue *ep)
 {
-    if (m <= 0 || n <= 0 || k <= 0) {
+    if (m <= 0 || n <= 0) {
         return;
     }
-    if ((double)m * (double)n * (double)k < 512.0) {
-        mf_serial_gemm_f32acc(f, m, n, k, A, lda, B, ldb, C, ldc);
+    if (k <= 0 || (double)m * (double)n * (double)k < 512.0) {
+        mf_serial_gemm_f32acc(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
         return;
     }
     mf_gemm_ctx ctx;
     mf_gemm_ctx_init(&ctx, f, F_MR, F_NR);
-    if (mf_gemm_drive(&f32_ops, &ctx, m, n, k, A, lda, B, ldb, C, ldc) < 0) {
-        mf_serial_gemm_f32acc(f, m, n, k, A, lda, B, ldb, C, ldc);
+    if (mf_gemm_drive(&f32_ops, &ctx, m, n, k, A, lda, B, ldb, C, ldc, ep) < 0) {
+        mf_serial_gemm_f32acc(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
     }
 }

@@ -3,18 +3,20 @@
  * (gemm_avx2.c, gemm_avx512.c, gemm_avx512bf16.c); each includes it and
  * supplies its packing routines and micro-kernel.  x86 only (MXCSR).
  *
- * Layout (BLIS style): B is packed KC x NC at a time into micro-panels of NR
- * columns, A MC x KC at a time into micro-panels of MR rows; the micro-kernel
- * updates an MR x NR tile of C over the KC block.  The k values are packed
- * in pairs (2q, 2q+1), an odd k padded with one zero pair member; KC is
- * even, so pairs never straddle blocks and every output element sees the
- * canonical order of gemm_serial.c: the float32 accumulator goes through C
- * between k blocks (exact), nothing else changes.
+ * Layout: the k values are packed in pairs (2q, 2q+1), an odd k padded with
+ * one zero member.  For a range of NC columns, B is packed once for the whole
+ * depth, as KC x NR micro-panels; then for each block of MC rows, the float32
+ * results live in a scratch block (rows and columns padded to whole MR x NR
+ * tiles, so the micro-kernel never sees an edge), A is packed KC at a time
+ * into MR-row micro-panels and the micro-kernel updates MR x NR tiles of the
+ * scratch.  When the block is finished it goes to the epilogue (or back into
+ * C).  KC is even, so pairs never straddle blocks and every output element
+ * is exactly the canonical chain of gemm_serial.c.
  *
- * Threads split C into disjoint column (or row) ranges; each computes its
- * elements with the full k chain, so the result does not depend on the
- * number of threads.  Buffers are allocated before C is touched: if that
- * fails the serial oracle computes the result instead.
+ * Threads take disjoint column (or row) ranges and compute their elements'
+ * whole chains, so the result does not depend on the number of threads.
+ * Buffers are allocated before anything is written: if that fails the
+ * caller falls back to the serial oracle.
  */
 #ifndef MF_GEMM_DRIVER_H
 #define MF_GEMM_DRIVER_H
@@ -56,19 +58,32 @@ typedef struct {
     mf_intp ldb;
     float *C;
     mf_intp ldc;
+    const mf_gemm_epilogue *ep;
+    mf_intp nc;                /* columns per B packing */
 } mf_gemm_args;
 
 typedef struct {
     const mf_gemm_args *g;
     mf_intp i0, i1, j0, j1;    /* the part of C of this job */
     void *abuf, *bbuf;
+    float *cbuf;
 } mf_gemm_job;
 
 #define MF_GEMM_ALIGN 64
 #define MF_GEMM_MIN_THREAD_WORK ((double)(1 << 22))   /* m*n*k per extra thread */
+#define MF_GEMM_MAX_BPACK ((size_t)16 << 20)          /* bytes of packed B per job */
 
 static inline mf_intp mf_gemm_min(mf_intp a, mf_intp b) { return a < b ? a : b; }
 static inline mf_intp mf_gemm_roundup(mf_intp a, mf_intp b) { return (a + b - 1) / b * b; }
+
+/* scratch row stride: whole tiles, and not a multiple of 256 floats so that
+ * the rows of a tile do not share cache sets */
+static inline mf_intp
+mf_gemm_scratch_ld(const mf_gemm_ops *o, mf_intp nc)
+{
+    mf_intp s = mf_gemm_roundup(nc, o->NR);
+    return (s % 256 == 0) ? s + 16 : s;
+}
 
 static void
 mf_gemm_run_job(mf_gemm_job *job)
@@ -76,51 +91,61 @@ mf_gemm_run_job(mf_gemm_job *job)
     const mf_gemm_args *g = job->g;
     const mf_gemm_ops *o = g->ops;
     const int MR = o->MR, NR = o->NR;
-    float tile[32 * 64] __attribute__((aligned(64)));   /* MR x NR edge tile */
+    const mf_intp k = g->k;
+    const mf_intp kqb = o->KC / 2;                     /* pairs per full k block */
     unsigned int csr = 0;
     if (o->ftz_daz) {
         csr = _mm_getcsr();
         _mm_setcsr(0x1F80u | 0x8000u | 0x0040u);
     }
-    for (mf_intp jc = job->j0; jc < job->j1; jc += o->NC) {
-        mf_intp nc = mf_gemm_min(o->NC, job->j1 - jc);
-        for (mf_intp pc = 0; pc < g->k; pc += o->KC) {
-            mf_intp kc = mf_gemm_min(o->KC, g->k - pc);
-            mf_intp kq = (kc + 1) / 2;
-            o->pack_b(g->ctx, g->B, g->ldb, jc, nc, pc, kc, g->k, job->bbuf);
-            for (mf_intp ic = job->i0; ic < job->i1; ic += o->MC) {
-                mf_intp mc = mf_gemm_min(o->MC, job->i1 - ic);
-                o->pack_a(g->ctx, g->A, g->lda, ic, mc, pc, kc, g->k, job->abuf);
-                for (mf_intp jr = 0; jr < nc; jr += NR) {
-                    mf_intp nr = mf_gemm_min(NR, nc - jr);
-                    const char *bp = (const char *)job->bbuf + (size_t)(jr / NR) * kq * NR * o->pair_bytes;
-                    for (mf_intp ir = 0; ir < mc; ir += MR) {
-                        mf_intp mr = mf_gemm_min(MR, mc - ir);
+    for (mf_intp jc = job->j0; jc < job->j1; jc += g->nc) {
+        mf_intp nc = mf_gemm_min(g->nc, job->j1 - jc);
+        mf_intp ncp = mf_gemm_roundup(nc, NR);
+        mf_intp lds = mf_gemm_scratch_ld(o, nc);
+        /* B for these columns, all k blocks */
+        for (mf_intp pc = 0; pc < k; pc += o->KC) {
+            mf_intp kc = mf_gemm_min(o->KC, k - pc);
+            char *bb = (char *)job->bbuf + (size_t)(pc / o->KC) * kqb * ncp * o->pair_bytes;
+            o->pack_b(g->ctx, g->B, g->ldb, jc, nc, pc, kc, k, bb);
+        }
+        for (mf_intp ic = job->i0; ic < job->i1; ic += o->MC) {
+            mf_intp mc = mf_gemm_min(o->MC, job->i1 - ic);
+            mf_intp mcp = mf_gemm_roundup(mc, MR);
+            float *cs = job->cbuf;
+            for (mf_intp i = 0; i < mcp; i++) {
+                if (g->ep == NULL && i < mc) {
+                    memcpy(cs + i * lds, g->C + (ic + i) * g->ldc + jc, sizeof(float) * nc);
+                    memset(cs + i * lds + nc, 0, sizeof(float) * (ncp - nc));
+                }
+                else {
+                    memset(cs + i * lds, 0, sizeof(float) * ncp);
+                }
+            }
+            for (mf_intp pc = 0; pc < k; pc += o->KC) {
+                mf_intp kc = mf_gemm_min(o->KC, k - pc);
+                mf_intp kq = (kc + 1) / 2;
+                const char *bb = (const char *)job->bbuf + (size_t)(pc / o->KC) * kqb * ncp * o->pair_bytes;
+                o->pack_a(g->ctx, g->A, g->lda, ic, mc, pc, kc, k, job->abuf);
+                for (mf_intp jr = 0; jr < ncp; jr += NR) {
+                    const char *bp = bb + (size_t)(jr / NR) * kq * NR * o->pair_bytes;
+                    for (mf_intp ir = 0; ir < mcp; ir += MR) {
                         const char *ap = (const char *)job->abuf + (size_t)(ir / MR) * kq * MR * o->pair_bytes;
-                        float *c = g->C + (ic + ir) * g->ldc + jc + jr;
-                        if (ir + MR < mc) {
-                            /* the next tile's C: needed after this kernel */
-                            const char *cn = (const char *)(c + MR * g->ldc);
-                            for (int i = 0; i < MR; i++) {
-                                for (int l = 0; l < NR * 4; l += 64) {
-                                    _mm_prefetch(cn + i * g->ldc * 4 + l, _MM_HINT_T0);
-                                }
-                            }
-                        }
-                        if (mr == MR && nr == NR) {
-                            o->kernel(kq, ap, bp, c, g->ldc);
-                        }
-                        else {
-                            memset(tile, 0, sizeof(float) * MR * NR);
-                            for (mf_intp i = 0; i < mr; i++) {
-                                memcpy(tile + i * NR, c + i * g->ldc, sizeof(float) * nr);
-                            }
-                            o->kernel(kq, ap, bp, tile, NR);
-                            for (mf_intp i = 0; i < mr; i++) {
-                                memcpy(c + i * g->ldc, tile + i * NR, sizeof(float) * nr);
-                            }
-                        }
+                        o->kernel(kq, ap, bp, cs + ir * lds + jr, lds);
                     }
+                }
+            }
+            if (g->ep != NULL) {
+                if (o->ftz_daz) {
+                    _mm_setcsr(csr & ~(0x8000u | 0x0040u));
+                }
+                g->ep->fn(g->ep->ctx, ic, jc, mc, nc, cs, lds);
+                if (o->ftz_daz) {
+                    _mm_setcsr(0x1F80u | 0x8000u | 0x0040u);
+                }
+            }
+            else {
+                for (mf_intp i = 0; i < mc; i++) {
+                    memcpy(g->C + (ic + i) * g->ldc + jc, cs + i * lds, sizeof(float) * nc);
                 }
             }
         }
@@ -173,14 +198,16 @@ mf_gemm_max_threads(void)
 #define MF_GEMM_MAX_JOBS 64
 
 /*
- * C[m x n] += A * B by the blocked kernels; returns 0, or -1 if buffers
- * could not be allocated (C untouched: the caller falls back).
+ * C[m x n] += A * B (or, with ep, A * B to the epilogue) by the blocked
+ * kernels; k >= 1.  Returns 0, or -1 if buffers could not be allocated
+ * (nothing written: the caller falls back).
  */
 static int
 mf_gemm_drive(const mf_gemm_ops *o, const void *ctx, mf_intp m, mf_intp n, mf_intp k,
-              const void *A, mf_intp lda, const void *B, mf_intp ldb, float *C, mf_intp ldc)
+              const void *A, mf_intp lda, const void *B, mf_intp ldb, float *C, mf_intp ldc,
+              const mf_gemm_epilogue *ep)
 {
-    mf_gemm_args g = {o, ctx, k, A, lda, B, ldb, C, ldc};
+    mf_gemm_args g = {o, ctx, k, A, lda, B, ldb, C, ldc, ep, o->NC};
     mf_gemm_job jobs[MF_GEMM_MAX_JOBS];
     pthread_t tids[MF_GEMM_MAX_JOBS];
     int started[MF_GEMM_MAX_JOBS];
@@ -203,14 +230,24 @@ mf_gemm_drive(const mf_gemm_ops *o, const void *ctx, mf_intp m, mf_intp n, mf_in
     if (T > MF_GEMM_MAX_JOBS) {
         T = MF_GEMM_MAX_JOBS;
     }
+    /* B is packed for all of k at once: fewer columns at a time if deep */
+    mf_intp kpairs = (k + o->KC - 1) / o->KC * (o->KC / 2);
+    mf_intp nc_fit = (mf_intp)(MF_GEMM_MAX_BPACK / ((size_t)kpairs * o->pair_bytes));
+    nc_fit = nc_fit / o->NR * o->NR;
+    if (nc_fit < o->NR) {
+        nc_fit = o->NR;
+    }
+    if (g.nc > nc_fit) {
+        g.nc = nc_fit;
+    }
 
-    mf_intp kq = (mf_gemm_min(o->KC, k) + 1) / 2;
-    size_t ok = 1;
+    int ok = 1;
     for (int t = 0; t < T; t++) {
         mf_intp b0 = blocks * t / T, b1 = blocks * (t + 1) / T;
         mf_gemm_job *job = &jobs[t];
         job->g = &g;
         job->abuf = job->bbuf = NULL;
+        job->cbuf = NULL;
         if (split_n) {
             job->i0 = 0;
             job->i1 = m;
@@ -223,14 +260,19 @@ mf_gemm_drive(const mf_gemm_ops *o, const void *ctx, mf_intp m, mf_intp n, mf_in
             job->i0 = b0 * o->MR;
             job->i1 = mf_gemm_min(b1 * o->MR, m);
         }
-        mf_intp mc = mf_gemm_min(o->MC, mf_gemm_roundup(job->i1 - job->i0, o->MR));
-        mf_intp nc = mf_gemm_min(o->NC, mf_gemm_roundup(job->j1 - job->j0, o->NR));
-        size_t asz = (size_t)mc * kq * o->pair_bytes, bsz = (size_t)nc * kq * o->pair_bytes;
+        mf_intp mcp = mf_gemm_min(o->MC, mf_gemm_roundup(job->i1 - job->i0, o->MR));
+        mf_intp nc = mf_gemm_min(g.nc, job->j1 - job->j0);
+        mf_intp ncp = mf_gemm_roundup(nc, o->NR);
+        size_t asz = (size_t)mcp * (o->KC / 2) * o->pair_bytes;
+        size_t bsz = (size_t)ncp * kpairs * o->pair_bytes;
+        size_t csz = (size_t)mcp * mf_gemm_scratch_ld(o, nc) * sizeof(float);
         asz = (asz + MF_GEMM_ALIGN - 1) / MF_GEMM_ALIGN * MF_GEMM_ALIGN;
         bsz = (bsz + MF_GEMM_ALIGN - 1) / MF_GEMM_ALIGN * MF_GEMM_ALIGN;
+        csz = (csz + MF_GEMM_ALIGN - 1) / MF_GEMM_ALIGN * MF_GEMM_ALIGN;
         job->abuf = aligned_alloc(MF_GEMM_ALIGN, asz);
         job->bbuf = aligned_alloc(MF_GEMM_ALIGN, bsz);
-        if (job->abuf == NULL || job->bbuf == NULL) {
+        job->cbuf = (float *)aligned_alloc(MF_GEMM_ALIGN, csz);
+        if (job->abuf == NULL || job->bbuf == NULL || job->cbuf == NULL) {
             ok = 0;
         }
     }
@@ -251,6 +293,7 @@ mf_gemm_drive(const mf_gemm_ops *o, const void *ctx, mf_intp m, mf_intp n, mf_in
     for (int t = 0; t < T; t++) {
         free(jobs[t].abuf);
         free(jobs[t].bbuf);
+        free(jobs[t].cbuf);
     }
     return ok ? 0 : -1;
 }

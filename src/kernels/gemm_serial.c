@@ -139,13 +139,16 @@ decode_daz(const mf_format *f, const void *src, float *dst, mf_intp n)
 void
 mf_serial_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                       const void *A, mf_intp lda, const void *B, mf_intp ldb,
-                      float *C, mf_intp ldc)
+                      float *C, mf_intp ldc, const mf_gemm_epilogue *ep)
 {
     const mf_intp sz = f->itemsize;
     float acc[SER_RB][SER_NB];
     float brow[SER_NB];
-    if (k <= 0 || m <= 0 || n <= 0) {
+    if (m <= 0 || n <= 0 || (k <= 0 && ep == NULL)) {
         return;
+    }
+    if (k < 0) {
+        k = 0;
     }
     for (mf_intp j0 = 0; j0 < n; j0 += SER_NB) {
         mf_intp nb = n - j0 < SER_NB ? n - j0 : SER_NB;
@@ -153,7 +156,7 @@ mf_serial_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
             mf_intp rb = m - i0 < SER_RB ? m - i0 : SER_RB;
             for (mf_intp r = 0; r < rb; r++) {
                 for (mf_intp j = 0; j < nb; j++) {
-                    acc[r][j] = mf_flush(C[(i0 + r) * ldc + j0 + j]);
+                    acc[r][j] = ep ? 0.0f : mf_flush(C[(i0 + r) * ldc + j0 + j]);
                 }
             }
             for (mf_intp q = 0; q < (k + 1) / 2; q++) {
@@ -184,6 +187,10 @@ mf_serial_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                         }
                     }
                 }
+            }
+            if (ep != NULL) {
+                ep->fn(ep->ctx, i0, j0, rb, nb, &acc[0][0], SER_NB);
+                continue;
             }
             for (mf_intp r = 0; r < rb; r++) {
                 for (mf_intp j = 0; j < nb; j++) {

@@ -31,16 +31,6 @@ pack_codes(const mf_format *f, const char *src, npy_intp rs, npy_intp cs,
     }
 }
 
-/* row stride (floats) of the float32 result buffer: a multiple of 16 that
- * is not a multiple of 256, so that the rows of a micro-tile do not all map
- * to the same cache sets (a 2048-wide C otherwise costs 10-15%) */
-static npy_intp
-c32_stride(npy_intp cols)
-{
-    npy_intp s = (cols + 15) / 16 * 16;
-    return (s % 256 == 0) ? s + 16 : s;
-}
-
 /* does an (r x c) operand with element strides rs, cs hold a NaN / an inf? */
 static void
 scan_specials(const mf_format *f, const char *p, npy_intp rs, npy_intp cs, npy_intp r,
@@ -55,14 +45,74 @@ scan_specials(const mf_format *f, const char *p, npy_intp rs, npy_intp cs, npy_i
     }
 }
 
+/* where the epilogue puts the rounded results, and what it saw */
+typedef struct {
+    const mf_format *f;
+    char *C;
+    npy_intp c_n, c_m;         /* byte strides of the output */
+    int nan, inf, ovf;         /* set (to 1) from any thread */
+} mm_out;
+
+/* finished float32 results -> codes; runs in the gemm's threads */
+static void
+mm_epilogue(void *vctx, mf_intp i0, mf_intp j0, mf_intp rows, mf_intp cols, float *vals,
+            mf_intp ldv)
+{
+    mm_out *o = (mm_out *)vctx;
+    const mf_format *f = o->f;
+    const npy_intp sz = f->itemsize;
+    const uint32_t qnan = 0x7FC00000u;
+    int nan = 0, inf = 0;
+    for (mf_intp i = 0; i < rows; i++) {
+        float *row = vals + i * ldv;
+        for (mf_intp j = 0; j < cols; j++) {
+            uint32_t u;
+            memcpy(&u, &row[j], 4);
+            if ((u & 0x7F800000u) == 0x7F800000u) {
+                if (u & 0x007FFFFFu) {
+                    memcpy(&row[j], &qnan, 4);      /* the canonical NaN */
+                    nan = 1;
+                }
+                else {
+                    inf = 1;
+                }
+            }
+        }
+    }
+    feclearexcept(FE_OVERFLOW);
+    for (mf_intp i = 0; i < rows; i++) {
+        char *crow = o->C + (i0 + i) * o->c_n + j0 * o->c_m;
+        const float *row = vals + i * ldv;
+        if (o->c_m == sz && ((uintptr_t)crow % (uintptr_t)sz) == 0) {
+            mf_k->encode_f32(f, row, crow, cols);
+        }
+        else {
+            for (mf_intp j = 0; j < cols; j++) {
+                mf_store_code(f, crow + j * o->c_m, mf_enc1(f, row[j]));
+            }
+        }
+    }
+    int ovf = fetestexcept(FE_OVERFLOW) != 0;
+    if (nan) {
+        __atomic_store_n(&o->nan, 1, __ATOMIC_RELAXED);
+    }
+    if (inf) {
+        __atomic_store_n(&o->inf, 1, __ATOMIC_RELAXED);
+    }
+    if (ovf) {
+        __atomic_store_n(&o->ovf, 1, __ATOMIC_RELAXED);
+    }
+}
+
 /*
- * C = A @ B for one format: gemm_f32acc into a zeroed float32 buffer (the
- * canonical chain of gemm_serial.c), then one rounding per element into the
- * format.  Every NaN result is stored as the format's canonical NaN.  The
- * floating-point flags do not depend on the kernel level or the number of
- * threads: the gemm's own flags are dropped; "invalid" is raised when a NaN
- * comes out of NaN-free operands, "overflow" when an inf comes out of
- * inf-free operands or the rounding into the format overflows.
+ * C = A @ B for one format: the gemm's canonical float32 chains (see
+ * kernels/gemm_serial.c), rounded once per element into the format by the
+ * epilogue, in the gemm's threads.  Every NaN result is stored as the
+ * format's canonical NaN.  The floating-point flags do not depend on the
+ * kernel level or the number of threads: the gemm's own flags are dropped;
+ * "invalid" is raised when a NaN comes out of NaN-free operands, "overflow"
+ * when an inf comes out of inf-free operands or the rounding into the format
+ * overflows.
  */
 static int
 matmul_loop(PyArrayMethod_Context *context, char *const data[],
@@ -80,25 +130,20 @@ matmul_loop(PyArrayMethod_Context *context, char *const data[],
      * multiple of the itemsize; others are copied into contiguous blocks */
     int a_direct = (a_k == sz || k <= 1) && a_n % sz == 0;
     int b_direct = (b_m == sz || m <= 1) && b_k % sz == 0;
-    npy_intp ldc = c32_stride(m);
     char *apack = a_direct ? NULL : PyMem_RawMalloc((size_t)(n * k * sz) + 1);
     char *bpack = b_direct ? NULL : PyMem_RawMalloc((size_t)(k * m * sz) + 1);
-    float *c32 = PyMem_RawMalloc((size_t)(n * ldc) * sizeof(float) + 1);
-    if ((!a_direct && apack == NULL) || (!b_direct && bpack == NULL) || c32 == NULL) {
+    if ((!a_direct && apack == NULL) || (!b_direct && bpack == NULL)) {
         PyMem_RawFree(apack);
         PyMem_RawFree(bpack);
-        PyMem_RawFree(c32);
         NPY_ALLOW_C_API_DEF
         NPY_ALLOW_C_API
         PyErr_NoMemory();
         NPY_DISABLE_C_API
         return -1;
     }
-    const uint32_t qnan = 0x7FC00000u;
     for (npy_intp o = 0; o < N; o++) {
         const char *A0 = data[0] + o * strides[0];
         const char *B0 = data[1] + o * strides[1];
-        char *C = data[2] + o * strides[2];
         const char *A = A0, *B = B0;
         npy_intp lda = a_n / sz, ldb = b_k / sz;
         if (!a_direct) {
@@ -111,54 +156,29 @@ matmul_loop(PyArrayMethod_Context *context, char *const data[],
             B = bpack;
             ldb = m;
         }
-        memset(c32, 0, (size_t)(n * ldc) * sizeof(float));
+        mm_out out = {f, data[2] + o * strides[2], c_n, c_m, 0, 0, 0};
+        mf_gemm_epilogue ep = {mm_epilogue, &out};
         fexcept_t flags;
         fegetexceptflag(&flags, FE_ALL_EXCEPT);
-        mf_k->gemm_f32acc(f, n, m, k, A, lda, B, ldb, c32, ldc);
+        mf_k->gemm_f32acc(f, n, m, k, A, lda, B, ldb, NULL, 0, &ep);
         fesetexceptflag(&flags, FE_ALL_EXCEPT);
-        int out_nan = 0, out_inf = 0;
-        for (npy_intp i = 0; i < n; i++) {
-            float *row = c32 + i * ldc;
-            for (npy_intp j = 0; j < m; j++) {
-                uint32_t u;
-                memcpy(&u, &row[j], 4);
-                if ((u & 0x7F800000u) == 0x7F800000u) {
-                    if (u & 0x007FFFFFu) {
-                        memcpy(&row[j], &qnan, 4);
-                        out_nan = 1;
-                    }
-                    else {
-                        out_inf = 1;
-                    }
-                }
-            }
-        }
-        if (out_nan || out_inf) {
+        if (out.nan || out.inf) {
             int in_nan = 0, in_inf = 0;
             scan_specials(f, A0, a_n, a_k, n, k, &in_nan, &in_inf);
             scan_specials(f, B0, b_k, b_m, k, m, &in_nan, &in_inf);
-            if (out_nan && !in_nan) {
+            if (out.nan && !in_nan) {
                 feraiseexcept(FE_INVALID);
             }
-            if (out_inf && !in_inf) {
+            if (out.inf && !in_inf) {
                 feraiseexcept(FE_OVERFLOW);
             }
         }
-        for (npy_intp i = 0; i < n; i++) {
-            char *crow = C + i * c_n;
-            if (c_m == sz && ((uintptr_t)crow % (uintptr_t)sz) == 0) {
-                mf_k->encode_f32(f, c32 + i * ldc, crow, m);
-            }
-            else {
-                for (npy_intp j = 0; j < m; j++) {
-                    mf_store_code(f, crow + j * c_m, mf_enc1(f, c32[i * ldc + j]));
-                }
-            }
+        if (out.ovf) {
+            mf_raise_overflow();
         }
     }
     PyMem_RawFree(apack);
     PyMem_RawFree(bpack);
-    PyMem_RawFree(c32);
     return 0;
 }
 
@@ -248,7 +268,7 @@ mf_py_gemm_f32acc(PyObject *NPY_UNUSED(self), PyObject *args)
     }
     Py_BEGIN_ALLOW_THREADS
     mf_k->gemm_f32acc(f, m, n, k, PyArray_DATA(a), k, PyArray_DATA(b), n,
-                      (float *)PyArray_DATA(c), n);
+                      (float *)PyArray_DATA(c), n, NULL);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }

@@ -79,6 +79,78 @@ pack_b_bf16(const void *vctx, const void *src, mf_intp ld, mf_intp r0, mf_intp c
     }
 }
 
+/* 16 x 16 transpose of dwords: r[i] = row i in, column i out */
+static inline void
+transpose16(__m512i r[16])
+{
+    __m512i t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    /* u[4g + s], 128-bit lane l: rows 4g..4g+3 of column 4l + s */
+    for (int s = 0; s < 4; s++) {
+        __m512i v0 = _mm512_shuffle_i32x4(u[s], u[4 + s], 0x88);       /* lanes 0, 2 */
+        __m512i v1 = _mm512_shuffle_i32x4(u[8 + s], u[12 + s], 0x88);
+        __m512i w0 = _mm512_shuffle_i32x4(u[s], u[4 + s], 0xDD);       /* lanes 1, 3 */
+        __m512i w1 = _mm512_shuffle_i32x4(u[8 + s], u[12 + s], 0xDD);
+        r[s] = _mm512_shuffle_i32x4(v0, v1, 0x88);
+        r[8 + s] = _mm512_shuffle_i32x4(v0, v1, 0xDD);
+        r[4 + s] = _mm512_shuffle_i32x4(w0, w1, 0x88);
+        r[12 + s] = _mm512_shuffle_i32x4(w0, w1, 0xDD);
+    }
+}
+
+/* A panels of bfloat16 codes: each row's pairs are already dwords, so a
+ * panel is a transpose (12 rows x 16 pairs at a time) */
+static void
+pack_a_bf16(const void *vctx, const void *src, mf_intp ld, mf_intp r0, mf_intp cnt,
+            mf_intp p0, mf_intp kc, mf_intp k, void *dst)
+{
+    const mf_gemm_ctx *c = (const mf_gemm_ctx *)vctx;
+    const mf_intp kq = (kc + 1) / 2, qfull = kc / 2;
+    if (c->f->itemsize != 2 || qfull < 16) {
+        mf_gemm_pack_a_pairs(vctx, src, ld, r0, cnt, p0, kc, k, dst);
+        return;
+    }
+    uint32_t *d = (uint32_t *)dst;
+    for (mf_intp ir = 0; ir < cnt; ir += BF_MR, d += kq * BF_MR) {
+        if (cnt - ir < BF_MR) {
+            mf_gemm_pack_a_pairs(vctx, src, ld, r0 + ir, cnt - ir, p0, kc, k, d);
+            break;
+        }
+        const uint16_t *rows = (const uint16_t *)src + (r0 + ir) * ld + p0;
+        mf_intp q = 0;
+        for (; q + 16 <= qfull; q += 16) {
+            __m512i r[16];
+            for (int i = 0; i < BF_MR; i++) {
+                r[i] = _mm512_loadu_si512(rows + i * ld + 2 * q);
+            }
+            for (int i = BF_MR; i < 16; i++) {
+                r[i] = _mm512_setzero_si512();
+            }
+            transpose16(r);
+            for (int j = 0; j < 16; j++) {
+                _mm512_mask_storeu_epi32(d + (q + j) * BF_MR, 0x0FFF, r[j]);
+            }
+        }
+        for (; q < kq; q++) {
+            for (int i = 0; i < BF_MR; i++) {
+                const uint16_t *row = rows + i * ld;
+                uint32_t lo = row[2 * q];
+                uint32_t hi = (p0 + 2 * q + 1 < k) ? row[2 * q + 1] : 0;
+                d[q * BF_MR + i] = lo | (hi << 16);
+            }
+        }
+    }
+}
+
 static const mf_gemm_ops bf16_ops = {
     .MR = BF_MR,
     .NR = BF_NR,
@@ -86,7 +158,7 @@ static const mf_gemm_ops bf16_ops = {
     .MC = 192,
     .NC = 2048,
     .pair_bytes = 4,
-    .pack_a = mf_gemm_pack_a_pairs,
+    .pack_a = pack_a_bf16,
     .pack_b = pack_b_bf16,
     .kernel = kernel_12x32,
     .ftz_daz = 0,

@@ -196,6 +196,11 @@ mf_gemm_max_threads(void)
 }
 
 #define MF_GEMM_MAX_JOBS 64
+#define MF_GEMM_POOL_KEEP ((size_t)64 << 20)
+
+static pthread_mutex_t mf_gemm_pool_mutex = PTHREAD_MUTEX_INITIALIZER;
+static void *mf_gemm_pool_mem = NULL;
+static size_t mf_gemm_pool_size = 0;
 
 /*
  * C[m x n] += A * B (or, with ep, A * B to the epilogue) by the blocked
@@ -241,13 +246,12 @@ mf_gemm_drive(const mf_gemm_ops *o, const void *ctx, mf_intp m, mf_intp n, mf_in
         g.nc = nc_fit;
     }
 
-    int ok = 1;
+    size_t need[MF_GEMM_MAX_JOBS][3];
+    size_t total = 0;
     for (int t = 0; t < T; t++) {
         mf_intp b0 = blocks * t / T, b1 = blocks * (t + 1) / T;
         mf_gemm_job *job = &jobs[t];
         job->g = &g;
-        job->abuf = job->bbuf = NULL;
-        job->cbuf = NULL;
         if (split_n) {
             job->i0 = 0;
             job->i1 = m;
@@ -263,20 +267,39 @@ mf_gemm_drive(const mf_gemm_ops *o, const void *ctx, mf_intp m, mf_intp n, mf_in
         mf_intp mcp = mf_gemm_min(o->MC, mf_gemm_roundup(job->i1 - job->i0, o->MR));
         mf_intp nc = mf_gemm_min(g.nc, job->j1 - job->j0);
         mf_intp ncp = mf_gemm_roundup(nc, o->NR);
-        size_t asz = (size_t)mcp * (o->KC / 2) * o->pair_bytes;
-        size_t bsz = (size_t)ncp * kpairs * o->pair_bytes;
-        size_t csz = (size_t)mcp * mf_gemm_scratch_ld(o, nc) * sizeof(float);
-        asz = (asz + MF_GEMM_ALIGN - 1) / MF_GEMM_ALIGN * MF_GEMM_ALIGN;
-        bsz = (bsz + MF_GEMM_ALIGN - 1) / MF_GEMM_ALIGN * MF_GEMM_ALIGN;
-        csz = (csz + MF_GEMM_ALIGN - 1) / MF_GEMM_ALIGN * MF_GEMM_ALIGN;
-        job->abuf = aligned_alloc(MF_GEMM_ALIGN, asz);
-        job->bbuf = aligned_alloc(MF_GEMM_ALIGN, bsz);
-        job->cbuf = (float *)aligned_alloc(MF_GEMM_ALIGN, csz);
-        if (job->abuf == NULL || job->bbuf == NULL || job->cbuf == NULL) {
-            ok = 0;
+        need[t][0] = (size_t)mcp * (o->KC / 2) * o->pair_bytes;
+        need[t][1] = (size_t)ncp * kpairs * o->pair_bytes;
+        need[t][2] = (size_t)mcp * mf_gemm_scratch_ld(o, nc) * sizeof(float);
+        for (int b = 0; b < 3; b++) {
+            need[t][b] = (need[t][b] + MF_GEMM_ALIGN - 1) / MF_GEMM_ALIGN * MF_GEMM_ALIGN;
+            total += need[t][b];
         }
     }
+    /* one block for all buffers: the pool's, kept between calls (up to
+     * MF_GEMM_POOL_KEEP bytes) to spare the page faults of fresh memory, or
+     * a new one when another call holds the pool */
+    char *mem = NULL;
+    int pooled = pthread_mutex_trylock(&mf_gemm_pool_mutex) == 0;
+    if (pooled) {
+        if (mf_gemm_pool_size < total) {
+            free(mf_gemm_pool_mem);
+            mf_gemm_pool_mem = aligned_alloc(MF_GEMM_ALIGN, total);
+            mf_gemm_pool_size = mf_gemm_pool_mem ? total : 0;
+        }
+        mem = (char *)mf_gemm_pool_mem;
+    }
+    else {
+        mem = (char *)aligned_alloc(MF_GEMM_ALIGN, total);
+    }
+    int ok = mem != NULL;
     if (ok) {
+        char *p = mem;
+        for (int t = 0; t < T; t++) {
+            jobs[t].abuf = p;
+            jobs[t].bbuf = p + need[t][0];
+            jobs[t].cbuf = (float *)(p + need[t][0] + need[t][1]);
+            p += need[t][0] + need[t][1] + need[t][2];
+        }
         for (int t = 1; t < T; t++) {
             started[t] = pthread_create(&tids[t], NULL, mf_gemm_thread_main, &jobs[t]) == 0;
         }
@@ -290,10 +313,16 @@ mf_gemm_drive(const mf_gemm_ops *o, const void *ctx, mf_intp m, mf_intp n, mf_in
             }
         }
     }
-    for (int t = 0; t < T; t++) {
-        free(jobs[t].abuf);
-        free(jobs[t].bbuf);
-        free(jobs[t].cbuf);
+    if (pooled) {
+        if (mf_gemm_pool_size > MF_GEMM_POOL_KEEP) {
+            free(mf_gemm_pool_mem);
+            mf_gemm_pool_mem = NULL;
+            mf_gemm_pool_size = 0;
+        }
+        pthread_mutex_unlock(&mf_gemm_pool_mutex);
+    }
+    else {
+        free(mem);
     }
     return ok ? 0 : -1;
 }

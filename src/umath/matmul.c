@@ -63,18 +63,29 @@ mm_epilogue(void *vctx, mf_intp i0, mf_intp j0, mf_intp rows, mf_intp cols, floa
     const npy_intp sz = f->itemsize;
     const uint32_t qnan = 0x7FC00000u;
     int nan = 0, inf = 0;
+    /* a vectorisable look for inf/NaN first: they are rare */
+    uint32_t top = 0;
     for (mf_intp i = 0; i < rows; i++) {
-        float *row = vals + i * ldv;
+        const uint32_t *row = (const uint32_t *)(vals + i * ldv);
         for (mf_intp j = 0; j < cols; j++) {
-            uint32_t u;
-            memcpy(&u, &row[j], 4);
-            if ((u & 0x7F800000u) == 0x7F800000u) {
-                if (u & 0x007FFFFFu) {
-                    memcpy(&row[j], &qnan, 4);      /* the canonical NaN */
-                    nan = 1;
-                }
-                else {
-                    inf = 1;
+            uint32_t e = row[j] & 0x7F800000u;
+            top = e > top ? e : top;
+        }
+    }
+    if (top == 0x7F800000u) {
+        for (mf_intp i = 0; i < rows; i++) {
+            float *row = vals + i * ldv;
+            for (mf_intp j = 0; j < cols; j++) {
+                uint32_t u;
+                memcpy(&u, &row[j], 4);
+                if ((u & 0x7F800000u) == 0x7F800000u) {
+                    if (u & 0x007FFFFFu) {
+                        memcpy(&row[j], &qnan, 4);      /* the canonical NaN */
+                        nan = 1;
+                    }
+                    else {
+                        inf = 1;
+                    }
                 }
             }
         }

@@ -61,8 +61,12 @@ mf_avx512_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
     if (m <= 0 || n <= 0) {
         return;
     }
-    if (k <= 0 || (double)m * (double)n * (double)k < 512.0) {
+    if (k <= 0 || (double)m * (double)n * (double)k <= 512.0) {
         mf_serial_gemm_f32acc(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
+        return;
+    }
+    if ((double)m * (double)n * (double)k <= MF_GEMM_SMALL_WORK) {
+        mf_gemm_small(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
         return;
     }
     mf_gemm_ctx ctx;

@@ -21,6 +21,7 @@
 #ifndef MF_GEMM_DRIVER_H
 #define MF_GEMM_DRIVER_H
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
@@ -325,6 +326,127 @@ mf_gemm_drive(const mf_gemm_ops *o, const void *ctx, mf_intp m, mf_intp n, mf_in
         free(mem);
     }
     return ok ? 0 : -1;
+}
+
+/*
+ * Small products: no packing, no threads, no MXCSR switch.  When every
+ * operand value is zero, inf/NaN or of magnitude in [2^-63, 2^64) (always,
+ * for the 8/6/4-bit formats but e8m0), every product is an exact normal
+ * float32 and the canonical step is c + a*b followed by a flush to zero,
+ * which the compiler vectorises.  Other operands go to the serial oracle.
+ */
+#define MF_GEMM_SMALL_WORK (32.0 * 32.0 * 32.0)
+#define MF_GEMM_SMALL_NB 64
+#define MF_GEMM_SMALL_RB 8
+
+static inline float
+mf_gemm_dec(const mf_format *f, const char *base, mf_intp i)
+{
+    if (f->itemsize == 2) {
+        uint16_t v;
+        memcpy(&v, base + 2 * i, 2);
+        uint32_t u = (uint32_t)v << 16;
+        float x;
+        memcpy(&x, &u, 4);
+        return x;
+    }
+    return mf_lut8[f->id][((const uint8_t *)base)[i]];
+}
+
+static inline float
+mf_gemm_flush(float x)
+{
+    /* a zero exponent field (zero or subnormal) keeps only the sign */
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u &= (u & 0x7F800000u) ? 0xFFFFFFFFu : 0x80000000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* are all values of an (r x c) block (row stride ld) "safe" (see above)? */
+static int
+mf_gemm_all_safe(const mf_format *f, const void *src, mf_intp ld, mf_intp r, mf_intp c)
+{
+    if (f->itemsize == 1 && f->id != MF_FLOAT8_E8M0FNU) {
+        return 1;
+    }
+    unsigned bad = 0;
+    for (mf_intp i = 0; i < r; i++) {
+        const char *row = (const char *)src + i * ld * f->itemsize;
+        if (f->itemsize == 2) {
+            const uint16_t *h = (const uint16_t *)row;
+            for (mf_intp j = 0; j < c; j++) {
+                /* exponent field 64..190 is [2^-63, 2^64); 0 with a zero
+                 * mantissa is zero; 255 is inf/NaN */
+                unsigned e = (h[j] >> 7) & 0xFFu;
+                bad |= (e - 64u > 126u) & (e != 255u) & ((h[j] & 0x7FFFu) != 0);
+            }
+        }
+        else {
+            for (mf_intp j = 0; j < c; j++) {
+                float x = fabsf(mf_gemm_dec(f, row, j));
+                bad |= !(x == 0.0f || !(x <= 0x1p127f) || (x >= 0x1p-63f && x < 0x1p64f));
+            }
+        }
+    }
+    return !bad;
+}
+
+static void
+mf_gemm_small(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
+              const void *A, mf_intp lda, const void *B, mf_intp ldb,
+              float *C, mf_intp ldc, const mf_gemm_epilogue *ep)
+{
+    if (!mf_gemm_all_safe(f, A, lda, m, k) || !mf_gemm_all_safe(f, B, ldb, k, n)) {
+        mf_serial_gemm_f32acc(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
+        return;
+    }
+    const mf_intp sz = f->itemsize;
+    float acc[MF_GEMM_SMALL_RB][MF_GEMM_SMALL_NB];
+    float brow[MF_GEMM_SMALL_NB];
+    for (mf_intp j0 = 0; j0 < n; j0 += MF_GEMM_SMALL_NB) {
+        mf_intp nb = mf_gemm_min(MF_GEMM_SMALL_NB, n - j0);
+        for (mf_intp i0 = 0; i0 < m; i0 += MF_GEMM_SMALL_RB) {
+            mf_intp rb = mf_gemm_min(MF_GEMM_SMALL_RB, m - i0);
+            for (mf_intp r = 0; r < rb; r++) {
+                for (mf_intp j = 0; j < nb; j++) {
+                    acc[r][j] = ep ? 0.0f : mf_gemm_flush(C[(i0 + r) * ldc + j0 + j]);
+                }
+            }
+            for (mf_intp q = 0; q < (k + 1) / 2; q++) {
+                for (int h = 1; h >= 0; h--) {
+                    mf_intp p = 2 * q + h;
+                    if (p >= k) {
+                        for (mf_intp r = 0; r < rb; r++) {
+                            for (mf_intp j = 0; j < nb; j++) {
+                                acc[r][j] = acc[r][j] + 0.0f;     /* the +0 pad */
+                            }
+                        }
+                        continue;
+                    }
+                    const char *bp = (const char *)B + (p * ldb + j0) * sz;
+                    for (mf_intp j = 0; j < nb; j++) {
+                        brow[j] = mf_gemm_dec(f, bp, j);
+                    }
+                    for (mf_intp r = 0; r < rb; r++) {
+                        float a = mf_gemm_dec(f, (const char *)A + (i0 + r) * lda * sz, p);
+                        for (mf_intp j = 0; j < nb; j++) {
+                            acc[r][j] = mf_gemm_flush(acc[r][j] + a * brow[j]);
+                        }
+                    }
+                }
+            }
+            if (ep != NULL) {
+                ep->fn(ep->ctx, i0, j0, rb, nb, &acc[0][0], MF_GEMM_SMALL_NB);
+            }
+            else {
+                for (mf_intp r = 0; r < rb; r++) {
+                    memcpy(C + (i0 + r) * ldc + j0, acc[r], sizeof(float) * nb);
+                }
+            }
+        }
+    }
 }
 
 /* ---- generic packers (scalar), parametrised by the context ---- */

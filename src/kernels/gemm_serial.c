@@ -53,6 +53,7 @@
  */
 #include <math.h>
 #include <float.h>
+#include <string.h>
 #include "kernels.h"
 #include "scalar_ops.h"
 
@@ -121,6 +122,100 @@ step_any(float c, float a, float b)
     return step_exact(c, a, b);
 }
 
+/* narrow C (few columns, e.g. stacks of tiny matrices): B decoded once;
+ * when every operand is "safe" (mf_gemm_safe) each step is c + a*b and a
+ * branch-free flush, with the n chains of a row interleaved */
+enum { SER_NARROW = 16, SER_NARROW_RB = 16, SER_NARROW_BMAX = 1024 };
+
+static inline float
+flush_bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u &= (u & 0x7F800000u) ? 0xFFFFFFFFu : 0x80000000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+static void
+gemm_narrow(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
+            const void *A, mf_intp lda, const void *B, mf_intp ldb,
+            float *C, mf_intp ldc, const mf_gemm_epilogue *ep)
+{
+    const mf_intp sz = f->itemsize;
+    float out[SER_NARROW_RB * SER_NARROW];
+    float bdec[SER_NARROW_BMAX];
+    float arow[2 * SER_NARROW_BMAX];
+    const mf_intp kq = (k + 1) / 2;
+    int fast = 2 * kq * n <= SER_NARROW_BMAX;
+    if (fast) {
+        /* B rows in the canonical order, the odd k padded: row 2q holds
+         * k = 2q + 1, row 2q + 1 holds k = 2q */
+        for (mf_intp q = 0; q < kq; q++) {
+            for (int h = 0; h < 2; h++) {
+                mf_intp p = 2 * q + 1 - h;
+                for (mf_intp j = 0; j < n; j++) {
+                    float b = p < k ? mf_flush(mf_dec1(f, (const char *)B + p * ldb * sz, j)) : 0.0f;
+                    fast &= mf_gemm_safe(b);
+                    bdec[(2 * q + h) * n + j] = b;
+                }
+            }
+        }
+    }
+    for (mf_intp i0 = 0; i0 < m; i0 += SER_NARROW_RB) {
+        mf_intp rb = m - i0 < SER_NARROW_RB ? m - i0 : SER_NARROW_RB;
+        for (mf_intp r = 0; r < rb; r++) {
+            const char *ar = (const char *)A + (i0 + r) * lda * sz;
+            float *c = out + r * n;
+            for (mf_intp j = 0; j < n; j++) {
+                c[j] = ep ? 0.0f : mf_flush(C[(i0 + r) * ldc + j]);
+            }
+            int rfast = fast;
+            if (rfast) {
+                for (mf_intp q = 0; q < kq; q++) {
+                    arow[2 * q] = 2 * q + 1 < k ? mf_flush(mf_dec1(f, ar, 2 * q + 1)) : 0.0f;
+                    arow[2 * q + 1] = mf_flush(mf_dec1(f, ar, 2 * q));
+                    rfast &= mf_gemm_safe(arow[2 * q]) & mf_gemm_safe(arow[2 * q + 1]);
+                }
+            }
+            if (rfast) {
+                for (mf_intp s = 0; s < 2 * kq; s++) {
+                    const float a = arow[s];
+                    const float *b = bdec + s * n;
+                    for (mf_intp j = 0; j < n; j++) {
+                        c[j] = flush_bits(c[j] + a * b[j]);
+                    }
+                }
+                continue;
+            }
+            for (mf_intp j = 0; j < n; j++) {
+                float cj = c[j];
+                for (mf_intp q = 0; q < kq; q++) {
+                    mf_intp p = 2 * q + 1;
+                    if (p < k) {
+                        cj = step_any(cj, mf_flush(mf_dec1(f, ar, p)),
+                                      mf_flush(mf_dec1(f, (const char *)B + p * ldb * sz, j)));
+                    }
+                    else {
+                        cj = cj + 0.0f;
+                    }
+                    cj = step_any(cj, mf_flush(mf_dec1(f, ar, p - 1)),
+                                  mf_flush(mf_dec1(f, (const char *)B + (p - 1) * ldb * sz, j)));
+                }
+                c[j] = cj;
+            }
+        }
+        if (ep != NULL) {
+            ep->fn(ep->ctx, i0, 0, rb, n, out, n);
+        }
+        else {
+            for (mf_intp r = 0; r < rb; r++) {
+                memcpy(C + (i0 + r) * ldc, out + r * n, sizeof(float) * n);
+            }
+        }
+    }
+}
+
 enum { SER_NB = 64, SER_RB = 4 };
 
 /* decode n codes (unit stride) with DAZ; returns 1 if all are mf_gemm_safe */
@@ -149,6 +244,10 @@ mf_serial_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
     }
     if (k < 0) {
         k = 0;
+    }
+    if (n <= SER_NARROW) {
+        gemm_narrow(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
+        return;
     }
     for (mf_intp j0 = 0; j0 < n; j0 += SER_NB) {
         mf_intp nb = n - j0 < SER_NB ? n - j0 : SER_NB;

@@ -62,48 +62,81 @@ mm_epilogue(void *vctx, mf_intp i0, mf_intp j0, mf_intp rows, mf_intp cols, floa
     const mf_format *f = o->f;
     const npy_intp sz = f->itemsize;
     const uint32_t qnan = 0x7FC00000u;
-    int nan = 0, inf = 0;
-    /* a vectorisable look for inf/NaN first: they are rare */
-    uint32_t top = 0;
-    for (mf_intp i = 0; i < rows; i++) {
-        const uint32_t *row = (const uint32_t *)(vals + i * ldv);
-        for (mf_intp j = 0; j < cols; j++) {
-            uint32_t e = row[j] & 0x7F800000u;
-            top = e > top ? e : top;
-        }
-    }
-    if (top == 0x7F800000u) {
+    int nan = 0, inf = 0, ovf = 0;
+    if (f->id == MF_BFLOAT16 && o->c_m == 2) {
+        /* round to nearest even, NaN -> 0x7FC0, in one vectorisable pass */
+        uint32_t any_nan = 0, any_inf = 0, any_ovf = 0;
         for (mf_intp i = 0; i < rows; i++) {
-            float *row = vals + i * ldv;
+            const uint32_t *row = (const uint32_t *)(vals + i * ldv);
+            char *crow = o->C + (i0 + i) * o->c_n + j0 * 2;
+            uint16_t tmp[256];
+            int aligned = ((uintptr_t)crow & 1u) == 0;
+            for (mf_intp j0b = 0; j0b < cols; j0b += 256) {
+                mf_intp nb = cols - j0b < 256 ? cols - j0b : 256;
+                uint16_t *dst = aligned ? (uint16_t *)crow + j0b : tmp;
+                for (mf_intp j = 0; j < nb; j++) {
+                    uint32_t u = row[j0b + j];
+                    uint32_t a = u & 0x7FFFFFFFu;
+                    uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+                    uint32_t isnan = a > 0x7F800000u;
+                    uint32_t isinf = a == 0x7F800000u;
+                    any_nan |= isnan;
+                    any_inf |= isinf;
+                    any_ovf |= ((r & 0x7FFFu) == 0x7F80u) & (a < 0x7F800000u);
+                    dst[j] = (uint16_t)(isnan ? 0x7FC0u : r);
+                }
+                if (!aligned) {
+                    memcpy(crow + 2 * j0b, tmp, 2 * (size_t)nb);
+                }
+            }
+        }
+        nan = any_nan != 0;
+        inf = any_inf != 0;
+        ovf = any_ovf != 0;
+    }
+    else {
+        /* a vectorisable look for inf/NaN first: they are rare; an exponent
+         * field of all ones carries into bit 31 */
+        uint32_t any = 0;
+        for (mf_intp i = 0; i < rows; i++) {
+            const uint32_t *row = (const uint32_t *)(vals + i * ldv);
             for (mf_intp j = 0; j < cols; j++) {
-                uint32_t u;
-                memcpy(&u, &row[j], 4);
-                if ((u & 0x7F800000u) == 0x7F800000u) {
-                    if (u & 0x007FFFFFu) {
-                        memcpy(&row[j], &qnan, 4);      /* the canonical NaN */
-                        nan = 1;
-                    }
-                    else {
-                        inf = 1;
+                any |= (row[j] & 0x7F800000u) + 0x00800000u;
+            }
+        }
+        if (any & 0x80000000u) {
+            for (mf_intp i = 0; i < rows; i++) {
+                float *row = vals + i * ldv;
+                for (mf_intp j = 0; j < cols; j++) {
+                    uint32_t u;
+                    memcpy(&u, &row[j], 4);
+                    if ((u & 0x7F800000u) == 0x7F800000u) {
+                        if (u & 0x007FFFFFu) {
+                            memcpy(&row[j], &qnan, 4);      /* the canonical NaN */
+                            nan = 1;
+                        }
+                        else {
+                            inf = 1;
+                        }
                     }
                 }
             }
         }
-    }
-    feclearexcept(FE_OVERFLOW);
-    for (mf_intp i = 0; i < rows; i++) {
-        char *crow = o->C + (i0 + i) * o->c_n + j0 * o->c_m;
-        const float *row = vals + i * ldv;
-        if (o->c_m == sz && ((uintptr_t)crow % (uintptr_t)sz) == 0) {
-            mf_k->encode_f32(f, row, crow, cols);
-        }
-        else {
-            for (mf_intp j = 0; j < cols; j++) {
-                mf_store_code(f, crow + j * o->c_m, mf_enc1(f, row[j]));
+        feclearexcept(FE_OVERFLOW);
+        for (mf_intp i = 0; i < rows; i++) {
+            char *crow = o->C + (i0 + i) * o->c_n + j0 * o->c_m;
+            const float *row = vals + i * ldv;
+            if (o->c_m == sz && ((uintptr_t)crow % (uintptr_t)sz) == 0) {
+                mf_k->encode_f32(f, row, crow, cols);
+            }
+            else {
+                for (mf_intp j = 0; j < cols; j++) {
+                    mf_store_code(f, crow + j * o->c_m, mf_enc1(f, row[j]));
+                }
             }
         }
+        ovf = fetestexcept(FE_OVERFLOW) != 0;
     }
-    int ovf = fetestexcept(FE_OVERFLOW) != 0;
     if (nan) {
         __atomic_store_n(&o->nan, 1, __ATOMIC_RELAXED);
     }
@@ -152,6 +185,9 @@ matmul_loop(PyArrayMethod_Context *context, char *const data[],
         NPY_DISABLE_C_API
         return -1;
     }
+    int raise_invalid = 0, raise_overflow = 0;
+    fexcept_t flags;
+    fegetexceptflag(&flags, FE_ALL_EXCEPT);
     for (npy_intp o = 0; o < N; o++) {
         const char *A0 = data[0] + o * strides[0];
         const char *B0 = data[1] + o * strides[1];
@@ -169,24 +205,24 @@ matmul_loop(PyArrayMethod_Context *context, char *const data[],
         }
         mm_out out = {f, data[2] + o * strides[2], c_n, c_m, 0, 0, 0};
         mf_gemm_epilogue ep = {mm_epilogue, &out};
-        fexcept_t flags;
-        fegetexceptflag(&flags, FE_ALL_EXCEPT);
         mf_k->gemm_f32acc(f, n, m, k, A, lda, B, ldb, NULL, 0, &ep);
-        fesetexceptflag(&flags, FE_ALL_EXCEPT);
         if (out.nan || out.inf) {
             int in_nan = 0, in_inf = 0;
             scan_specials(f, A0, a_n, a_k, n, k, &in_nan, &in_inf);
             scan_specials(f, B0, b_k, b_m, k, m, &in_nan, &in_inf);
-            if (out.nan && !in_nan) {
-                feraiseexcept(FE_INVALID);
-            }
-            if (out.inf && !in_inf) {
-                feraiseexcept(FE_OVERFLOW);
-            }
+            raise_invalid |= out.nan && !in_nan;
+            raise_overflow |= out.inf && !in_inf;
         }
-        if (out.ovf) {
-            mf_raise_overflow();
-        }
+        raise_overflow |= out.ovf;
+    }
+    /* the flags of the gemm (and of the epilogue in this thread) are
+     * dropped; those of the rules above are raised */
+    fesetexceptflag(&flags, FE_ALL_EXCEPT);
+    if (raise_invalid) {
+        feraiseexcept(FE_INVALID);
+    }
+    if (raise_overflow) {
+        mf_raise_overflow();
     }
     PyMem_RawFree(apack);
     PyMem_RawFree(bpack);

@@ -126,12 +126,13 @@ def test_gemm_f32acc_equals_serial(level, m, n, k):
 def test_gemm_threads_and_blocks_equal_serial(level):
     # big enough for several threads, several k blocks and edge tiles
     rng = np.random.default_rng(7)
-    m, n, k = 203, 389, 1100
-    a = bf16_codes(rng, (m, k), "cancel")
-    b = bf16_codes(rng, (k, n), "normal")
-    c0 = np.zeros((m, n), np.float32)
-    np.testing.assert_array_equal(canonical_bits(gemm(level, "bfloat16", a, b, c0)),
-                                  canonical_bits(gemm("serial", "bfloat16", a, b, c0)))
+    # tall (row tasks) and wide (column tasks)
+    for m, n, k in [(203, 389, 1100), (150, 700, 301)]:
+        a = bf16_codes(rng, (m, k), "cancel")
+        b = bf16_codes(rng, (k, n), "normal")
+        c0 = c_init(rng, (m, n), "subnormal")
+        np.testing.assert_array_equal(canonical_bits(gemm(level, "bfloat16", a, b, c0)),
+                                      canonical_bits(gemm("serial", "bfloat16", a, b, c0)))
 
 
 @pytest.mark.parametrize("name", FLOAT_FORMATS)

@@ -13,8 +13,9 @@
  * C).  KC is even, so pairs never straddle blocks and every output element
  * is exactly the canonical chain of gemm_serial.c.
  *
- * Threads take disjoint column (or row) ranges and compute their elements'
- * whole chains, so the result does not depend on the number of threads.
+ * Threads take tasks (column or row chunks of C) from a shared counter and
+ * compute their elements' whole chains, so the result depends neither on
+ * the number of threads nor on which thread does what.
  * Buffers are allocated before anything is written: if that fails the
  * caller falls back to the serial oracle.
  */
@@ -52,7 +53,7 @@ typedef struct {
 typedef struct {
     const mf_gemm_ops *ops;
     const void *ctx;           /* passed to the packers (format, tables) */
-    mf_intp k;
+    mf_intp m, n, k;
     const void *A;
     mf_intp lda;
     const void *B;
@@ -60,14 +61,18 @@ typedef struct {
     float *C;
     mf_intp ldc;
     const mf_gemm_epilogue *ep;
-    mf_intp nc;                /* columns per B packing */
+    mf_intp nc;                /* columns per B packing (all of k) */
+    /* tasks: column chunks of width tw (split_n) or row chunks of height th */
+    int split_n;
+    mf_intp tw, th, ntasks;
+    mf_intp next;              /* next task, taken atomically */
 } mf_gemm_args;
 
 typedef struct {
-    const mf_gemm_args *g;
-    mf_intp i0, i1, j0, j1;    /* the part of C of this job */
+    mf_gemm_args *g;
     void *abuf, *bbuf;
     float *cbuf;
+    mf_intp b_j0, b_nc;        /* the columns bbuf holds (b_nc == 0: none) */
 } mf_gemm_job;
 
 #define MF_GEMM_ALIGN 64
@@ -86,69 +91,100 @@ mf_gemm_scratch_ld(const mf_gemm_ops *o, mf_intp nc)
     return (s % 256 == 0) ? s + 16 : s;
 }
 
+#define MF_GEMM_CSR_WORK (0x1F80u | 0x8000u | 0x0040u)
+
+/* rows [i0, i1) x columns [j0, j1) of C, j1 - j0 <= g->nc */
 static void
-mf_gemm_run_job(mf_gemm_job *job)
+mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, unsigned csr)
 {
     const mf_gemm_args *g = job->g;
     const mf_gemm_ops *o = g->ops;
     const int MR = o->MR, NR = o->NR;
     const mf_intp k = g->k;
     const mf_intp kqb = o->KC / 2;                     /* pairs per full k block */
-    unsigned int csr = 0;
-    if (o->ftz_daz) {
-        csr = _mm_getcsr();
-        _mm_setcsr(0x1F80u | 0x8000u | 0x0040u);
-    }
-    for (mf_intp jc = job->j0; jc < job->j1; jc += g->nc) {
-        mf_intp nc = mf_gemm_min(g->nc, job->j1 - jc);
-        mf_intp ncp = mf_gemm_roundup(nc, NR);
-        mf_intp lds = mf_gemm_scratch_ld(o, nc);
+    mf_intp nc = j1 - jc;
+    mf_intp ncp = mf_gemm_roundup(nc, NR);
+    mf_intp lds = mf_gemm_scratch_ld(o, nc);
+    if (job->b_nc != nc || job->b_j0 != jc) {
         /* B for these columns, all k blocks */
         for (mf_intp pc = 0; pc < k; pc += o->KC) {
             mf_intp kc = mf_gemm_min(o->KC, k - pc);
             char *bb = (char *)job->bbuf + (size_t)(pc / o->KC) * kqb * ncp * o->pair_bytes;
             o->pack_b(g->ctx, g->B, g->ldb, jc, nc, pc, kc, k, bb);
         }
-        for (mf_intp ic = job->i0; ic < job->i1; ic += o->MC) {
-            mf_intp mc = mf_gemm_min(o->MC, job->i1 - ic);
-            mf_intp mcp = mf_gemm_roundup(mc, MR);
-            float *cs = job->cbuf;
-            for (mf_intp i = 0; i < mcp; i++) {
-                if (g->ep == NULL && i < mc) {
-                    memcpy(cs + i * lds, g->C + (ic + i) * g->ldc + jc, sizeof(float) * nc);
-                    memset(cs + i * lds + nc, 0, sizeof(float) * (ncp - nc));
-                }
-                else {
-                    memset(cs + i * lds, 0, sizeof(float) * ncp);
-                }
-            }
-            for (mf_intp pc = 0; pc < k; pc += o->KC) {
-                mf_intp kc = mf_gemm_min(o->KC, k - pc);
-                mf_intp kq = (kc + 1) / 2;
-                const char *bb = (const char *)job->bbuf + (size_t)(pc / o->KC) * kqb * ncp * o->pair_bytes;
-                o->pack_a(g->ctx, g->A, g->lda, ic, mc, pc, kc, k, job->abuf);
-                for (mf_intp jr = 0; jr < ncp; jr += NR) {
-                    const char *bp = bb + (size_t)(jr / NR) * kq * NR * o->pair_bytes;
-                    for (mf_intp ir = 0; ir < mcp; ir += MR) {
-                        const char *ap = (const char *)job->abuf + (size_t)(ir / MR) * kq * MR * o->pair_bytes;
-                        o->kernel(kq, ap, bp, cs + ir * lds + jr, lds);
-                    }
-                }
-            }
-            if (g->ep != NULL) {
-                if (o->ftz_daz) {
-                    _mm_setcsr(csr & ~(0x8000u | 0x0040u));
-                }
-                g->ep->fn(g->ep->ctx, ic, jc, mc, nc, cs, lds);
-                if (o->ftz_daz) {
-                    _mm_setcsr(0x1F80u | 0x8000u | 0x0040u);
-                }
+        job->b_j0 = jc;
+        job->b_nc = nc;
+    }
+    for (mf_intp ic = i0; ic < i1; ic += o->MC) {
+        mf_intp mc = mf_gemm_min(o->MC, i1 - ic);
+        mf_intp mcp = mf_gemm_roundup(mc, MR);
+        float *cs = job->cbuf;
+        for (mf_intp i = 0; i < mcp; i++) {
+            if (g->ep == NULL && i < mc) {
+                memcpy(cs + i * lds, g->C + (ic + i) * g->ldc + jc, sizeof(float) * nc);
+                memset(cs + i * lds + nc, 0, sizeof(float) * (ncp - nc));
             }
             else {
-                for (mf_intp i = 0; i < mc; i++) {
-                    memcpy(g->C + (ic + i) * g->ldc + jc, cs + i * lds, sizeof(float) * nc);
+                memset(cs + i * lds, 0, sizeof(float) * ncp);
+            }
+        }
+        for (mf_intp pc = 0; pc < k; pc += o->KC) {
+            mf_intp kc = mf_gemm_min(o->KC, k - pc);
+            mf_intp kq = (kc + 1) / 2;
+            const char *bb = (const char *)job->bbuf + (size_t)(pc / o->KC) * kqb * ncp * o->pair_bytes;
+            o->pack_a(g->ctx, g->A, g->lda, ic, mc, pc, kc, k, job->abuf);
+            for (mf_intp jr = 0; jr < ncp; jr += NR) {
+                const char *bp = bb + (size_t)(jr / NR) * kq * NR * o->pair_bytes;
+                for (mf_intp ir = 0; ir < mcp; ir += MR) {
+                    const char *ap = (const char *)job->abuf + (size_t)(ir / MR) * kq * MR * o->pair_bytes;
+                    o->kernel(kq, ap, bp, cs + ir * lds + jr, lds);
                 }
             }
+        }
+        if (g->ep != NULL) {
+            if (o->ftz_daz) {
+                _mm_setcsr(csr & ~(0x8000u | 0x0040u));
+            }
+            g->ep->fn(g->ep->ctx, ic, jc, mc, nc, cs, lds);
+            if (o->ftz_daz) {
+                _mm_setcsr(MF_GEMM_CSR_WORK);
+            }
+        }
+        else {
+            for (mf_intp i = 0; i < mc; i++) {
+                memcpy(g->C + (ic + i) * g->ldc + jc, cs + i * lds, sizeof(float) * nc);
+            }
+        }
+    }
+}
+
+/* take tasks until none are left: threads that get more of the CPU do more */
+static void
+mf_gemm_run_job(mf_gemm_job *job)
+{
+    mf_gemm_args *g = job->g;
+    const mf_gemm_ops *o = g->ops;
+    unsigned int csr = 0;
+    if (o->ftz_daz) {
+        csr = _mm_getcsr();
+        _mm_setcsr(MF_GEMM_CSR_WORK);
+    }
+    for (;;) {
+        mf_intp t = __atomic_fetch_add(&g->next, 1, __ATOMIC_RELAXED);
+        if (t >= g->ntasks) {
+            break;
+        }
+        mf_intp i0 = 0, i1 = g->m, j0 = 0, j1 = g->n;
+        if (g->split_n) {
+            j0 = t * g->tw;
+            j1 = mf_gemm_min(j0 + g->tw, g->n);
+        }
+        else {
+            i0 = t * g->th;
+            i1 = mf_gemm_min(i0 + g->th, g->m);
+        }
+        for (mf_intp jc = j0; jc < j1; jc += g->nc) {
+            mf_gemm_block(job, i0, i1, jc, mf_gemm_min(jc + g->nc, j1), csr);
         }
     }
     if (o->ftz_daz) {
@@ -198,6 +234,7 @@ mf_gemm_max_threads(void)
 
 #define MF_GEMM_MAX_JOBS 64
 #define MF_GEMM_POOL_KEEP ((size_t)64 << 20)
+#define MF_GEMM_TASKS_PER_THREAD 4
 
 static pthread_mutex_t mf_gemm_pool_mutex = PTHREAD_MUTEX_INITIALIZER;
 static void *mf_gemm_pool_mem = NULL;
@@ -213,12 +250,12 @@ mf_gemm_drive(const mf_gemm_ops *o, const void *ctx, mf_intp m, mf_intp n, mf_in
               const void *A, mf_intp lda, const void *B, mf_intp ldb, float *C, mf_intp ldc,
               const mf_gemm_epilogue *ep)
 {
-    mf_gemm_args g = {o, ctx, k, A, lda, B, ldb, C, ldc, ep, o->NC};
+    mf_gemm_args g = {o, ctx, m, n, k, A, lda, B, ldb, C, ldc, ep, o->NC, 0, 0, 0, 0, 0};
     mf_gemm_job jobs[MF_GEMM_MAX_JOBS];
     pthread_t tids[MF_GEMM_MAX_JOBS];
     int started[MF_GEMM_MAX_JOBS];
 
-    /* how many threads, and split along n or m in whole micro-tiles */
+    /* how many threads */
     int T = mf_gemm_max_threads();
     double work = (double)m * (double)n * (double)k;
     if (T > 1 && work < MF_GEMM_MIN_THREAD_WORK * 2) {
@@ -226,12 +263,6 @@ mf_gemm_drive(const mf_gemm_ops *o, const void *ctx, mf_intp m, mf_intp n, mf_in
     }
     else if (T > 1 && work < MF_GEMM_MIN_THREAD_WORK * T) {
         T = (int)(work / MF_GEMM_MIN_THREAD_WORK);
-    }
-    mf_intp nblk = (n + o->NR - 1) / o->NR, mblk = (m + o->MR - 1) / o->MR;
-    int split_n = nblk >= mblk || nblk >= T;
-    mf_intp blocks = split_n ? nblk : mblk;
-    if (T > blocks) {
-        T = (int)(blocks > 0 ? blocks : 1);
     }
     if (T > MF_GEMM_MAX_JOBS) {
         T = MF_GEMM_MAX_JOBS;
@@ -246,36 +277,50 @@ mf_gemm_drive(const mf_gemm_ops *o, const void *ctx, mf_intp m, mf_intp n, mf_in
     if (g.nc > nc_fit) {
         g.nc = nc_fit;
     }
-
-    size_t need[MF_GEMM_MAX_JOBS][3];
-    size_t total = 0;
-    for (int t = 0; t < T; t++) {
-        mf_intp b0 = blocks * t / T, b1 = blocks * (t + 1) / T;
-        mf_gemm_job *job = &jobs[t];
-        job->g = &g;
-        if (split_n) {
-            job->i0 = 0;
-            job->i1 = m;
-            job->j0 = b0 * o->NR;
-            job->j1 = mf_gemm_min(b1 * o->NR, n);
+    /* tasks: split n in column chunks (each packs its B and all of A) when
+     * it is the wider side, else m in row chunks (B packed once per thread
+     * when n fits one packing); a few tasks per thread balance the load */
+    mf_intp nblk = (n + o->NR - 1) / o->NR, mblk = (m + o->MR - 1) / o->MR;
+    g.split_n = T == 1 || nblk >= mblk;
+    mf_intp blocks = g.split_n ? nblk : mblk;
+    mf_intp want = T == 1 ? 1 : (mf_intp)T * MF_GEMM_TASKS_PER_THREAD;
+    if (g.split_n) {
+        /* chunks of whole micro-panels, not narrower than 4 panels */
+        mf_intp per = (blocks + want - 1) / want;
+        if (T > 1 && per < 4) {
+            per = 4;
         }
-        else {
-            job->j0 = 0;
-            job->j1 = n;
-            job->i0 = b0 * o->MR;
-            job->i1 = mf_gemm_min(b1 * o->MR, m);
-        }
-        mf_intp mcp = mf_gemm_min(o->MC, mf_gemm_roundup(job->i1 - job->i0, o->MR));
-        mf_intp nc = mf_gemm_min(g.nc, job->j1 - job->j0);
-        mf_intp ncp = mf_gemm_roundup(nc, o->NR);
-        need[t][0] = (size_t)mcp * (o->KC / 2) * o->pair_bytes;
-        need[t][1] = (size_t)ncp * kpairs * o->pair_bytes;
-        need[t][2] = (size_t)mcp * mf_gemm_scratch_ld(o, nc) * sizeof(float);
-        for (int b = 0; b < 3; b++) {
-            need[t][b] = (need[t][b] + MF_GEMM_ALIGN - 1) / MF_GEMM_ALIGN * MF_GEMM_ALIGN;
-            total += need[t][b];
-        }
+        g.tw = T == 1 ? n : per * o->NR;
+        g.ntasks = (n + g.tw - 1) / g.tw;
     }
+    else {
+        mf_intp per = (blocks + want - 1) / want;
+        if (per < 2) {
+            per = 2;
+        }
+        g.th = per * o->MR;
+        g.ntasks = (m + g.th - 1) / g.th;
+    }
+    if (T > g.ntasks) {
+        T = (int)g.ntasks;
+    }
+
+    /* buffers of one job (all jobs alike) */
+    mf_intp rows = g.split_n ? m : g.th;
+    mf_intp cols = g.split_n ? g.tw : n;
+    mf_intp mcp = mf_gemm_min(o->MC, mf_gemm_roundup(rows, o->MR));
+    mf_intp nc = mf_gemm_min(g.nc, cols);
+    mf_intp ncp = mf_gemm_roundup(nc, o->NR);
+    size_t need[3];
+    need[0] = (size_t)mcp * (o->KC / 2) * o->pair_bytes;
+    need[1] = (size_t)ncp * kpairs * o->pair_bytes;
+    need[2] = (size_t)mcp * mf_gemm_scratch_ld(o, nc) * sizeof(float);
+    size_t per_job = 0;
+    for (int b = 0; b < 3; b++) {
+        need[b] = (need[b] + MF_GEMM_ALIGN - 1) / MF_GEMM_ALIGN * MF_GEMM_ALIGN;
+        per_job += need[b];
+    }
+    size_t total = per_job * (size_t)T;
     /* one block for all buffers: the pool's, kept between calls (up to
      * MF_GEMM_POOL_KEEP bytes) to spare the page faults of fresh memory, or
      * a new one when another call holds the pool */
@@ -294,12 +339,14 @@ mf_gemm_drive(const mf_gemm_ops *o, const void *ctx, mf_intp m, mf_intp n, mf_in
     }
     int ok = mem != NULL;
     if (ok) {
-        char *p = mem;
         for (int t = 0; t < T; t++) {
+            char *p = mem + per_job * (size_t)t;
+            jobs[t].g = &g;
             jobs[t].abuf = p;
-            jobs[t].bbuf = p + need[t][0];
-            jobs[t].cbuf = (float *)(p + need[t][0] + need[t][1]);
-            p += need[t][0] + need[t][1] + need[t][2];
+            jobs[t].bbuf = p + need[0];
+            jobs[t].cbuf = (float *)(p + need[0] + need[1]);
+            jobs[t].b_j0 = 0;
+            jobs[t].b_nc = 0;
         }
         for (int t = 1; t < T; t++) {
             started[t] = pthread_create(&tids[t], NULL, mf_gemm_thread_main, &jobs[t]) == 0;
@@ -309,10 +356,8 @@ mf_gemm_drive(const mf_gemm_ops *o, const void *ctx, mf_intp m, mf_intp n, mf_in
             if (started[t]) {
                 pthread_join(tids[t], NULL);
             }
-            else {
-                mf_gemm_run_job(&jobs[t]);
-            }
         }
+        /* a thread that could not start took no task: jobs[0] did them */
     }
     if (pooled) {
         if (mf_gemm_pool_size > MF_GEMM_POOL_KEEP) {

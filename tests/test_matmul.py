@@ -284,6 +284,35 @@ def test_matmul_layouts(each_level):
     assert_same_codes(out.copy(), want)
 
 
+def test_unaligned_operands(each_level):
+    rng = np.random.default_rng(12)
+    a = as_format(bf16_codes(rng, (70, 90), "normal"), "bfloat16")
+    b = as_format(bf16_codes(rng, (90, 80), "cancel"), "bfloat16")
+
+    def unaligned(x):
+        buf = np.zeros(x.nbytes + 1, np.uint8)
+        u = buf[1:].view(x.dtype).reshape(x.shape)
+        u[...] = x
+        assert not u.flags.aligned
+        return u
+
+    want = mm("serial", a, b)
+    assert_same_codes(unaligned(a) @ unaligned(b), want)
+    out = unaligned(np.zeros((70, 80), minifloat.bfloat16))
+    np.matmul(a, b, out=out)
+    assert_same_codes(out.copy(), want)
+
+
+def test_deep_narrow():
+    # k too deep to pack: the unpacked path, same chain
+    rng = np.random.default_rng(13)
+    a = as_format(bf16_codes(rng, (2, 600_000), "cancel"), "bfloat16")
+    b = as_format(bf16_codes(rng, (600_000, 3), "normal"), "bfloat16")
+    want = mm("serial", a, b)
+    for lv in SIMD_LEVELS:
+        assert_same_codes(mm(lv, a, b), want)
+
+
 def test_matmul_stacks(each_level):
     rng = np.random.default_rng(5)
     a = as_format(bf16_codes(rng, (4, 3, 9, 20), "normal"), "bfloat16")

@@ -71,7 +71,11 @@ mf_avx512_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
     }
     mf_gemm_ctx ctx;
     mf_gemm_ctx_init(&ctx, f, F_MR, F_NR);
-    if (mf_gemm_drive(&f32_ops, &ctx, m, n, k, A, lda, B, ldb, C, ldc, ep) < 0) {
+    int r = mf_gemm_drive(&f32_ops, &ctx, m, n, k, A, lda, B, ldb, C, ldc, ep);
+    if (r == -2) {
+        mf_gemm_small(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
+    }
+    else if (r < 0) {
         mf_serial_gemm_f32acc(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
     }
 }

@@ -242,8 +242,8 @@ static size_t mf_gemm_pool_size = 0;
 
 /*
  * C[m x n] += A * B (or, with ep, A * B to the epilogue) by the blocked
- * kernels; k >= 1.  Returns 0, or -1 if buffers could not be allocated
- * (nothing written: the caller falls back).
+ * kernels; k >= 1.  Returns 0, -1 if buffers could not be allocated or -2
+ * if k is too deep for packing (nothing written: the caller falls back).
  */
 static int
 mf_gemm_drive(const mf_gemm_ops *o, const void *ctx, mf_intp m, mf_intp n, mf_intp k,
@@ -276,6 +276,9 @@ mf_gemm_drive(const mf_gemm_ops *o, const void *ctx, mf_intp m, mf_intp n, mf_in
     }
     if (g.nc > nc_fit) {
         g.nc = nc_fit;
+    }
+    if ((size_t)o->NR * kpairs * o->pair_bytes > MF_GEMM_MAX_BPACK) {
+        return -2;     /* so deep that even one packed panel is too big */
     }
     /* tasks: split n in column chunks (each packs its B and all of A) when
      * it is the wider side, else m in row chunks (B packed once per thread

@@ -170,10 +170,13 @@ matmul_loop(PyArrayMethod_Context *context, char *const data[],
     if (N <= 0 || n <= 0 || m <= 0) {
         return 0;
     }
-    /* operands the gemm can read in place: unit column stride, row stride a
-     * multiple of the itemsize; others are copied into contiguous blocks */
-    int a_direct = (a_k == sz || k <= 1) && a_n % sz == 0;
-    int b_direct = (b_m == sz || m <= 1) && b_k % sz == 0;
+    /* operands the gemm can read in place: aligned, unit column stride, row
+     * stride a multiple of the itemsize; others are copied into contiguous
+     * blocks */
+    int a_direct = (a_k == sz || k <= 1) && a_n % sz == 0
+                   && (uintptr_t)data[0] % (uintptr_t)sz == 0 && strides[0] % sz == 0;
+    int b_direct = (b_m == sz || m <= 1) && b_k % sz == 0
+                   && (uintptr_t)data[1] % (uintptr_t)sz == 0 && strides[1] % sz == 0;
     char *apack = a_direct ? NULL : PyMem_RawMalloc((size_t)(n * k * sz) + 1);
     char *bpack = b_direct ? NULL : PyMem_RawMalloc((size_t)(k * m * sz) + 1);
     if ((!a_direct && apack == NULL) || (!b_direct && bpack == NULL)) {

@@ -54,6 +54,15 @@ typedef struct mf_gemm_epilogue {
     void (*fn)(void *ctx, mf_intp i0, mf_intp j0, mf_intp rows, mf_intp cols,
                float *vals, mf_intp ldv);
     void *ctx;
+    /* Optional shortcut for bfloat16 results, which a kernel may take
+     * instead of calling fn: when bf16_out is not NULL, element (i, j) is
+     * stored rounded to nearest even (every NaN as 0x7FC0) at
+     * bf16_out + i * bf16_rs + 2 * j (bytes, 2-aligned), and the bits
+     * 1 (a NaN), 2 (an inf), 4 (rounding overflowed) are or-ed atomically
+     * into *bf16_flags. */
+    char *bf16_out;
+    mf_intp bf16_rs;
+    int *bf16_flags;
 } mf_gemm_epilogue;
 
 typedef struct {

@@ -207,8 +207,16 @@ matmul_loop(PyArrayMethod_Context *context, char *const data[],
             ldb = m;
         }
         mm_out out = {f, data[2] + o * strides[2], c_n, c_m, 0, 0, 0};
-        mf_gemm_epilogue ep = {mm_epilogue, &out};
+        int bf16_flags = 0;
+        mf_gemm_epilogue ep = {mm_epilogue, &out, NULL, 0, &bf16_flags};
+        if (f->id == MF_BFLOAT16 && c_m == 2 && c_n % 2 == 0 && (uintptr_t)out.C % 2 == 0) {
+            ep.bf16_out = out.C;
+            ep.bf16_rs = c_n;
+        }
         mf_k->gemm_f32acc(f, n, m, k, A, lda, B, ldb, NULL, 0, &ep);
+        out.nan |= (bf16_flags & 1) != 0;
+        out.inf |= (bf16_flags & 2) != 0;
+        out.ovf |= (bf16_flags & 4) != 0;
         if (out.nan || out.inf) {
             int in_nan = 0, in_inf = 0;
             scan_specials(f, A0, a_n, a_k, n, k, &in_nan, &in_inf);

@@ -349,6 +349,9 @@ mf_gemm_drive(const mf_gemm_ops *o, const void *ctx, mf_intp m, mf_intp n, mf_in
     if (T > g.ntasks) {
         T = (int)g.ntasks;
     }
+    if (!g.split_n && n <= nc_fit) {
+        g.nc = n;      /* row tasks: all of B packed once per thread */
+    }
 
     /* buffers of one job (all jobs alike) */
     mf_intp rows = g.split_n ? m : g.th;

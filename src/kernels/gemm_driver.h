@@ -30,6 +30,7 @@
 #include <unistd.h>
 #include <immintrin.h>
 #include "kernels.h"
+#include "gemm_common.h"
 
 /* pack rows/cols [r0, r0+cnt) of the k range [p0, p0+kc) into micro-panels
  * (cnt padded with zeros to a multiple of MR or NR); k is the full depth */
@@ -92,45 +93,6 @@ mf_gemm_scratch_ld(const mf_gemm_ops *o, mf_intp nc)
 }
 
 #define MF_GEMM_CSR_WORK (0x1F80u | 0x8000u | 0x0040u)
-
-/* the bfloat16 shortcut of the epilogue (see kernels.h); vectorised by the
- * compiler with the including file's ISA */
-static void
-mf_gemm_store_bf16(const mf_gemm_epilogue *ep, mf_intp i0, mf_intp j0, mf_intp rows,
-                   mf_intp cols, const float *vals, mf_intp ldv)
-{
-    uint32_t any_nan = 0, any_inf = 0, any_ovf = 0;
-    for (mf_intp i = 0; i < rows; i++) {
-        const uint32_t *row = (const uint32_t *)(vals + i * ldv);
-        uint16_t *dst = (uint16_t *)(ep->bf16_out + (i0 + i) * ep->bf16_rs) + j0;
-        for (mf_intp j = 0; j < cols; j++) {
-            uint32_t u = row[j];
-            uint32_t a = u & 0x7FFFFFFFu;
-            uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-            uint32_t isnan = a > 0x7F800000u;
-            any_nan |= isnan;
-            any_inf |= a == 0x7F800000u;
-            any_ovf |= ((r & 0x7FFFu) == 0x7F80u) & (a < 0x7F800000u);
-            dst[j] = (uint16_t)(isnan ? 0x7FC0u : r);
-        }
-    }
-    int fl = (any_nan ? 1 : 0) | (any_inf ? 2 : 0) | (any_ovf ? 4 : 0);
-    if (fl) {
-        __atomic_fetch_or(ep->bf16_flags, fl, __ATOMIC_RELAXED);
-    }
-}
-
-static inline void
-mf_gemm_finish(const mf_gemm_epilogue *ep, mf_intp i0, mf_intp j0, mf_intp rows, mf_intp cols,
-               float *vals, mf_intp ldv)
-{
-    if (ep->bf16_out != NULL) {
-        mf_gemm_store_bf16(ep, i0, j0, rows, cols, vals, ldv);
-    }
-    else {
-        ep->fn(ep->ctx, i0, j0, rows, cols, vals, ldv);
-    }
-}
 
 /* rows [i0, i1) x columns [j0, j1) of C, j1 - j0 <= g->nc */
 static void

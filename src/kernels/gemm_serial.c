@@ -56,6 +56,7 @@
 #include <string.h>
 #include "kernels.h"
 #include "scalar_ops.h"
+#include "gemm_common.h"
 
 static inline float
 mf_flush(float x)
@@ -206,7 +207,7 @@ gemm_narrow(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
             }
         }
         if (ep != NULL) {
-            ep->fn(ep->ctx, i0, 0, rb, n, out, n);
+            mf_gemm_finish(ep, i0, 0, rb, n, out, n);
         }
         else {
             for (mf_intp r = 0; r < rb; r++) {
@@ -288,7 +289,7 @@ mf_serial_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                 }
             }
             if (ep != NULL) {
-                ep->fn(ep->ctx, i0, j0, rb, nb, &acc[0][0], SER_NB);
+                mf_gemm_finish(ep, i0, j0, rb, nb, &acc[0][0], SER_NB);
                 continue;
             }
             for (mf_intp r = 0; r < rb; r++) {

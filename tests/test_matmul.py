@@ -354,10 +354,25 @@ def test_out_and_mixed_dtypes():
     r = a @ b32
     assert r.dtype == np.float32
     np.testing.assert_array_equal(r, a.astype(np.float32) @ b32)
-    # a float32 out= receives the rounded bfloat16 result
+    # a float32 out= receives the rounded bfloat16 result (NumPy dispatches
+    # on the inputs and casts)
     o32 = np.empty((8, 5), np.float32)
     np.matmul(a, b, out=o32)
     np.testing.assert_array_equal(o32, (a @ b).astype(np.float32))
+    # dtype=float32 selects the (F, F) -> float32 loop: the unrounded chains
+    for lv in LEVELS:
+        with kernel_level(lv):
+            r = np.matmul(a, b, dtype=np.float32)
+        assert r.dtype == np.float32
+        want = gemm("serial", "bfloat16", codes_of(a), codes_of(b), np.zeros((8, 5), np.float32))
+        np.testing.assert_array_equal(r.view(np.uint32), want.view(np.uint32))
+    big = as_format(bf16_codes(rng, (40, 300), "wide"), "bfloat16")
+    big_b = as_format(bf16_codes(rng, (300, 50), "bits"), "bfloat16")
+    want = canonical_bits(gemm("serial", "bfloat16", codes_of(big), codes_of(big_b),
+                               np.zeros((40, 50), np.float32)))
+    for lv in LEVELS:
+        r = mm(lv, big, big_b, dtype=np.float32)
+        np.testing.assert_array_equal(r.view(np.uint32), want)      # NaN is +qNaN
 
 
 def test_shape_errors():

@@ -51,6 +51,7 @@ typedef struct {
     char *C;
     npy_intp c_n, c_m;         /* byte strides of the output */
     int nan, inf, ovf;         /* set (to 1) from any thread */
+    int f32;                   /* the output is float32: no rounding */
 } mm_out;
 
 /* finished float32 results -> codes; runs in the gemm's threads */
@@ -63,7 +64,21 @@ mm_epilogue(void *vctx, mf_intp i0, mf_intp j0, mf_intp rows, mf_intp cols, floa
     const npy_intp sz = f->itemsize;
     const uint32_t qnan = 0x7FC00000u;
     int nan = 0, inf = 0, ovf = 0;
-    if (f->id == MF_BFLOAT16 && o->c_m == 2) {
+    if (o->f32) {
+        /* float32 output: the chains themselves, NaNs made +qNaN */
+        for (mf_intp i = 0; i < rows; i++) {
+            char *crow = o->C + (i0 + i) * o->c_n + j0 * o->c_m;
+            const uint32_t *row = (const uint32_t *)(vals + i * ldv);
+            for (mf_intp j = 0; j < cols; j++) {
+                uint32_t u = row[j], a = u & 0x7FFFFFFFu;
+                nan |= a > 0x7F800000u;
+                inf |= a == 0x7F800000u;
+                u = a > 0x7F800000u ? qnan : u;
+                memcpy(crow + j * o->c_m, &u, 4);
+            }
+        }
+    }
+    else if (f->id == MF_BFLOAT16 && o->c_m == 2) {
         /* round to nearest even, NaN -> 0x7FC0, in one vectorisable pass */
         uint32_t any_nan = 0, any_inf = 0, any_ovf = 0;
         for (mf_intp i = 0; i < rows; i++) {
@@ -163,6 +178,7 @@ matmul_loop(PyArrayMethod_Context *context, char *const data[],
             npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *NPY_UNUSED(aux))
 {
     const mf_format *f = mf_descr_format(context->descriptors[0]);
+    const int out_f32 = context->descriptors[2]->type_num == NPY_FLOAT32;
     npy_intp N = dimensions[0], n = dimensions[1], k = dimensions[2], m = dimensions[3];
     npy_intp sz = f->itemsize;
     npy_intp a_n = strides[3], a_k = strides[4], b_k = strides[5], b_m = strides[6];
@@ -206,10 +222,11 @@ matmul_loop(PyArrayMethod_Context *context, char *const data[],
             B = bpack;
             ldb = m;
         }
-        mm_out out = {f, data[2] + o * strides[2], c_n, c_m, 0, 0, 0};
+        mm_out out = {f, data[2] + o * strides[2], c_n, c_m, 0, 0, 0, out_f32};
         int bf16_flags = 0;
         mf_gemm_epilogue ep = {mm_epilogue, &out, NULL, 0, &bf16_flags};
-        if (f->id == MF_BFLOAT16 && c_m == 2 && c_n % 2 == 0 && (uintptr_t)out.C % 2 == 0) {
+        if (!out_f32 && f->id == MF_BFLOAT16 && c_m == 2 && c_n % 2 == 0
+                && (uintptr_t)out.C % 2 == 0) {
             ep.bf16_out = out.C;
             ep.bf16_rs = c_n;
         }
@@ -333,13 +350,13 @@ mf_py_gemm_f32acc(PyObject *NPY_UNUSED(self), PyObject *args)
 
 static int
 add_gufunc_loop(PyObject *umath, const char *name, PyArrayMethod_StridedLoop *loop,
-                PyArray_DTypeMeta *F)
+                PyArray_DTypeMeta *F, PyArray_DTypeMeta *Out)
 {
     PyObject *ufunc = PyObject_GetAttrString(umath, name);
     if (ufunc == NULL) {
         return -1;
     }
-    PyArray_DTypeMeta *dtypes[3] = {F, F, F};
+    PyArray_DTypeMeta *dtypes[3] = {F, F, Out};
     PyType_Slot slots[] = {
         {NPY_METH_strided_loop, (void *)loop},
         {0, NULL},
@@ -361,14 +378,28 @@ add_gufunc_loop(PyObject *umath, const char *name, PyArrayMethod_StridedLoop *lo
 int
 mf_register_matmul(PyObject *umath)
 {
+    PyArray_Descr *f32 = PyArray_DescrFromType(NPY_FLOAT32);
+    if (f32 == NULL) {
+        return -1;
+    }
+    PyArray_DTypeMeta *f32_DType = NPY_DTYPE(f32);
+    Py_INCREF(f32_DType);
+    Py_DECREF(f32);
     for (int fid = 0; fid < MF_NUM_PUBLIC_FORMATS; fid++) {
         if (mf_formats[fid].kind != MF_KIND_FLOAT) {
             continue;
         }
-        if (add_gufunc_loop(umath, "matmul", matmul_loop, &mf_dtypes[fid]) < 0
-                || add_gufunc_loop(umath, "vecdot", vecdot_loop, &mf_dtypes[fid]) < 0) {
+        PyArray_DTypeMeta *F = &mf_dtypes[fid];
+        /* (F, F) -> float32: matmul(a, b, dtype=float32) or a float32 out=
+         * receive the float32 chains unrounded, as ml_dtypes computes in
+         * float32 */
+        if (add_gufunc_loop(umath, "matmul", matmul_loop, F, F) < 0
+                || add_gufunc_loop(umath, "matmul", matmul_loop, F, f32_DType) < 0
+                || add_gufunc_loop(umath, "vecdot", vecdot_loop, F, F) < 0) {
+            Py_DECREF(f32_DType);
             return -1;
         }
     }
+    Py_DECREF(f32_DType);
     return 0;
 }

@@ -284,11 +284,20 @@ mf_gemm_drive(const mf_gemm_ops *o, const void *ctx, mf_intp m, mf_intp n, mf_in
     if ((size_t)o->NR * kpairs * o->pair_bytes > MF_GEMM_MAX_BPACK) {
         return -2;     /* so deep that even one packed panel is too big */
     }
-    /* tasks: split n in column chunks (each packs its B and all of A) when
-     * it is the wider side, else m in row chunks (B packed once per thread
-     * when n fits one packing); a few tasks per thread balance the load */
+    /* tasks: row chunks when all of B fits one packing (B is then packed
+     * once per thread, A once in all), else column chunks of the wider side
+     * (each packs its B and all of A); a few tasks per thread balance the
+     * load */
     mf_intp nblk = (n + o->NR - 1) / o->NR, mblk = (m + o->MR - 1) / o->MR;
-    g.split_n = T == 1 || nblk >= mblk;
+    if (T == 1) {
+        g.split_n = 1;
+    }
+    else if (n <= nc_fit && mblk >= 2 * (mf_intp)T) {
+        g.split_n = 0;     /* row tasks: B packed once per thread, A once */
+    }
+    else {
+        g.split_n = nblk >= mblk;
+    }
     mf_intp blocks = g.split_n ? nblk : mblk;
     mf_intp want = T == 1 ? 1 : (mf_intp)T * MF_GEMM_TASKS_PER_THREAD;
     if (g.split_n) {

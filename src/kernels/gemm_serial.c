@@ -126,7 +126,9 @@ step_any(float c, float a, float b)
 /* narrow C (few columns, e.g. stacks of tiny matrices): B decoded once;
  * when every operand is "safe" (mf_gemm_safe) each step is c + a*b and a
  * branch-free flush, with the n chains of a row interleaved */
-enum { SER_NARROW = 16, SER_NARROW_RB = 16, SER_NARROW_BMAX = 1024 };
+enum { SER_NARROW = 16, SER_NARROW_RB = 16, SER_NARROW_BMAX = 256 };
+
+static volatile float mf_opaque_zero = 0.0f;
 
 static inline float
 flush_bits(float x)
@@ -149,6 +151,9 @@ gemm_narrow(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
     float arow[2 * SER_NARROW_BMAX];
     const mf_intp kq = (k + 1) / 2;
     int fast = 2 * kq * n <= SER_NARROW_BMAX;
+    /* a zero the compiler cannot see: a row of zeros stays a short loop
+     * instead of becoming a memset (rep stos, slow to start on small rows) */
+    const float zero = mf_opaque_zero;
     if (fast) {
         /* B rows in the canonical order, the odd k padded: row 2q holds
          * k = 2q + 1, row 2q + 1 holds k = 2q */
@@ -169,7 +174,7 @@ gemm_narrow(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
             const char *ar = (const char *)A + (i0 + r) * lda * sz;
             float *c = out + r * n;
             for (mf_intp j = 0; j < n; j++) {
-                c[j] = ep ? 0.0f : mf_flush(C[(i0 + r) * ldc + j]);
+                c[j] = ep ? zero : mf_flush(C[(i0 + r) * ldc + j]);
             }
             int rfast = fast;
             if (rfast) {

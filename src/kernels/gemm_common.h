@@ -9,6 +9,14 @@
 #include <stdint.h>
 #include "kernels.h"
 
+/* or v into *p from several threads (the SIMD builds, GCC or Clang, are the
+ * only ones with threads) */
+#if defined(__GNUC__) || defined(__clang__)
+#define MF_ATOMIC_OR(p, v) ((void)__atomic_fetch_or((p), (v), __ATOMIC_RELAXED))
+#else
+#define MF_ATOMIC_OR(p, v) ((void)(*(p) |= (v)))
+#endif
+
 /* the bfloat16 shortcut of the epilogue (see kernels.h) */
 static void
 mf_gemm_store_bf16(const mf_gemm_epilogue *ep, mf_intp i0, mf_intp j0, mf_intp rows,
@@ -31,7 +39,7 @@ mf_gemm_store_bf16(const mf_gemm_epilogue *ep, mf_intp i0, mf_intp j0, mf_intp r
     }
     int fl = (any_nan ? 1 : 0) | (any_inf ? 2 : 0) | (any_ovf ? 4 : 0);
     if (fl) {
-        __atomic_fetch_or(ep->bf16_flags, fl, __ATOMIC_RELAXED);
+        MF_ATOMIC_OR(ep->bf16_flags, fl);
     }
 }
 

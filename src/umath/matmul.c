@@ -10,6 +10,7 @@
  */
 #include <fenv.h>
 #include "umath.h"
+#include "../kernels/gemm_common.h"
 #include "../kernels/scalar_ops.h"
 
 /* copy an (r x c) matrix of codes with element strides into a contiguous one */
@@ -153,13 +154,13 @@ mm_epilogue(void *vctx, mf_intp i0, mf_intp j0, mf_intp rows, mf_intp cols, floa
         ovf = fetestexcept(FE_OVERFLOW) != 0;
     }
     if (nan) {
-        __atomic_store_n(&o->nan, 1, __ATOMIC_RELAXED);
+        MF_ATOMIC_OR(&o->nan, 1);
     }
     if (inf) {
-        __atomic_store_n(&o->inf, 1, __ATOMIC_RELAXED);
+        MF_ATOMIC_OR(&o->inf, 1);
     }
     if (ovf) {
-        __atomic_store_n(&o->ovf, 1, __ATOMIC_RELAXED);
+        MF_ATOMIC_OR(&o->ovf, 1);
     }
 }
 

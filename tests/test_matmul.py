@@ -480,3 +480,49 @@ def test_equals_torch(m, k, n, each_level):
                       torch.from_numpy(codes_of(bb).view(np.int16)).view(torch.bfloat16))
     np.testing.assert_array_equal(codes_of(ours),
                                   theirs.view(torch.int16).numpy().view(np.uint16))
+
+
+# ---- threads: concurrent calls, fork ---------------------------------------
+
+def _big_pair(seed):
+    rng = np.random.default_rng(seed)
+    a = as_format(bf16_codes(rng, (160, 300), "normal"), "bfloat16")
+    b = as_format(bf16_codes(rng, (300, 200), "cancel"), "bfloat16")
+    return a, b
+
+
+@pytest.mark.parametrize("level", SIMD_LEVELS)
+def test_concurrent_calls(level):
+    import threading
+    pairs = [_big_pair(s) for s in range(4)]
+    want = [mm("serial", a, b) for a, b in pairs]
+    got = [None] * 4
+
+    def work(i):
+        for _ in range(3):
+            got[i] = np.matmul(*pairs[i])
+
+    with kernel_level(level):
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    for g, w in zip(got, want):
+        assert_same_codes(g, w)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_fork_after_threads():
+    import os
+    a, b = _big_pair(1)
+    want = a @ b                      # starts the worker threads
+    pid = os.fork()
+    if pid == 0:                      # child: the parent's workers are gone
+        ok = False
+        try:
+            ok = np.array_equal(codes_of(a @ b), codes_of(want))
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0

@@ -236,6 +236,115 @@ mf_gemm_max_threads(void)
     return t;
 }
 
+/*
+ * A small pool of worker threads, started on first use and kept: creating
+ * a thread costs 0.1-0.4 ms on a busy VM, as much as a 512^3 product.
+ * One call owns the pool at a time (others start threads of their own);
+ * after fork() the child forgets the parent's workers.
+ */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    int nworkers;
+    unsigned long gen;         /* bumped for each call */
+    int pending;               /* workers with a job still running */
+    int busy;
+    mf_gemm_job *jobs;         /* worker w runs jobs[w + 1] if w + 1 < njobs */
+    int njobs;
+    unsigned long start_gen[64];   /* gen when worker w was created */
+} mf_gemm_pool_t;
+
+static mf_gemm_pool_t mf_gemm_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+                                      PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, NULL, 0, {0}};
+
+static void
+mf_gemm_pool_atfork_child(void)
+{
+    pthread_mutex_init(&mf_gemm_pool.mu, NULL);
+    pthread_cond_init(&mf_gemm_pool.work, NULL);
+    pthread_cond_init(&mf_gemm_pool.done, NULL);
+    mf_gemm_pool.nworkers = 0;
+    mf_gemm_pool.pending = 0;
+    mf_gemm_pool.busy = 0;
+    mf_gemm_pool.jobs = NULL;
+    mf_gemm_pool.njobs = 0;
+}
+
+static void *
+mf_gemm_pool_worker(void *arg)
+{
+    int w = (int)(intptr_t)arg;
+    mf_gemm_pool_t *P = &mf_gemm_pool;
+    pthread_mutex_lock(&P->mu);
+    /* the call that created this worker bumps gen after creating it */
+    unsigned long seen = P->start_gen[w];
+    for (;;) {
+        while (P->gen == seen) {
+            pthread_cond_wait(&P->work, &P->mu);
+        }
+        seen = P->gen;
+        mf_gemm_job *job = (w + 1 < P->njobs) ? &P->jobs[w + 1] : NULL;
+        pthread_mutex_unlock(&P->mu);
+        if (job != NULL) {
+            mf_gemm_run_job(job);
+        }
+        pthread_mutex_lock(&P->mu);
+        if (job != NULL && --P->pending == 0) {
+            pthread_cond_signal(&P->done);
+        }
+    }
+    return NULL;
+}
+
+/* run jobs[0..T) on the pool and this thread; 0 if the pool is busy */
+static int
+mf_gemm_pool_run(mf_gemm_job *jobs, int T)
+{
+    static int atfork_done = 0;
+    mf_gemm_pool_t *P = &mf_gemm_pool;
+    pthread_mutex_lock(&P->mu);
+    if (P->busy) {
+        pthread_mutex_unlock(&P->mu);
+        return 0;
+    }
+    P->busy = 1;
+    if (!atfork_done) {
+        atfork_done = pthread_atfork(NULL, NULL, mf_gemm_pool_atfork_child) == 0;
+    }
+    while (P->nworkers < T - 1 && P->nworkers < 63) {
+        pthread_t tid;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        P->start_gen[P->nworkers] = P->gen;
+        int r = pthread_create(&tid, &attr, mf_gemm_pool_worker, (void *)(intptr_t)P->nworkers);
+        pthread_attr_destroy(&attr);
+        if (r != 0) {
+            break;
+        }
+        P->nworkers++;
+    }
+    if (T > P->nworkers + 1) {
+        T = P->nworkers + 1;   /* the tasks are shared: fewer threads do them all */
+    }
+    P->jobs = jobs;
+    P->njobs = T;
+    P->pending = T - 1;
+    P->gen++;
+    pthread_cond_broadcast(&P->work);
+    pthread_mutex_unlock(&P->mu);
+    mf_gemm_run_job(&jobs[0]);
+    pthread_mutex_lock(&P->mu);
+    while (P->pending > 0) {
+        pthread_cond_wait(&P->done, &P->mu);
+    }
+    P->jobs = NULL;
+    P->njobs = 0;
+    P->busy = 0;
+    pthread_mutex_unlock(&P->mu);
+    return 1;
+}
+
 #define MF_GEMM_MAX_JOBS 64
 #define MF_GEMM_POOL_KEEP ((size_t)64 << 20)
 #define MF_GEMM_TASKS_PER_THREAD 4
@@ -367,16 +476,22 @@ mf_gemm_drive(const mf_gemm_ops *o, const void *ctx, mf_intp m, mf_intp n, mf_in
             jobs[t].b_j0 = 0;
             jobs[t].b_nc = 0;
         }
-        for (int t = 1; t < T; t++) {
-            started[t] = pthread_create(&tids[t], NULL, mf_gemm_thread_main, &jobs[t]) == 0;
+        if (T == 1) {
+            mf_gemm_run_job(&jobs[0]);
         }
-        mf_gemm_run_job(&jobs[0]);
-        for (int t = 1; t < T; t++) {
-            if (started[t]) {
-                pthread_join(tids[t], NULL);
+        else if (!mf_gemm_pool_run(jobs, T)) {
+            /* another call has the pool: threads of our own */
+            for (int t = 1; t < T; t++) {
+                started[t] = pthread_create(&tids[t], NULL, mf_gemm_thread_main, &jobs[t]) == 0;
+            }
+            mf_gemm_run_job(&jobs[0]);
+            for (int t = 1; t < T; t++) {
+                if (started[t]) {
+                    pthread_join(tids[t], NULL);
+                }
             }
         }
-        /* a thread that could not start took no task: jobs[0] did them */
+        /* a thread that could not start took no task: the others did them */
     }
     if (pooled) {
         if (mf_gemm_pool_size > MF_GEMM_POOL_KEEP) {

@@ -125,18 +125,31 @@ step_any(float c, float a, float b)
 
 /* narrow C (few columns, e.g. stacks of tiny matrices): B decoded once;
  * when every operand is "safe" (mf_gemm_safe) each step is c + a*b and a
- * branch-free flush, with the n chains of a row interleaved */
+ * flush, with the n chains of a row interleaved */
 enum { SER_NARROW = 16, SER_NARROW_RB = 16, SER_NARROW_BMAX = 256 };
 
 static volatile float mf_opaque_zero = 0.0f;
 
+/* code i of a row -> float32 with DAZ; *bad |= "not mf_gemm_safe" */
 static inline float
-flush_bits(float x)
+dec_daz(const mf_format *f, const char *base, mf_intp i, unsigned *bad)
 {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    u &= (u & 0x7F800000u) ? 0xFFFFFFFFu : 0x80000000u;
-    memcpy(&x, &u, 4);
+    if (f->id == MF_BFLOAT16) {
+        uint16_t h;
+        memcpy(&h, base + 2 * i, 2);
+        unsigned e = (h >> 7) & 0xFFu;
+        uint32_t u = (uint32_t)h << 16;
+        u &= e ? 0xFFFFFFFFu : 0x80000000u;
+        /* safe: zero (after DAZ), inf/NaN, or an exponent field 64..190 */
+        *bad |= (e - 64u > 126u) & (e != 255u) & (e != 0u);
+        float x;
+        memcpy(&x, &u, 4);
+        return x;
+    }
+    float x = mf_flush(mf_dec1(f, base, i));
+    if (f->id == MF_FLOAT8_E8M0FNU || f->itemsize != 1) {
+        *bad |= !mf_gemm_safe(x);     /* other 8/6/4-bit values are always safe */
+    }
     return x;
 }
 
@@ -157,16 +170,17 @@ gemm_narrow(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
     if (fast) {
         /* B rows in the canonical order, the odd k padded: row 2q holds
          * k = 2q + 1, row 2q + 1 holds k = 2q */
+        unsigned bad = 0;
         for (mf_intp q = 0; q < kq; q++) {
             for (int h = 0; h < 2; h++) {
                 mf_intp p = 2 * q + 1 - h;
+                const char *brow = (const char *)B + p * ldb * sz;
                 for (mf_intp j = 0; j < n; j++) {
-                    float b = p < k ? mf_flush(mf_dec1(f, (const char *)B + p * ldb * sz, j)) : 0.0f;
-                    fast &= mf_gemm_safe(b);
-                    bdec[(2 * q + h) * n + j] = b;
+                    bdec[(2 * q + h) * n + j] = p < k ? dec_daz(f, brow, j, &bad) : 0.0f;
                 }
             }
         }
+        fast = !bad;
     }
     for (mf_intp i0 = 0; i0 < m; i0 += SER_NARROW_RB) {
         mf_intp rb = m - i0 < SER_NARROW_RB ? m - i0 : SER_NARROW_RB;
@@ -178,18 +192,19 @@ gemm_narrow(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
             }
             int rfast = fast;
             if (rfast) {
+                unsigned bad = 0;
                 for (mf_intp q = 0; q < kq; q++) {
-                    arow[2 * q] = 2 * q + 1 < k ? mf_flush(mf_dec1(f, ar, 2 * q + 1)) : 0.0f;
-                    arow[2 * q + 1] = mf_flush(mf_dec1(f, ar, 2 * q));
-                    rfast &= mf_gemm_safe(arow[2 * q]) & mf_gemm_safe(arow[2 * q + 1]);
+                    arow[2 * q] = 2 * q + 1 < k ? dec_daz(f, ar, 2 * q + 1, &bad) : 0.0f;
+                    arow[2 * q + 1] = dec_daz(f, ar, 2 * q, &bad);
                 }
+                rfast = !bad;
             }
             if (rfast) {
                 for (mf_intp s = 0; s < 2 * kq; s++) {
                     const float a = arow[s];
                     const float *b = bdec + s * n;
                     for (mf_intp j = 0; j < n; j++) {
-                        c[j] = flush_bits(c[j] + a * b[j]);
+                        c[j] = mf_flush(c[j] + a * b[j]);
                     }
                 }
                 continue;

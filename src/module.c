@@ -336,6 +336,9 @@ py_kernel_reduce(PyObject *NPY_UNUSED(self), PyObject *args)
     return res;
 }
 
+/* matmul.c: test hook */
+PyObject *mf_py_gemm_f32acc(PyObject *self, PyObject *args);
+
 static PyMethodDef module_methods[] = {
     {"formats", py_formats, METH_VARARGS,
      "formats(internal=False): the format table, one dict per format."},
@@ -354,6 +357,8 @@ static PyMethodDef module_methods[] = {
      "_cast_is_safe(a, b): every value of format a is a value of format b."},
     {"_kernel_reduce", py_kernel_reduce, METH_VARARGS,
      "_kernel_reduce(name, a[, b]) -> (result, fp_flags): the active level's sum(a) or dot(a, b) kernel (tests)."},
+    {"_gemm_f32acc", mf_py_gemm_f32acc, METH_VARARGS,
+     "_gemm_f32acc(format, A, B, C): C += A @ B (codes, float32 C) at the active level."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,13 +1,77 @@
 /*
- * avx2 GEMM with float32 accumulation; must match gemm_serial.c bit for bit.
- * Not written yet: the serial kernel.
+ * avx2 GEMM with float32 accumulation: emulates VDPBF16PS (the canonical
+ * semantics of gemm_serial.c) with FMA under MXCSR FTZ|DAZ, on float32
+ * operands packed with each k pair swapped (see gemm_avx512.c).  6 x 16
+ * register tile, 12 ymm accumulators.
  */
 #include "kernels.h"
+#include "gemm_driver.h"
+
+#define F_MR 6
+#define F_NR 16
+
+static void
+kernel_6x16(mf_intp kq, const void *ap, const void *bp, float *c, mf_intp ldc)
+{
+    const float *a = (const float *)ap;
+    const float *b = (const float *)bp;
+#define LOADC(i) __m256 c##i##0 = _mm256_loadu_ps(c + (i) * ldc), \
+                        c##i##1 = _mm256_loadu_ps(c + (i) * ldc + 8);
+    LOADC(0) LOADC(1) LOADC(2) LOADC(3) LOADC(4) LOADC(5)
+#undef LOADC
+    for (mf_intp s = 0; s < 2 * kq; s++) {
+        __m256 b0 = _mm256_load_ps(b);
+        __m256 b1 = _mm256_load_ps(b + 8);
+#define ROW(i) { __m256 ai = _mm256_broadcast_ss(a + (i)); \
+                 c##i##0 = _mm256_fmadd_ps(ai, b0, c##i##0); \
+                 c##i##1 = _mm256_fmadd_ps(ai, b1, c##i##1); }
+        ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
+#undef ROW
+        a += F_MR;
+        b += F_NR;
+    }
+#define STOREC(i) _mm256_storeu_ps(c + (i) * ldc, c##i##0); \
+                  _mm256_storeu_ps(c + (i) * ldc + 8, c##i##1);
+    STOREC(0) STOREC(1) STOREC(2) STOREC(3) STOREC(4) STOREC(5)
+#undef STOREC
+}
+
+static const mf_gemm_ops f32_ops = {
+    .MR = F_MR,
+    .NR = F_NR,
+    .KC = 256,
+    .MC = 120,
+    .NC = 2048,
+    .pair_bytes = 8,
+    .pack_a = mf_gemm_pack_a_f32,
+    .pack_b = mf_gemm_pack_b_f32,
+    .kernel = kernel_6x16,
+    .ftz_daz = 1,
+};
 
 void
 mf_avx2_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
-                     const void *A, mf_intp lda, const void *B, mf_intp ldb,
-                     float *C, mf_intp ldc)
+                    const void *A, mf_intp lda, const void *B, mf_intp ldb,
+                    float *C, mf_intp ldc, const mf_gemm_epilogue *ep)
 {
-    mf_serial_gemm_f32acc(f, m, n, k, A, lda, B, ldb, C, ldc);
+    if (m <= 0 || n <= 0) {
+        return;
+    }
+    if (k <= 0 || (double)m * (double)n * (double)k <= 512.0) {
+        mf_serial_gemm_f32acc(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
+        return;
+    }
+    if ((double)m * (double)n * (double)k <= MF_GEMM_SMALL_WORK) {
+        mf_gemm_small(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
+        return;
+    }
+    mf_gemm_ctx ctx;
+    mf_gemm_ctx_init(&ctx, f, F_MR, F_NR);
+    int r = mf_gemm_drive(&f32_ops, &ctx, m, n, k, A, lda, B, ldb, C, ldc, ep);
+    if (r == -2) {
+        mf_gemm_small(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
+    }
+    else if (r < 0) {
+        mf_serial_gemm_f32acc(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
+    }
 }

@@ -42,6 +42,29 @@ typedef enum {
 #define MF_SUM_LANES 32
 #define MF_SUM_BLOCK 4096
 
+/*
+ * Receives finished results of gemm_f32acc: rows [i0, i0 + rows) x columns
+ * [j0, j0 + cols), element (i, j) at vals[(i - i0) * ldv + (j - j0)].  Every
+ * element is handed over exactly once; calls may come from several threads
+ * at once (on disjoint blocks), with round-to-nearest and no FTZ/DAZ, but
+ * floating-point flags raised in other threads than the caller's are lost:
+ * fn reports what it must through ctx.  fn may overwrite vals.
+ */
+typedef struct mf_gemm_epilogue {
+    void (*fn)(void *ctx, mf_intp i0, mf_intp j0, mf_intp rows, mf_intp cols,
+               float *vals, mf_intp ldv);
+    void *ctx;
+    /* Optional shortcut for bfloat16 results, which a kernel may take
+     * instead of calling fn: when bf16_out is not NULL, element (i, j) is
+     * stored rounded to nearest even (every NaN as 0x7FC0) at
+     * bf16_out + i * bf16_rs + 2 * j (bytes, 2-aligned), and the bits
+     * 1 (a NaN), 2 (an inf), 4 (rounding overflowed) are or-ed atomically
+     * into *bf16_flags. */
+    char *bf16_out;
+    mf_intp bf16_rs;
+    int *bf16_flags;
+} mf_gemm_epilogue;
+
 typedef struct {
     const char *name;
     /* codes -> float32, exact */
@@ -59,12 +82,18 @@ typedef struct {
     /*
      * C[m x n] (float32, row stride ldc) += A[m x k] * B[k x n] where A and B
      * hold codes with row strides lda, ldb (in elements) and unit column
-     * stride.  For every output element the products are added in k order
-     * with float32 fused multiply-add: C[i,j] = fma(A[i,p], B[p,j], C[i,j]).
+     * stride.  Every output element is the canonical float32 chain of
+     * gemm_serial.c (k pairs, odd index first, DAZ/FTZ: VDPBF16PS), the same
+     * at every level and for any number of threads.
+     * With ep != NULL, the chains start from +0 instead, C is not used (may
+     * be NULL) and the finished results are handed to ep in blocks.
+     * The SIMD levels run products of 2^23 or more multiply-adds on up to
+     * MINIFLOAT_NUM_THREADS threads (default: the CPUs the process may use)
+     * of a persistent pool (gemm_driver.h); call with the GIL released.
      */
     void (*gemm_f32acc)(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                         const void *A, mf_intp lda, const void *B, mf_intp ldb,
-                        float *C, mf_intp ldc);
+                        float *C, mf_intp ldc, const struct mf_gemm_epilogue *ep);
 } mf_kernels;
 
 extern const mf_kernels mf_kernels_serial;
@@ -77,7 +106,7 @@ double mf_serial_sum(const mf_format *f, const void *src, mf_intp n);
 double mf_serial_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
 void mf_serial_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                            const void *A, mf_intp lda, const void *B, mf_intp ldb,
-                           float *C, mf_intp ldc);
+                           float *C, mf_intp ldc, const mf_gemm_epilogue *ep);
 #ifdef MF_HAVE_AVX2
 extern const mf_kernels mf_kernels_avx2;
 #endif
@@ -98,7 +127,7 @@ double mf_avx2_sum(const mf_format *f, const void *src, mf_intp n);
 double mf_avx2_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
 void mf_avx2_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                            const void *A, mf_intp lda, const void *B, mf_intp ldb,
-                           float *C, mf_intp ldc);
+                           float *C, mf_intp ldc, const mf_gemm_epilogue *ep);
 void mf_avx512_decode_f32(const mf_format *f, const void *src, float *dst, mf_intp n);
 void mf_avx512_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n);
 void mf_avx512_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b,
@@ -107,7 +136,7 @@ double mf_avx512_sum(const mf_format *f, const void *src, mf_intp n);
 double mf_avx512_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
 void mf_avx512_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                            const void *A, mf_intp lda, const void *B, mf_intp ldb,
-                           float *C, mf_intp ldc);
+                           float *C, mf_intp ldc, const mf_gemm_epilogue *ep);
 void mf_avx512bf16_decode_f32(const mf_format *f, const void *src, float *dst, mf_intp n);
 void mf_avx512bf16_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n);
 void mf_avx512bf16_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b,
@@ -116,7 +145,7 @@ double mf_avx512bf16_sum(const mf_format *f, const void *src, mf_intp n);
 double mf_avx512bf16_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
 void mf_avx512bf16_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                            const void *A, mf_intp lda, const void *B, mf_intp ldb,
-                           float *C, mf_intp ldc);
+                           float *C, mf_intp ldc, const mf_gemm_epilogue *ep);
 
 /* the active table */
 extern const mf_kernels *mf_k;

@@ -1,13 +1,16 @@
 /*
  * np.matmul and np.vecdot for the float formats: float32 accumulation,
- * one rounding per output element.  The products of two minifloat values
- * are exact in float32, so only the additions round before the final one.
+ * one rounding per output element.
  *
- * matmul:  C[i,j] = round(fma chain over k of A[i,k]*B[k,j]) in k order
- *          (kernels' gemm_f32acc), the same order at every kernel level.
+ * matmul:  C[i,j] = round(gemm_f32acc chain) -- the canonical "VDPBF16PS
+ *          chain" documented in kernels/gemm_serial.c (k pairs, odd index
+ *          first, DAZ/FTZ), bit-identical at every kernel level and for any
+ *          number of threads.  NaN results are the format's canonical NaN.
  * vecdot:  the kernels' dot summation order (lanes, blocks in float64).
  */
+#include <fenv.h>
 #include "umath.h"
+#include "../kernels/gemm_common.h"
 #include "../kernels/scalar_ops.h"
 
 /* copy an (r x c) matrix of codes with element strides into a contiguous one */
@@ -29,59 +32,229 @@ pack_codes(const mf_format *f, const char *src, npy_intp rs, npy_intp cs,
     }
 }
 
+/* does an (r x c) operand with element strides rs, cs hold a NaN / an inf? */
+static void
+scan_specials(const mf_format *f, const char *p, npy_intp rs, npy_intp cs, npy_intp r,
+              npy_intp c, int *has_nan, int *has_inf)
+{
+    for (npy_intp i = 0; i < r; i++) {
+        for (npy_intp j = 0; j < c; j++) {
+            uint32_t code = mf_load_code(f, p + i * rs + j * cs);
+            *has_nan |= mf_code_isnan(f, code);
+            *has_inf |= mf_code_isinf(f, code);
+        }
+    }
+}
+
+/* where the epilogue puts the rounded results, and what it saw */
+typedef struct {
+    const mf_format *f;
+    char *C;
+    npy_intp c_n, c_m;         /* byte strides of the output */
+    int nan, inf, ovf;         /* set (to 1) from any thread */
+    int f32;                   /* the output is float32: no rounding */
+} mm_out;
+
+/* finished float32 results -> codes; runs in the gemm's threads */
+static void
+mm_epilogue(void *vctx, mf_intp i0, mf_intp j0, mf_intp rows, mf_intp cols, float *vals,
+            mf_intp ldv)
+{
+    mm_out *o = (mm_out *)vctx;
+    const mf_format *f = o->f;
+    const npy_intp sz = f->itemsize;
+    const uint32_t qnan = 0x7FC00000u;
+    int nan = 0, inf = 0, ovf = 0;
+    if (o->f32) {
+        /* float32 output: the chains themselves, NaNs made +qNaN */
+        for (mf_intp i = 0; i < rows; i++) {
+            char *crow = o->C + (i0 + i) * o->c_n + j0 * o->c_m;
+            const uint32_t *row = (const uint32_t *)(vals + i * ldv);
+            for (mf_intp j = 0; j < cols; j++) {
+                uint32_t u = row[j], a = u & 0x7FFFFFFFu;
+                nan |= a > 0x7F800000u;
+                inf |= a == 0x7F800000u;
+                u = a > 0x7F800000u ? qnan : u;
+                memcpy(crow + j * o->c_m, &u, 4);
+            }
+        }
+    }
+    else if (f->id == MF_BFLOAT16 && o->c_m == 2) {
+        /* round to nearest even, NaN -> 0x7FC0, in one vectorisable pass */
+        uint32_t any_nan = 0, any_inf = 0, any_ovf = 0;
+        for (mf_intp i = 0; i < rows; i++) {
+            const uint32_t *row = (const uint32_t *)(vals + i * ldv);
+            char *crow = o->C + (i0 + i) * o->c_n + j0 * 2;
+            uint16_t tmp[256];
+            int aligned = ((uintptr_t)crow & 1u) == 0;
+            for (mf_intp j0b = 0; j0b < cols; j0b += 256) {
+                mf_intp nb = cols - j0b < 256 ? cols - j0b : 256;
+                uint16_t *dst = aligned ? (uint16_t *)crow + j0b : tmp;
+                for (mf_intp j = 0; j < nb; j++) {
+                    uint32_t u = row[j0b + j];
+                    uint32_t a = u & 0x7FFFFFFFu;
+                    uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+                    uint32_t isnan = a > 0x7F800000u;
+                    uint32_t isinf = a == 0x7F800000u;
+                    any_nan |= isnan;
+                    any_inf |= isinf;
+                    any_ovf |= ((r & 0x7FFFu) == 0x7F80u) & (a < 0x7F800000u);
+                    dst[j] = (uint16_t)(isnan ? 0x7FC0u : r);
+                }
+                if (!aligned) {
+                    memcpy(crow + 2 * j0b, tmp, 2 * (size_t)nb);
+                }
+            }
+        }
+        nan = any_nan != 0;
+        inf = any_inf != 0;
+        ovf = any_ovf != 0;
+    }
+    else {
+        /* a vectorisable look for inf/NaN first: they are rare; an exponent
+         * field of all ones carries into bit 31 */
+        uint32_t any = 0;
+        for (mf_intp i = 0; i < rows; i++) {
+            const uint32_t *row = (const uint32_t *)(vals + i * ldv);
+            for (mf_intp j = 0; j < cols; j++) {
+                any |= (row[j] & 0x7F800000u) + 0x00800000u;
+            }
+        }
+        if (any & 0x80000000u) {
+            for (mf_intp i = 0; i < rows; i++) {
+                float *row = vals + i * ldv;
+                for (mf_intp j = 0; j < cols; j++) {
+                    uint32_t u;
+                    memcpy(&u, &row[j], 4);
+                    if ((u & 0x7F800000u) == 0x7F800000u) {
+                        if (u & 0x007FFFFFu) {
+                            memcpy(&row[j], &qnan, 4);      /* the canonical NaN */
+                            nan = 1;
+                        }
+                        else {
+                            inf = 1;
+                        }
+                    }
+                }
+            }
+        }
+        feclearexcept(FE_OVERFLOW);
+        for (mf_intp i = 0; i < rows; i++) {
+            char *crow = o->C + (i0 + i) * o->c_n + j0 * o->c_m;
+            const float *row = vals + i * ldv;
+            if (o->c_m == sz && ((uintptr_t)crow % (uintptr_t)sz) == 0) {
+                mf_k->encode_f32(f, row, crow, cols);
+            }
+            else {
+                for (mf_intp j = 0; j < cols; j++) {
+                    mf_store_code(f, crow + j * o->c_m, mf_enc1(f, row[j]));
+                }
+            }
+        }
+        ovf = fetestexcept(FE_OVERFLOW) != 0;
+    }
+    if (nan) {
+        MF_ATOMIC_OR(&o->nan, 1);
+    }
+    if (inf) {
+        MF_ATOMIC_OR(&o->inf, 1);
+    }
+    if (ovf) {
+        MF_ATOMIC_OR(&o->ovf, 1);
+    }
+}
+
+/*
+ * C = A @ B for one format: the gemm's canonical float32 chains (see
+ * kernels/gemm_serial.c), rounded once per element into the format by the
+ * epilogue, in the gemm's threads.  Every NaN result is stored as the
+ * format's canonical NaN.  The floating-point flags do not depend on the
+ * kernel level or the number of threads: the gemm's own flags are dropped;
+ * "invalid" is raised when a NaN comes out of NaN-free operands, "overflow"
+ * when an inf comes out of inf-free operands or the rounding into the format
+ * overflows.
+ */
 static int
 matmul_loop(PyArrayMethod_Context *context, char *const data[],
             npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *NPY_UNUSED(aux))
 {
     const mf_format *f = mf_descr_format(context->descriptors[0]);
+    const int out_f32 = context->descriptors[2]->type_num == NPY_FLOAT32;
     npy_intp N = dimensions[0], n = dimensions[1], k = dimensions[2], m = dimensions[3];
     npy_intp sz = f->itemsize;
     npy_intp a_n = strides[3], a_k = strides[4], b_k = strides[5], b_m = strides[6];
     npy_intp c_n = strides[7], c_m = strides[8];
-    int a_contig = (a_k == sz && a_n == k * sz);
-    int b_contig = (b_m == sz && b_k == m * sz);
-    char *apack = a_contig ? NULL : PyMem_RawMalloc((size_t)(n * k * sz) + 1);
-    char *bpack = b_contig ? NULL : PyMem_RawMalloc((size_t)(k * m * sz) + 1);
-    float *c32 = PyMem_RawMalloc((size_t)(n * m) * sizeof(float) + 1);
-    if ((!a_contig && apack == NULL) || (!b_contig && bpack == NULL) || c32 == NULL) {
+    if (N <= 0 || n <= 0 || m <= 0) {
+        return 0;
+    }
+    /* operands the gemm can read in place: aligned, unit column stride, row
+     * stride a multiple of the itemsize; others are copied into contiguous
+     * blocks */
+    int a_direct = (a_k == sz || k <= 1) && a_n % sz == 0
+                   && (uintptr_t)data[0] % (uintptr_t)sz == 0 && strides[0] % sz == 0;
+    int b_direct = (b_m == sz || m <= 1) && b_k % sz == 0
+                   && (uintptr_t)data[1] % (uintptr_t)sz == 0 && strides[1] % sz == 0;
+    char *apack = a_direct ? NULL : PyMem_RawMalloc((size_t)(n * k * sz) + 1);
+    char *bpack = b_direct ? NULL : PyMem_RawMalloc((size_t)(k * m * sz) + 1);
+    if ((!a_direct && apack == NULL) || (!b_direct && bpack == NULL)) {
         PyMem_RawFree(apack);
         PyMem_RawFree(bpack);
-        PyMem_RawFree(c32);
         NPY_ALLOW_C_API_DEF
         NPY_ALLOW_C_API
         PyErr_NoMemory();
         NPY_DISABLE_C_API
         return -1;
     }
+    int raise_invalid = 0, raise_overflow = 0;
+    fexcept_t flags;
+    fegetexceptflag(&flags, FE_ALL_EXCEPT);
     for (npy_intp o = 0; o < N; o++) {
-        const char *A = data[0] + o * strides[0];
-        const char *B = data[1] + o * strides[1];
-        char *C = data[2] + o * strides[2];
-        if (!a_contig) {
-            pack_codes(f, A, a_n, a_k, n, k, apack);
+        const char *A0 = data[0] + o * strides[0];
+        const char *B0 = data[1] + o * strides[1];
+        const char *A = A0, *B = B0;
+        npy_intp lda = a_n / sz, ldb = b_k / sz;
+        if (!a_direct) {
+            pack_codes(f, A0, a_n, a_k, n, k, apack);
             A = apack;
+            lda = k;
         }
-        if (!b_contig) {
-            pack_codes(f, B, b_k, b_m, k, m, bpack);
+        if (!b_direct) {
+            pack_codes(f, B0, b_k, b_m, k, m, bpack);
             B = bpack;
+            ldb = m;
         }
-        memset(c32, 0, (size_t)(n * m) * sizeof(float));
-        mf_k->gemm_f32acc(f, n, m, k, A, k, B, m, c32, m);
-        for (npy_intp i = 0; i < n; i++) {
-            char *crow = C + i * c_n;
-            if (c_m == sz && ((uintptr_t)crow % (uintptr_t)sz) == 0) {
-                mf_k->encode_f32(f, c32 + i * m, crow, m);
-            }
-            else {
-                for (npy_intp j = 0; j < m; j++) {
-                    mf_store_code(f, crow + j * c_m, mf_enc1(f, c32[i * m + j]));
-                }
-            }
+        mm_out out = {f, data[2] + o * strides[2], c_n, c_m, 0, 0, 0, out_f32};
+        int bf16_flags = 0;
+        mf_gemm_epilogue ep = {mm_epilogue, &out, NULL, 0, &bf16_flags};
+        if (!out_f32 && f->id == MF_BFLOAT16 && c_m == 2 && c_n % 2 == 0
+                && (uintptr_t)out.C % 2 == 0) {
+            ep.bf16_out = out.C;
+            ep.bf16_rs = c_n;
         }
+        mf_k->gemm_f32acc(f, n, m, k, A, lda, B, ldb, NULL, 0, &ep);
+        out.nan |= (bf16_flags & 1) != 0;
+        out.inf |= (bf16_flags & 2) != 0;
+        out.ovf |= (bf16_flags & 4) != 0;
+        if (out.nan || out.inf) {
+            int in_nan = 0, in_inf = 0;
+            scan_specials(f, A0, a_n, a_k, n, k, &in_nan, &in_inf);
+            scan_specials(f, B0, b_k, b_m, k, m, &in_nan, &in_inf);
+            raise_invalid |= out.nan && !in_nan;
+            raise_overflow |= out.inf && !in_inf;
+        }
+        raise_overflow |= out.ovf;
+    }
+    /* the flags of the gemm (and of the epilogue in this thread) are
+     * dropped; those of the rules above are raised */
+    fesetexceptflag(&flags, FE_ALL_EXCEPT);
+    if (raise_invalid) {
+        feraiseexcept(FE_INVALID);
+    }
+    if (raise_overflow) {
+        mf_raise_overflow();
     }
     PyMem_RawFree(apack);
     PyMem_RawFree(bpack);
-    PyMem_RawFree(c32);
     return 0;
 }
 
@@ -127,15 +300,64 @@ vecdot_loop(PyArrayMethod_Context *context, char *const data[],
     return 0;
 }
 
+/*
+ * _core._gemm_f32acc(format_name, A, B, C): C += A @ B with the active
+ * level's gemm_f32acc, in place.  A (m x k) and B (k x n) hold codes
+ * (uint8 or uint16, as the format's itemsize), C is float32 (m x n); all
+ * C-contiguous.  For tests: the float32 accumulation before the rounding.
+ */
+PyObject *
+mf_py_gemm_f32acc(PyObject *NPY_UNUSED(self), PyObject *args)
+{
+    const char *name;
+    PyArrayObject *a, *b, *c;
+    if (!PyArg_ParseTuple(args, "sO!O!O!", &name, &PyArray_Type, &a, &PyArray_Type, &b,
+                          &PyArray_Type, &c)) {
+        return NULL;
+    }
+    const mf_format *f = NULL;
+    for (int i = 0; i < MF_NUM_PUBLIC_FORMATS; i++) {
+        if (strcmp(mf_formats[i].name, name) == 0 && mf_formats[i].kind == MF_KIND_FLOAT) {
+            f = &mf_formats[i];
+        }
+    }
+    if (f == NULL) {
+        PyErr_Format(PyExc_ValueError, "not a float format: %s", name);
+        return NULL;
+    }
+    int code_type = f->itemsize == 2 ? NPY_UINT16 : NPY_UINT8;
+    if (PyArray_NDIM(a) != 2 || PyArray_NDIM(b) != 2 || PyArray_NDIM(c) != 2
+            || PyArray_TYPE(a) != code_type || PyArray_TYPE(b) != code_type
+            || PyArray_TYPE(c) != NPY_FLOAT32
+            || !PyArray_IS_C_CONTIGUOUS(a) || !PyArray_IS_C_CONTIGUOUS(b)
+            || !PyArray_IS_C_CONTIGUOUS(c) || !PyArray_ISALIGNED(a) || !PyArray_ISALIGNED(b)
+            || !PyArray_ISALIGNED(c) || !PyArray_ISWRITEABLE(c)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_gemm_f32acc needs C-contiguous 2-D code arrays of the format's "
+                        "itemsize and a writeable C-contiguous 2-D float32 C");
+        return NULL;
+    }
+    npy_intp m = PyArray_DIM(a, 0), k = PyArray_DIM(a, 1), n = PyArray_DIM(b, 1);
+    if (PyArray_DIM(b, 0) != k || PyArray_DIM(c, 0) != m || PyArray_DIM(c, 1) != n) {
+        PyErr_SetString(PyExc_ValueError, "_gemm_f32acc: shapes do not match");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    mf_k->gemm_f32acc(f, m, n, k, PyArray_DATA(a), k, PyArray_DATA(b), n,
+                      (float *)PyArray_DATA(c), n, NULL);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
 static int
 add_gufunc_loop(PyObject *umath, const char *name, PyArrayMethod_StridedLoop *loop,
-                PyArray_DTypeMeta *F)
+                PyArray_DTypeMeta *F, PyArray_DTypeMeta *Out)
 {
     PyObject *ufunc = PyObject_GetAttrString(umath, name);
     if (ufunc == NULL) {
         return -1;
     }
-    PyArray_DTypeMeta *dtypes[3] = {F, F, F};
+    PyArray_DTypeMeta *dtypes[3] = {F, F, Out};
     PyType_Slot slots[] = {
         {NPY_METH_strided_loop, (void *)loop},
         {0, NULL},
@@ -157,14 +379,28 @@ add_gufunc_loop(PyObject *umath, const char *name, PyArrayMethod_StridedLoop *lo
 int
 mf_register_matmul(PyObject *umath)
 {
+    PyArray_Descr *f32 = PyArray_DescrFromType(NPY_FLOAT32);
+    if (f32 == NULL) {
+        return -1;
+    }
+    PyArray_DTypeMeta *f32_DType = NPY_DTYPE(f32);
+    Py_INCREF(f32_DType);
+    Py_DECREF(f32);
     for (int fid = 0; fid < MF_NUM_PUBLIC_FORMATS; fid++) {
         if (mf_formats[fid].kind != MF_KIND_FLOAT) {
             continue;
         }
-        if (add_gufunc_loop(umath, "matmul", matmul_loop, &mf_dtypes[fid]) < 0
-                || add_gufunc_loop(umath, "vecdot", vecdot_loop, &mf_dtypes[fid]) < 0) {
+        PyArray_DTypeMeta *F = &mf_dtypes[fid];
+        /* (F, F) -> float32: matmul(a, b, dtype=float32) or a float32 out=
+         * receive the float32 chains unrounded, as ml_dtypes computes in
+         * float32 */
+        if (add_gufunc_loop(umath, "matmul", matmul_loop, F, F) < 0
+                || add_gufunc_loop(umath, "matmul", matmul_loop, F, f32_DType) < 0
+                || add_gufunc_loop(umath, "vecdot", vecdot_loop, F, F) < 0) {
+            Py_DECREF(f32_DType);
             return -1;
         }
     }
+    Py_DECREF(f32_DType);
     return 0;
 }

@@ -1,0 +1,528 @@
+"""np.matmul for the float formats: one canonical float32 accumulation (the
+"VDPBF16PS chain" of src/kernels/gemm_serial.c), bit-identical at every
+kernel level, for any layout of the operands and any number of threads."""
+
+import itertools
+import warnings
+
+import numpy as np
+import pytest
+
+import minifloat
+from minifloat import _core
+
+from conftest import FLOAT_FORMATS, LEVELS, kernel_level, mf_type
+
+SIZES = [0, 1, 2, 3, 15, 16, 17, 31, 32, 33, 64, 100]
+FMT_INFO = {f["name"]: f for f in _core.formats()}
+
+
+def code_dtype(name):
+    return np.uint16 if FMT_INFO[name]["itemsize"] == 2 else np.uint8
+
+
+def as_format(codes, name):
+    return codes.view(mf_type(name))
+
+
+def codes_of(arr):
+    return arr.view(np.uint16 if arr.dtype.itemsize == 2 else np.uint8)
+
+
+# ---- operands --------------------------------------------------------------
+
+def bf16_codes(rng, shape, regime):
+    """bfloat16 bit patterns that stress the accumulation."""
+    shape = tuple(shape)
+    if regime == "bits":                      # anything: NaN, inf, subnormals
+        return rng.integers(0, 1 << 16, shape, dtype=np.uint16)
+    sign = rng.integers(0, 2, shape).astype(np.uint16) << 15
+    mant = rng.integers(0, 128, shape).astype(np.uint16)
+    if regime == "tiny":                      # products near 2^-126: FTZ
+        exp = rng.integers(55, 72, shape)
+    elif regime == "huge":                    # products overflow
+        exp = rng.integers(240, 255, shape)
+    elif regime == "wide":                    # every exponent, subnormals too
+        exp = rng.integers(0, 255, shape)
+    elif regime == "cancel":                  # ties and cancellation
+        exp = rng.choice(np.array([127, 127, 127, 103, 104, 115, 0]), shape)
+        mant = rng.choice(np.array([0, 0, 1, 64]), shape).astype(np.uint16)
+    else:                                     # ordinary values
+        exp = rng.integers(120, 135, shape)
+    return (sign | (exp.astype(np.uint16) << 7) | mant).astype(np.uint16)
+
+
+def format_codes(rng, name, shape):
+    """Every code of an 8-bit (or narrower) format, or bfloat16 patterns."""
+    if name == "bfloat16":
+        return bf16_codes(rng, shape, rng.choice(["bits", "wide", "cancel", "normal"]))
+    bits = FMT_INFO[name]["bits"]
+    return rng.integers(0, 1 << bits, tuple(shape), dtype=np.uint8)
+
+
+def c_init(rng, shape, kind):
+    if kind == "zero":
+        return np.zeros(shape, np.float32)
+    u = rng.integers(0, 1 << 32, shape, dtype=np.uint64).astype(np.uint32)
+    if kind == "subnormal":
+        u &= np.uint32(0x807FFFFF)
+    return u.view(np.float32)
+
+
+def canonical_bits(c):
+    """float32 bits with every NaN made the same (NaN bits are unspecified)."""
+    c = c.copy()
+    c[np.isnan(c)] = np.nan
+    return c.view(np.uint32)
+
+
+def gemm(level, name, a, b, c0):
+    c = c0.copy()
+    with kernel_level(level):
+        _core._gemm_f32acc(name, a, b, c)
+    return c
+
+
+def mm(level, a, b, **kw):
+    with kernel_level(level), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.matmul(a, b, **kw)
+
+
+def assert_same_codes(x, y):
+    assert x.dtype == y.dtype and x.shape == y.shape
+    np.testing.assert_array_equal(codes_of(x), codes_of(y))
+
+
+SIMD_LEVELS = [lv for lv in LEVELS if lv != "serial"]
+
+
+# ---- the float32 accumulation: every level == serial, bit for bit ----------
+
+SHAPES = sorted(set(
+    [(m, n, k) for m in (1, 3, 17) for n in (1, 16, 33) for k in SIZES]
+    + [(m, n, k) for m in SIZES for n in (2, 31) for k in (0, 3, 32)]
+    + [(m, 15, 100) for m in SIZES]
+    + [(64, 64, 64), (100, 100, 100), (13, 70, 511), (25, 65, 1031), (200, 50, 257)]
+))
+
+
+@pytest.mark.parametrize("level", SIMD_LEVELS)
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_gemm_f32acc_equals_serial(level, m, n, k):
+    rng = np.random.default_rng(m * 10007 + n * 101 + k)
+    for regime in ("bits", "tiny", "huge", "wide", "cancel", "normal"):
+        a = bf16_codes(rng, (m, k), regime)
+        b = bf16_codes(rng, (k, n), rng.choice(["bits", "tiny", "huge", "wide", "cancel",
+                                                 "normal", regime]))
+        c0 = c_init(rng, (m, n), rng.choice(["zero", "subnormal", "bits"]))
+        want = gemm("serial", "bfloat16", a, b, c0)
+        got = gemm(level, "bfloat16", a, b, c0)
+        np.testing.assert_array_equal(canonical_bits(got), canonical_bits(want),
+                                      err_msg=f"{level} {regime} {(m, n, k)}")
+
+
+@pytest.mark.parametrize("level", SIMD_LEVELS)
+def test_gemm_threads_and_blocks_equal_serial(level):
+    # big enough for several threads, several k blocks and edge tiles
+    rng = np.random.default_rng(7)
+    # tall (row tasks) and wide (column tasks)
+    for m, n, k in [(203, 389, 1100), (10, 3000, 301)]:
+        a = bf16_codes(rng, (m, k), "cancel")
+        b = bf16_codes(rng, (k, n), "normal")
+        c0 = c_init(rng, (m, n), "subnormal")
+        np.testing.assert_array_equal(canonical_bits(gemm(level, "bfloat16", a, b, c0)),
+                                      canonical_bits(gemm("serial", "bfloat16", a, b, c0)))
+
+
+@pytest.mark.parametrize("name", FLOAT_FORMATS)
+@pytest.mark.parametrize("level", SIMD_LEVELS)
+def test_gemm_every_format_equals_serial(level, name):
+    rng = np.random.default_rng(len(name))
+    for (m, n, k) in [(5, 7, 9), (33, 40, 65), (70, 33, 128)]:
+        a = format_codes(rng, name, (m, k)).astype(code_dtype(name))
+        b = format_codes(rng, name, (k, n)).astype(code_dtype(name))
+        c0 = np.zeros((m, n), np.float32)
+        np.testing.assert_array_equal(canonical_bits(gemm(level, name, a, b, c0)),
+                                      canonical_bits(gemm("serial", name, a, b, c0)))
+
+
+# ---- the documented semantics, on hand-made cases --------------------------
+
+E = 2.0 ** -24
+
+
+def bf(values):
+    return np.array(values, dtype=np.float32).astype(minifloat.bfloat16)
+
+
+def f32_chain(name, a, b):
+    """gemm_f32acc at every level, checked equal; returns the float32 C."""
+    a = np.ascontiguousarray(a)
+    b = np.ascontiguousarray(b)
+    outs = [gemm(lv, name, codes_of(a), codes_of(b),
+                 np.zeros((a.shape[0], b.shape[1]), np.float32)) for lv in LEVELS]
+    for o in outs[1:]:
+        np.testing.assert_array_equal(canonical_bits(o), canonical_bits(outs[0]))
+    return outs[0]
+
+
+@pytest.mark.parametrize("row,want", [
+    # pairs (0,1), (2,3): index 1 is added before index 0
+    ([1, E, E, -1], E),          # k order would give 0
+    ([E, 1, -1, E], 0.0),        # k order would give E
+    ([1, E, -1], 0.0),           # odd k: (+0 pad, then -1) after 1 + E
+])
+def test_pair_order(row, want):
+    a = bf([row])
+    b = bf(np.ones((len(row), 1)))
+    assert f32_chain("bfloat16", a, b)[0, 0] == np.float32(want)
+
+
+def test_ftz_daz():
+    t = 2.0 ** -63
+    # 0 - 2^-127 flushes to -0 before + 2^-126: 2^-126 (IEEE: 2^-127)
+    c = f32_chain("bfloat16", bf([[t, t]]), bf([[t], [-t / 2]]))
+    assert c[0, 0] == np.float32(2.0 ** -126)
+    # 2^-126 - 2^-127 = 2^-127 is tiny: +0 (IEEE: 2^-127)
+    c = f32_chain("bfloat16", bf([[t, t]]), bf([[-t / 2], [t]]))
+    assert c[0, 0] == 0 and not np.signbit(c[0, 0])
+    # a bfloat16 subnormal input counts as zero (IEEE: 2^-133 * 2^100)
+    sub = np.array([[1]], np.uint16).view(minifloat.bfloat16)
+    c = f32_chain("bfloat16", sub, bf([[2.0 ** 100]]))
+    assert c[0, 0] == 0
+    # tininess after rounding: 2^-126 - 2^-152 rounds to 2^-126, kept
+    c = f32_chain("bfloat16", bf([[0, 2.0 ** -76]]), bf([[0], [-(2.0 ** -76)]]))
+    assert c[0, 0] == 0
+    c = f32_chain("bfloat16", bf([[2.0 ** -63, 2.0 ** -76]]),
+                  bf([[2.0 ** -63], [-(2.0 ** -76)]]))
+    assert c[0, 0] == np.float32(2.0 ** -126)
+
+
+def test_unbounded_product_exponent():
+    # (odd index first) 2^200 overflows to inf, then inf - 2^200 stays inf:
+    # the products themselves never overflow or underflow
+    h = 2.0 ** 100
+    c = f32_chain("bfloat16", bf([[-h, h]]), bf([[h], [h]]))
+    assert c[0, 0] == np.inf
+    c = f32_chain("bfloat16", bf([[h, -h]]), bf([[h], [h]]))
+    assert c[0, 0] == -np.inf
+
+
+def test_zero_signs():
+    z = f32_chain("bfloat16", bf([[-0.0, -0.0]]), bf([[1.0], [1.0]]))
+    assert z[0, 0] == 0 and not np.signbit(z[0, 0])     # C starts at +0
+    c0 = np.full((1, 1), -0.0, np.float32)
+    a = codes_of(bf([[-0.0, -0.0]]))
+    b = codes_of(bf([[1.0], [1.0]]))
+    for lv in LEVELS:
+        assert np.signbit(gemm(lv, "bfloat16", a, b, c0)[0, 0])          # -0 + -0
+        a3 = codes_of(bf([[-0.0]]))
+        assert not np.signbit(gemm(lv, "bfloat16", a3, codes_of(bf([[1.0]])), c0)[0, 0])
+        # k == 0 leaves C alone, subnormal and all
+        sub = np.array([[1e-40]], np.float32)
+        e = np.zeros((1, 0), np.uint16)
+        assert gemm(lv, "bfloat16", e, np.zeros((0, 1), np.uint16), sub)[0, 0] == sub[0, 0]
+
+
+# ---- np.matmul: levels, layouts, stacks -----------------------------------
+
+@pytest.mark.parametrize("name", FLOAT_FORMATS)
+def test_matmul_levels_equal(name):
+    rng = np.random.default_rng(3)
+    t = mf_type(name)
+    for (m, k, n) in [(2, 3, 2), (17, 33, 31), (64, 100, 65)]:
+        a = as_format(format_codes(rng, name, (m, k)).astype(code_dtype(name)), name)
+        b = as_format(format_codes(rng, name, (k, n)).astype(code_dtype(name)), name)
+        want = mm("serial", a, b)
+        assert want.dtype == t
+        for lv in SIMD_LEVELS:
+            assert_same_codes(mm(lv, a, b), want)
+
+
+@pytest.mark.parametrize("m,k,n", [(m, k, n) for m, k, n in itertools.product(SIZES, repeat=3)
+                                   if (m * 7 + k * 3 + n) % 11 == 0])
+def test_matmul_shapes(m, k, n, each_level):
+    rng = np.random.default_rng(m + 1000 * k + 10 ** 6 * n)
+    a = as_format(bf16_codes(rng, (m, k), "normal"), "bfloat16")
+    b = as_format(bf16_codes(rng, (k, n), "cancel"), "bfloat16")
+    got = a @ b
+    want = mm("serial", a, b)
+    assert got.shape == (m, n)
+    assert_same_codes(got, want)
+    if k == 0:
+        assert not codes_of(got).any()
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_matmul_layouts(each_level):
+    rng = np.random.default_rng(11)
+    base_a = as_format(bf16_codes(rng, (70, 90), "wide"), "bfloat16")
+    base_b = as_format(bf16_codes(rng, (90, 80), "normal"), "bfloat16")
+    want = mm("serial", base_a[:33, :47], base_b[:47, :35])
+    a_t = np.ascontiguousarray(base_a[:33, :47].T).T          # column-major
+    b_t = np.ascontiguousarray(base_b[:47, :35].T).T
+    cases = [
+        (base_a[:33, :47], base_b[:47, :35]),
+        (a_t, base_b[:47, :35]),
+        (base_a[:33, :47], b_t),
+        (a_t, b_t),
+    ]
+    for a, b in cases:
+        assert_same_codes(a @ b, want)
+    # strided views (every other row/column)
+    a2 = base_a[::2, ::2]
+    b2 = base_b[::2, ::2]
+    assert_same_codes(a2 @ b2, mm("serial", a2.copy(), b2.copy()))
+    # negative strides
+    a3 = base_a[::-1, ::-1]
+    assert_same_codes(a3 @ base_b, mm("serial", a3.copy(), base_b))
+    # output into a non-contiguous out=
+    out = np.zeros((35, 33), minifloat.bfloat16).T
+    r = np.matmul(base_a[:33, :47], base_b[:47, :35], out=out)
+    assert r is out
+    assert_same_codes(out.copy(), want)
+
+
+def test_unaligned_operands(each_level):
+    rng = np.random.default_rng(12)
+    a = as_format(bf16_codes(rng, (70, 90), "normal"), "bfloat16")
+    b = as_format(bf16_codes(rng, (90, 80), "cancel"), "bfloat16")
+
+    def unaligned(x):
+        buf = np.zeros(x.nbytes + 1, np.uint8)
+        u = buf[1:].view(x.dtype).reshape(x.shape)
+        u[...] = x
+        assert not u.flags.aligned
+        return u
+
+    want = mm("serial", a, b)
+    assert_same_codes(unaligned(a) @ unaligned(b), want)
+    out = unaligned(np.zeros((70, 80), minifloat.bfloat16))
+    np.matmul(a, b, out=out)
+    assert_same_codes(out.copy(), want)
+
+
+def test_deep_narrow():
+    # k too deep to pack: the unpacked path, same chain
+    rng = np.random.default_rng(13)
+    a = as_format(bf16_codes(rng, (2, 600_000), "cancel"), "bfloat16")
+    b = as_format(bf16_codes(rng, (600_000, 3), "normal"), "bfloat16")
+    want = mm("serial", a, b)
+    for lv in SIMD_LEVELS:
+        assert_same_codes(mm(lv, a, b), want)
+
+
+def test_matmul_stacks(each_level):
+    rng = np.random.default_rng(5)
+    a = as_format(bf16_codes(rng, (4, 3, 9, 20), "normal"), "bfloat16")
+    b = as_format(bf16_codes(rng, (3, 20, 7), "cancel"), "bfloat16")
+    got = a @ b                                                 # broadcast stack
+    assert got.shape == (4, 3, 9, 7)
+    for i in range(4):
+        for j in range(3):
+            assert_same_codes(got[i, j], mm("serial", a[i, j].copy(), b[j].copy()))
+    # 1-D @ 2-D, 2-D @ 1-D, 1-D @ 1-D
+    v = as_format(bf16_codes(rng, (20,), "normal"), "bfloat16")
+    m2 = as_format(bf16_codes(rng, (20, 6), "normal"), "bfloat16")
+    assert_same_codes(v @ m2, mm("serial", v[None, :], m2)[0])
+    assert_same_codes(m2.T @ v, mm("serial", m2.T.copy(), v[:, None])[:, 0])
+    r = v @ v
+    assert r.shape == () and r.dtype == minifloat.bfloat16
+    assert codes_of(np.asarray(r)[None]) == codes_of(mm("serial", v[None, :], v[:, None])[0])
+
+
+def test_many_small_matmuls(each_level):
+    rng = np.random.default_rng(9)
+    a = as_format(bf16_codes(rng, (1000, 4, 4), "normal"), "bfloat16")
+    b = as_format(bf16_codes(rng, (1000, 4, 4), "normal"), "bfloat16")
+    got = a @ b
+    for i in range(0, 1000, 97):
+        assert_same_codes(got[i], mm("serial", a[i], b[i]))
+
+
+def test_out_and_mixed_dtypes():
+    rng = np.random.default_rng(2)
+    a = as_format(bf16_codes(rng, (8, 12), "normal"), "bfloat16")
+    b = as_format(bf16_codes(rng, (12, 5), "normal"), "bfloat16")
+    out = np.empty((8, 5), minifloat.bfloat16)
+    r = np.matmul(a, b, out=out)
+    assert r is out
+    assert_same_codes(out, a @ b)
+    # bf16 @ float32 promotes to float32 and is NumPy's float32 matmul
+    b32 = b.astype(np.float32)
+    r = a @ b32
+    assert r.dtype == np.float32
+    np.testing.assert_array_equal(r, a.astype(np.float32) @ b32)
+    # a float32 out= receives the rounded bfloat16 result (NumPy dispatches
+    # on the inputs and casts)
+    o32 = np.empty((8, 5), np.float32)
+    np.matmul(a, b, out=o32)
+    np.testing.assert_array_equal(o32, (a @ b).astype(np.float32))
+    # dtype=float32 selects the (F, F) -> float32 loop: the unrounded chains
+    for lv in LEVELS:
+        with kernel_level(lv):
+            r = np.matmul(a, b, dtype=np.float32)
+        assert r.dtype == np.float32
+        want = gemm("serial", "bfloat16", codes_of(a), codes_of(b), np.zeros((8, 5), np.float32))
+        np.testing.assert_array_equal(r.view(np.uint32), want.view(np.uint32))
+    big = as_format(bf16_codes(rng, (40, 300), "wide"), "bfloat16")
+    big_b = as_format(bf16_codes(rng, (300, 50), "bits"), "bfloat16")
+    want = canonical_bits(gemm("serial", "bfloat16", codes_of(big), codes_of(big_b),
+                               np.zeros((40, 50), np.float32)))
+    for lv in LEVELS:
+        r = mm(lv, big, big_b, dtype=np.float32)
+        np.testing.assert_array_equal(r.view(np.uint32), want)      # NaN is +qNaN
+
+
+def test_shape_errors():
+    a = np.ones((3, 4), minifloat.bfloat16)
+    with pytest.raises(ValueError):
+        a @ a
+    with pytest.raises(ValueError):
+        np.matmul(a, a.T, out=np.empty((4, 4), minifloat.bfloat16))
+
+
+# ---- accuracy against float64 ---------------------------------------------
+
+@pytest.mark.parametrize("name", FLOAT_FORMATS)
+def test_error_bound(name):
+    """|C - exact| <= (k u32 sum|a b| + k 2^-126)(1 + u) + u |exact| + s/2 where
+    u32 = 2^-24 (float32 accumulation; gamma_k with products exact),
+    2^-126 per step is what FTZ can drop, u the format's unit roundoff and
+    s its smallest subnormal (operands here have no bfloat16 subnormals)."""
+    rng = np.random.default_rng(4)
+    info = FMT_INFO[name]
+    t = mf_type(name)
+    fi = minifloat.finfo(t)
+    k = 300
+    # values well inside the range so that nothing overflows
+    a = (rng.standard_normal((40, k)) * 0.25).astype(np.float32).astype(t)
+    b = (rng.standard_normal((k, 30)) * 0.25).astype(np.float32).astype(t)
+    if info["special"] == "e8m0":
+        a = np.full((40, k), 0.5, np.float32).astype(t)
+        b = (2.0 ** rng.integers(-5, 5, (k, 30))).astype(np.float32).astype(t)
+    a64 = a.astype(np.float64)
+    b64 = b.astype(np.float64)
+    exact = a64 @ b64
+    mag = np.abs(a64) @ np.abs(b64)
+    u32 = 2.0 ** -24
+    u = float(fi.eps) / 2
+    s = float(fi.smallest_subnormal)
+    for lv in LEVELS:
+        got = mm(lv, a, b).astype(np.float64)
+        finite = np.isfinite(got) & (np.abs(exact) <= float(fi.max))
+        acc_err = (k * u32 / (1 - k * u32)) * mag + k * 2.0 ** -126
+        bound = acc_err * (1 + u) + u * np.abs(exact) + s / 2 + 1e-300
+        err = np.abs(got - exact)
+        assert np.all(err[finite] <= bound[finite]), (lv, np.max(err - bound))
+
+
+# ---- special values and flags ------------------------------------------------
+
+def test_nan_is_canonical_and_flags():
+    a = bf([[np.inf, 1.0]])
+    b = bf([[0.0], [1.0]])
+    for lv in LEVELS:
+        with kernel_level(lv):
+            with pytest.warns(RuntimeWarning, match="invalid"):
+                r = a @ b
+            assert codes_of(r)[0, 0] == 0x7FC0
+            big = bf([[3e38, 3e38]])
+            with pytest.warns(RuntimeWarning, match="overflow"):
+                r = big @ bf([[1.0], [1.0]])
+            assert codes_of(r)[0, 0] == 0x7F80
+            # NaN in, NaN out: no warning
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                r = bf([[np.nan, 1.0]]) @ bf([[1.0], [1.0]])
+                assert codes_of(r)[0, 0] == 0x7FC0
+                r = bf([[np.inf, 1.0]]) @ bf([[1.0], [1.0]])
+                assert codes_of(r)[0, 0] == 0x7F80
+
+
+# ---- torch ---------------------------------------------------------------------
+
+def _torch_uses_vdpbf16ps():
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    try:
+        flags = open("/proc/cpuinfo").read()
+    except OSError:
+        return False
+    # oneDNN picks VDPBF16PS where there is AVX512_BF16 and no AMX
+    return "avx512bf16" in LEVELS and "amx_bf16" not in flags
+
+
+@pytest.mark.skipif(not _torch_uses_vdpbf16ps(), reason="torch's bf16 matmul is not VDPBF16PS")
+@pytest.mark.parametrize("m,k,n", [(64, 64, 64), (96, 33, 128), (128, 256, 100),
+                                   (200, 511, 64), (256, 512, 256)])
+def test_equals_torch(m, k, n, each_level):
+    """torch's CPU bf16 matmul (oneDNN, VDPBF16PS with k pairs in their natural
+    layout) computes the same chain for these shapes.  It differs for small
+    ones (e.g. 8 x 16 @ 16 x 8: another kernel, k order, no FTZ) and for
+    k > 512, where oneDNN splits k into blocks of 512 or 1024 (by shape),
+    runs one chain per block from zero and adds the block results."""
+    import torch
+    rng = np.random.default_rng(m + k + n)
+    e = np.float32(2.0 ** -24)
+    pats = np.array([[1, e, e, -1], [e, 1, -1, e], [1, -1, e, 0],
+                     [2.0 ** -63, 2.0 ** -63, 0, 0]], np.float32)
+    a = pats[rng.integers(0, 4, (m, (k + 3) // 4))].reshape(m, -1)[:, :k]
+    b = rng.choice(np.array([1, 1, 1, -1, 2.0 ** -63, -2.0 ** -64], np.float32), (k, n))
+    a = a * rng.choice(np.array([1, 1.5, 0.75], np.float32), (m, 1))
+    ab = a.astype(minifloat.bfloat16)
+    bb = b.astype(minifloat.bfloat16)
+    ours = ab @ bb
+    theirs = torch.mm(torch.from_numpy(codes_of(ab).view(np.int16)).view(torch.bfloat16),
+                      torch.from_numpy(codes_of(bb).view(np.int16)).view(torch.bfloat16))
+    np.testing.assert_array_equal(codes_of(ours),
+                                  theirs.view(torch.int16).numpy().view(np.uint16))
+
+
+# ---- threads: concurrent calls, fork ---------------------------------------
+
+def _big_pair(seed):
+    rng = np.random.default_rng(seed)
+    a = as_format(bf16_codes(rng, (160, 300), "normal"), "bfloat16")
+    b = as_format(bf16_codes(rng, (300, 200), "cancel"), "bfloat16")
+    return a, b
+
+
+@pytest.mark.parametrize("level", SIMD_LEVELS)
+def test_concurrent_calls(level):
+    import threading
+    pairs = [_big_pair(s) for s in range(4)]
+    want = [mm("serial", a, b) for a, b in pairs]
+    got = [None] * 4
+
+    def work(i):
+        for _ in range(3):
+            got[i] = np.matmul(*pairs[i])
+
+    with kernel_level(level):
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    for g, w in zip(got, want):
+        assert_same_codes(g, w)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_fork_after_threads():
+    import os
+    a, b = _big_pair(1)
+    want = a @ b                      # starts the worker threads
+    pid = os.fork()
+    if pid == 0:                      # child: the parent's workers are gone
+        ok = False
+        try:
+            ok = np.array_equal(codes_of(a @ b), codes_of(want))
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0

@@ -56,7 +56,7 @@ mf_raise_overflow(void)
  * subnormal.
  */
 static inline uint32_t
-mf_enc1(const mf_format *f, float x)
+mf_enc1_ovf(const mf_format *f, float x, int *ovf)
 {
     uint32_t u = mf_f32_bits(x);
     if (f->id == MF_BFLOAT16) {
@@ -65,7 +65,7 @@ mf_enc1(const mf_format *f, float x)
         }
         uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
         if ((r & 0x7FFFu) == 0x7F80u && (u & 0x7FFFFFFFu) != 0x7F800000u) {
-            mf_raise_overflow();
+            *ovf = 1;
         }
         return r;
     }
@@ -80,12 +80,7 @@ mf_enc1(const mf_format *f, float x)
         return mf_nan_code(f, (int)sign);
     }
     if (au >= 0x7F800000u || f->special == MF_SPECIAL_E8M0) {
-        int ovf = 0;                     /* NaN, inf, e8m0: the codec */
-        uint32_t c = mf_encode_f64_ovf(f, (double)x, &ovf);
-        if (ovf) {
-            mf_raise_overflow();
-        }
-        return c;
+        return mf_encode_f64_ovf(f, (double)x, ovf);   /* inf, e8m0: the codec */
     }
     const int M = f->mant_bits;
     const int emin = mf_emin(f);
@@ -104,7 +99,7 @@ mf_enc1(const mf_format *f, float x)
         code = mf_f32_bits(t) - cbits;
     }
     if (code > mf_max_finite_mag(f)) {
-        mf_raise_overflow();
+        *ovf = 1;
         return mf_overflow_code(f, (int)sign, 0);
     }
     if (code == 0 && f->special == MF_SPECIAL_FNUZ) {
@@ -113,10 +108,23 @@ mf_enc1(const mf_format *f, float x)
     return code | (sign ? mf_sign_bit(f) : 0u);
 }
 
-static inline void
-mf_enc1_store(const mf_format *f, void *dst, mf_intp i, float x)
+/* one element, raising the overflow flag itself (callers with many
+ * elements use mf_enc1_ovf and raise once) */
+static inline uint32_t
+mf_enc1(const mf_format *f, float x)
 {
-    uint32_t c = mf_enc1(f, x);
+    int ovf = 0;
+    uint32_t c = mf_enc1_ovf(f, x, &ovf);
+    if (ovf) {
+        mf_raise_overflow();
+    }
+    return c;
+}
+
+static inline void
+mf_enc1_store(const mf_format *f, void *dst, mf_intp i, float x, int *ovf)
+{
+    uint32_t c = mf_enc1_ovf(f, x, ovf);
     if (f->itemsize == 2) {
         uint16_t v = (uint16_t)c;
         memcpy((char *)dst + 2 * i, &v, 2);

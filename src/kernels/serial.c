@@ -67,8 +67,12 @@ mf_serial_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n)
         }
         return;
     }
+    int ovf = 0;
     for (mf_intp i = 0; i < n; i++) {
-        mf_enc1_store(f, dst, i, src[i]);
+        mf_enc1_store(f, dst, i, src[i], &ovf);
+    }
+    if (ovf) {
+        mf_raise_overflow();
     }
 }
 

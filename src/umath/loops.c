@@ -38,8 +38,12 @@ encode_block(const mf_format *f, const float *src, char *p, npy_intp s, npy_intp
         mf_k->encode_f32(f, src, p, n);
         return;
     }
+    int ovf = 0;
     for (npy_intp i = 0; i < n; i++, p += s) {
-        mf_store_code(f, p, mf_enc1(f, src[i]));
+        mf_store_code(f, p, mf_enc1_ovf(f, src[i], &ovf));
+    }
+    if (ovf) {
+        mf_raise_overflow();
     }
 }
 

@@ -174,6 +174,56 @@ mm_epilogue(void *vctx, mf_intp i0, mf_intp j0, mf_intp rows, mf_intp cols, floa
  * when an inf comes out of inf-free operands or the rounding into the format
  * overflows.
  */
+/* out[o] = dot(A[o, 0, :], B[o, :, 0]) for the 1 x k @ k x 1 products */
+static int
+single_dots(const mf_format *f, int out_f32, npy_intp N, npy_intp k, char *const data[],
+            npy_intp const strides[])
+{
+    npy_intp sz = f->itemsize;
+    char *pa = PyMem_RawMalloc((size_t)(k * sz) + 1);
+    char *pb = PyMem_RawMalloc((size_t)(k * sz) + 1);
+    if (pa == NULL || pb == NULL) {
+        PyMem_RawFree(pa);
+        PyMem_RawFree(pb);
+        NPY_ALLOW_C_API_DEF
+        NPY_ALLOW_C_API
+        PyErr_NoMemory();
+        NPY_DISABLE_C_API
+        return -1;
+    }
+    int ovf = 0;
+    for (npy_intp o = 0; o < N; o++) {
+        const char *a = data[0] + o * strides[0];
+        const char *b = data[1] + o * strides[1];
+        if (strides[4] != sz || (uintptr_t)a % (uintptr_t)sz) {
+            pack_codes(f, a, 0, strides[4], 1, k, pa);
+            a = pa;
+        }
+        if (strides[5] != sz || (uintptr_t)b % (uintptr_t)sz) {
+            pack_codes(f, b, 0, strides[5], 1, k, pb);
+            b = pb;
+        }
+        double d = mf_k->dot(f, a, b, k);
+        char *c = data[2] + o * strides[2];
+        if (out_f32) {
+            float v = (float)d;
+            memcpy(c, &v, 4);
+        }
+        else if (isnan(d)) {
+            mf_store_code(f, c, mf_nan_code(f, 0));
+        }
+        else {
+            mf_store_code(f, c, mf_encode_f64_ovf(f, d, &ovf));
+        }
+    }
+    PyMem_RawFree(pa);
+    PyMem_RawFree(pb);
+    if (ovf) {
+        mf_raise_overflow();
+    }
+    return 0;
+}
+
 static int
 matmul_loop(PyArrayMethod_Context *context, char *const data[],
             npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *NPY_UNUSED(aux))
@@ -186,6 +236,12 @@ matmul_loop(PyArrayMethod_Context *context, char *const data[],
     npy_intp c_n = strides[7], c_m = strides[8];
     if (N <= 0 || n <= 0 || m <= 0) {
         return 0;
+    }
+    if (n == 1 && m == 1) {
+        /* one output per product (vector @ vector): a single float32 chain
+         * cannot be spread over SIMD lanes, so the dot kernels' summation
+         * order (np.vecdot's) is used, identical at every level */
+        return single_dots(f, out_f32, N, k, data, strides);
     }
     /* operands the gemm can read in place: aligned, unit column stride, row
      * stride a multiple of the itemsize; others are copied into contiguous

@@ -98,6 +98,7 @@ int mf_argmin(void *data, npy_intp n, npy_intp *min_ind, void *arr);
 npy_bool mf_nonzero(void *data, void *arr);
 int mf_fill(void *buffer, npy_intp length, void *arr);
 int mf_fillwithscalar(void *buffer, npy_intp length, void *value, void *arr);
+int mf_sort_init(void);
 int mf_fromstr(char *str, void *ip, char **endptr, PyArray_Descr *descr);
 void mf_copyswapn(void *dst, npy_intp dstride, void *src, npy_intp sstride, npy_intp n,
                   int swap, void *arr);

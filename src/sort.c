@@ -12,6 +12,7 @@
 static inline uint32_t
 order_key(const mf_format *f, uint32_t c)
 {
+    c &= mf_code_mask(f);     /* bits above the format's width are ignored */
     if (f->kind == MF_KIND_SINT) {
         return c ^ (1u << (f->bits - 1));
     }
@@ -28,6 +29,40 @@ order_key(const mf_format *f, uint32_t c)
     }
     uint32_t mag = c & ~sbit;
     return (c & sbit) ? top - mag : top + mag;
+}
+
+/* every code of each format sorted by key (ties: lower code first), built
+ * once at import: the counting sort emits its counts in this order */
+static uint32_t *codes_by_key[MF_NUM_PUBLIC_FORMATS];
+
+int
+mf_sort_init(void)
+{
+    for (int id = 0; id < MF_NUM_PUBLIC_FORMATS; id++) {
+        const mf_format *f = &mf_formats[id];
+        uint32_t ncodes = 1u << (8 * f->itemsize);   /* every storage pattern */
+        uint32_t nkeys = 2u << f->bits;
+        uint32_t *order = PyMem_RawMalloc(ncodes * sizeof(uint32_t));
+        uint32_t *start = PyMem_RawCalloc(nkeys + 1, sizeof(uint32_t));
+        if (order == NULL || start == NULL) {
+            PyMem_RawFree(order);
+            PyMem_RawFree(start);
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (uint32_t c = 0; c < ncodes; c++) {
+            start[order_key(f, c) + 1]++;
+        }
+        for (uint32_t k = 0; k < nkeys; k++) {
+            start[k + 1] += start[k];
+        }
+        for (uint32_t c = 0; c < ncodes; c++) {
+            order[start[order_key(f, c)]++] = c;
+        }
+        PyMem_RawFree(start);
+        codes_by_key[id] = order;
+    }
+    return 0;
 }
 
 static inline const mf_format *
@@ -56,58 +91,24 @@ sort_codes(const mf_format *f, char *data, npy_intp n)
     int nkeybits = f->bits + 1;
     npy_intp nbuckets = (npy_intp)1 << nkeybits;
     if (f->itemsize == 1 || n >= nbuckets / 4) {
-        /* counting sort over all codes, emitted in key order */
-        npy_intp ncodes = (npy_intp)mf_code_mask(f) + 1;
+        /* counting sort over all storage patterns, emitted in key order */
+        npy_intp ncodes = (npy_intp)1 << (8 * f->itemsize);
         npy_intp *count = PyMem_RawCalloc(ncodes, sizeof(npy_intp));
-        uint32_t *by_key = PyMem_RawMalloc(ncodes * sizeof(uint32_t));
-        if (count == NULL || by_key == NULL) {
-            PyMem_RawFree(count);
-            PyMem_RawFree(by_key);
-
+        if (count == NULL) {
             return -1;
         }
         for (npy_intp i = 0; i < n; i++) {
             count[mf_load_code(f, data + i * f->itemsize)]++;
         }
-        /* codes ordered by key (ties: lower code first) */
-        npy_intp m = 0;
-        {
-            uint64_t *pairs = PyMem_RawMalloc(ncodes * sizeof(uint64_t));
-            if (pairs == NULL) {
-                PyMem_RawFree(count);
-                PyMem_RawFree(by_key);
-
-                return -1;
-            }
-            for (npy_intp c = 0; c < ncodes; c++) {
-                if (count[c]) {
-                    pairs[m++] = ((uint64_t)order_key(f, (uint32_t)c) << 32) | (uint64_t)c;
-                }
-            }
-            /* few distinct codes present: insertion sort them */
-            for (npy_intp i = 1; i < m; i++) {
-                uint64_t v = pairs[i];
-                npy_intp j = i;
-                while (j > 0 && pairs[j - 1] > v) {
-                    pairs[j] = pairs[j - 1];
-                    j--;
-                }
-                pairs[j] = v;
-            }
-            for (npy_intp i = 0; i < m; i++) {
-                by_key[i] = (uint32_t)pairs[i];
-            }
-            PyMem_RawFree(pairs);
-        }
+        const uint32_t *order = codes_by_key[f->id];
         npy_intp pos = 0;
-        for (npy_intp i = 0; i < m; i++) {
-            uint32_t c = by_key[i];
-            for (npy_intp r = 0; r < count[c]; r++) {
+        for (npy_intp r = 0; r < ncodes && pos < n; r++) {
+            uint32_t c = order[r];
+            for (npy_intp k = count[c]; k > 0; k--) {
                 mf_store_code(f, data + (pos++) * f->itemsize, c);
             }
         }
         PyMem_RawFree(count);
-        PyMem_RawFree(by_key);
         return 0;
     }
     /* 16-bit codes, fewer elements than buckets: LSD radix on the 17-bit

@@ -142,6 +142,29 @@ mf_shadow_get(mf_shadow *s, const mf_format *f, char *ptr, npy_intp stride, npy_
         usable = ok && stride % s->itemsize == 0;
         di = usable ? stride / s->itemsize : 0;
     }
+    if (usable && di == 1 && i0 >= s->lo && i0 + n <= s->hi) {
+        /* contiguous run inside the window: check all, copy all */
+        npy_intp k0 = i0 - s->lo;
+        const uint8_t *valid = s->valid + k0;
+        const uint16_t *codes = s->codes + k0;
+        int all = 1;
+        if (f->itemsize == 2) {
+            const uint16_t *m = (const uint16_t *)ptr;
+            for (npy_intp j = 0; j < n; j++) {
+                all &= valid[j] & (codes[j] == m[j]);
+            }
+        }
+        else {
+            const uint8_t *m = (const uint8_t *)ptr;
+            for (npy_intp j = 0; j < n; j++) {
+                all &= valid[j] & (codes[j] == m[j]);
+            }
+        }
+        if (all) {
+            memcpy(out, s->vals + k0, n * sizeof(float));
+            return (int)n;
+        }
+    }
     for (npy_intp j = 0; j < n; j++) {
         const char *p = ptr + j * stride;
         uint32_t code = mf_load_code(f, p);
@@ -184,6 +207,22 @@ mf_shadow_put(mf_shadow *s, const mf_format *f, char *ptr, npy_intp stride, npy_
     npy_intp b = (di >= 0 ? i0 + (n - 1) * di : i0) + 1;
     if (cover(s, a, b) < 0) {
         return 0;          /* too large to track: these round per step */
+    }
+    if (di == 1 && ((uintptr_t)ptr % (uintptr_t)f->itemsize) == 0) {
+        npy_intp k0 = i0 - s->lo;
+        memcpy(s->vals + k0, vals, n * sizeof(float));
+        if (f->itemsize == 2) {
+            memcpy(s->codes + k0, ptr, n * sizeof(uint16_t));
+        }
+        else {
+            const uint8_t *m = (const uint8_t *)ptr;
+            uint16_t *codes = s->codes + k0;
+            for (npy_intp j = 0; j < n; j++) {
+                codes[j] = m[j];
+            }
+        }
+        memset(s->valid + k0, 1, n);
+        return 0;
     }
     for (npy_intp j = 0; j < n; j++) {
         npy_intp k = i0 + j * di - s->lo;

@@ -663,10 +663,11 @@ canonical_descr(PyArray_Descr *d)
     return PyArray_DescrNewByteorder(d, NPY_NATIVE);
 }
 
-static NPY_CASTING
-resolve_builtin_to_mf(struct PyArrayMethodObject_tag *NPY_UNUSED(self), PyArray_DTypeMeta *const dtypes[2],
-                      PyArray_Descr *const given_descrs[2], PyArray_Descr *loop_descrs[2],
-                      npy_intp *NPY_UNUSED(view_offset))
+/* a NumPy source (native byte order) into a minifloat target (its
+ * singleton unless given) */
+static int
+descrs_into_format(PyArray_DTypeMeta *const dtypes[2], PyArray_Descr *const given_descrs[2],
+                   PyArray_Descr *loop_descrs[2])
 {
     loop_descrs[0] = canonical_descr(given_descrs[0]);
     if (loop_descrs[0] == NULL) {
@@ -678,6 +679,17 @@ resolve_builtin_to_mf(struct PyArrayMethodObject_tag *NPY_UNUSED(self), PyArray_
     else {
         Py_INCREF(given_descrs[1]);
         loop_descrs[1] = given_descrs[1];
+    }
+    return 0;
+}
+
+static NPY_CASTING
+resolve_builtin_to_mf(struct PyArrayMethodObject_tag *NPY_UNUSED(self), PyArray_DTypeMeta *const dtypes[2],
+                      PyArray_Descr *const given_descrs[2], PyArray_Descr *loop_descrs[2],
+                      npy_intp *NPY_UNUSED(view_offset))
+{
+    if (descrs_into_format(dtypes, given_descrs, loop_descrs) < 0) {
+        return -1;
     }
     int type_num = dtypes[0]->type_num;
     const mf_format *f = mf_descr_format(loop_descrs[1]);
@@ -736,16 +748,8 @@ resolve_string_to_mf(struct PyArrayMethodObject_tag *NPY_UNUSED(self), PyArray_D
                      PyArray_Descr *const given_descrs[2], PyArray_Descr *loop_descrs[2],
                      npy_intp *NPY_UNUSED(view_offset))
 {
-    loop_descrs[0] = canonical_descr(given_descrs[0]);
-    if (loop_descrs[0] == NULL) {
+    if (descrs_into_format(dtypes, given_descrs, loop_descrs) < 0) {
         return -1;
-    }
-    if (given_descrs[1] == NULL) {
-        loop_descrs[1] = PyArray_GetDefaultDescr(dtypes[1]);
-    }
-    else {
-        Py_INCREF(given_descrs[1]);
-        loop_descrs[1] = given_descrs[1];
     }
     return NPY_UNSAFE_CASTING;
 }
@@ -943,15 +947,6 @@ static PyType_Slot slots_mf_to_string[] = {
     {NPY_METH_unaligned_strided_loop, (void *)mf_to_string_loop},
     {0, NULL}};
 
-static PyArray_DTypeMeta *
-builtin_dtype(int type_num)
-{
-    PyArray_Descr *d = PyArray_DescrFromType(type_num);
-    PyArray_DTypeMeta *DT = NPY_DTYPE(d);
-    Py_DECREF(d);
-    return DT;      /* builtin DTypes are immortal enough: owned by NumPy */
-}
-
 static int nspecs[MF_NUM_PUBLIC_FORMATS];
 
 static void
@@ -989,18 +984,18 @@ mf_get_cast_specs(int id)
 
 #define ADD_BUILTIN(NAME, T, CAT)                                                          \
     if (NPY_##NAME == NPY_CFLOAT || NPY_##NAME == NPY_CDOUBLE || NPY_##NAME == NPY_CLONGDOUBLE) { \
-        add_spec(id, "complex_to_minifloat", builtin_dtype(NPY_##NAME), NULL,              \
+        add_spec(id, "complex_to_minifloat", mf_builtin_DType(NPY_##NAME), NULL,              \
                  NPY_UNSAFE_CASTING, U, slots_complex_to_mf);                               \
     }                                                                                       \
     else {                                                                                  \
-        add_spec(id, #NAME "_to_minifloat", builtin_dtype(NPY_##NAME), NULL,               \
+        add_spec(id, #NAME "_to_minifloat", mf_builtin_DType(NPY_##NAME), NULL,               \
                  NPY_UNSAFE_CASTING, U, slots_##NAME##_to_mf);                              \
     }                                                                                       \
     if (!PyTypeNum_ISINTEGER(NPY_##NAME)) {                                                 \
         /* widening to float32 and wider (and to bool) cannot overflow and,   \
          * like NumPy's float32 -> float64, reports nothing for a signaling   \
          * NaN; to float16 can overflow */                                      \
-        add_spec(id, "minifloat_to_" #NAME, NULL, builtin_dtype(NPY_##NAME),               \
+        add_spec(id, "minifloat_to_" #NAME, NULL, mf_builtin_DType(NPY_##NAME),               \
                  NPY_UNSAFE_CASTING, NPY_##NAME == NPY_HALF ? U : UN, slots_mf_to_##NAME);  \
     }
     MF_BUILTINS(ADD_BUILTIN)
@@ -1010,19 +1005,19 @@ mf_get_cast_specs(int id)
     const NPY_ARRAYMETHOD_FLAGS INTF = NPY_METH_SUPPORTS_UNALIGNED | NPY_METH_REQUIRES_PYAPI
                                       | NPY_METH_NO_FLOATINGPOINT_ERRORS;
 #define ADD_TO_INT(NAME) \
-    add_spec(id, "minifloat_to_" #NAME, NULL, builtin_dtype(NPY_##NAME), NPY_UNSAFE_CASTING, \
+    add_spec(id, "minifloat_to_" #NAME, NULL, mf_builtin_DType(NPY_##NAME), NPY_UNSAFE_CASTING, \
              INTF, slots_mf_to_##NAME##_any);
     ADD_TO_INT(BYTE) ADD_TO_INT(UBYTE) ADD_TO_INT(SHORT) ADD_TO_INT(USHORT) ADD_TO_INT(INT)
     ADD_TO_INT(UINT) ADD_TO_INT(LONG) ADD_TO_INT(ULONG) ADD_TO_INT(LONGLONG) ADD_TO_INT(ULONGLONG)
 #undef ADD_TO_INT
 
-    add_spec(id, "unicode_to_minifloat", builtin_dtype(NPY_UNICODE), NULL,
+    add_spec(id, "unicode_to_minifloat", mf_builtin_DType(NPY_UNICODE), NULL,
              NPY_UNSAFE_CASTING, NPY_METH_REQUIRES_PYAPI | U, slots_string_to_mf);
-    add_spec(id, "bytes_to_minifloat", builtin_dtype(NPY_STRING), NULL,
+    add_spec(id, "bytes_to_minifloat", mf_builtin_DType(NPY_STRING), NULL,
              NPY_UNSAFE_CASTING, NPY_METH_REQUIRES_PYAPI | U, slots_string_to_mf);
-    add_spec(id, "minifloat_to_unicode", NULL, builtin_dtype(NPY_UNICODE),
+    add_spec(id, "minifloat_to_unicode", NULL, mf_builtin_DType(NPY_UNICODE),
              NPY_UNSAFE_CASTING, NPY_METH_REQUIRES_PYAPI | U, slots_mf_to_string);
-    add_spec(id, "minifloat_to_bytes", NULL, builtin_dtype(NPY_STRING),
+    add_spec(id, "minifloat_to_bytes", NULL, mf_builtin_DType(NPY_STRING),
              NPY_UNSAFE_CASTING, NPY_METH_REQUIRES_PYAPI | U, slots_mf_to_string);
 
     for (int other = 0; other < id; other++) {

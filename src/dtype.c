@@ -9,16 +9,6 @@ PyArray_Descr *mf_singletons[MF_NUM_PUBLIC_FORMATS];
 
 static char dtype_class_names[MF_NUM_PUBLIC_FORMATS][80];
 
-/* builtin DType of a type number */
-static PyArray_DTypeMeta *
-builtin_DType(int type_num)
-{
-    PyArray_Descr *d = PyArray_DescrFromType(type_num);
-    PyArray_DTypeMeta *DT = NPY_DTYPE(d);
-    Py_DECREF(d);
-    return DT;
-}
-
 /* ---------------------------------------------------------------- slots */
 
 static PyArray_Descr *
@@ -105,12 +95,12 @@ mf_common_dtype(PyArray_DTypeMeta *cls, PyArray_DTypeMeta *other)
         return cls;
     }
     if (other == &PyArray_PyFloatDType) {
-        PyArray_DTypeMeta *r = is_float ? cls : builtin_DType(NPY_DOUBLE);
+        PyArray_DTypeMeta *r = is_float ? cls : mf_builtin_DType(NPY_DOUBLE);
         Py_INCREF(r);
         return r;
     }
     if (other == &PyArray_PyComplexDType) {
-        PyArray_DTypeMeta *r = builtin_DType(is_float ? NPY_CFLOAT : NPY_CDOUBLE);
+        PyArray_DTypeMeta *r = mf_builtin_DType(is_float ? NPY_CFLOAT : NPY_CDOUBLE);
         Py_INCREF(r);
         return r;
     }
@@ -150,11 +140,11 @@ mf_common_dtype(PyArray_DTypeMeta *cls, PyArray_DTypeMeta *other)
         }
         static const int wide[] = {NPY_INT8, NPY_INT16, NPY_INT32, NPY_INT64, NPY_DOUBLE};
         for (size_t i = 0; i < sizeof(wide) / sizeof(wide[0]); i++) {
-            ints[n++] = builtin_DType(wide[i]);
+            ints[n++] = mf_builtin_DType(wide[i]);
         }
         /* keep NumPy's habit of uint8 + uint4 -> uint8 (unsigned stays unsigned) */
-        PyArray_DTypeMeta *uns[4] = {builtin_DType(NPY_UINT8), builtin_DType(NPY_UINT16),
-                                     builtin_DType(NPY_UINT32), builtin_DType(NPY_UINT64)};
+        PyArray_DTypeMeta *uns[4] = {mf_builtin_DType(NPY_UINT8), mf_builtin_DType(NPY_UINT16),
+                                     mf_builtin_DType(NPY_UINT32), mf_builtin_DType(NPY_UINT64)};
         if (fa->kind == MF_KIND_UINT && other_is_builtin && PyTypeNum_ISUNSIGNED(other->type_num)) {
             return first_safe(cls, other, uns, 4);
         }
@@ -166,22 +156,22 @@ mf_common_dtype(PyArray_DTypeMeta *cls, PyArray_DTypeMeta *other)
     cands[n++] = cls;
     cands[n++] = other;
     if (other_complex) {
-        cands[n++] = builtin_DType(NPY_CFLOAT);
-        cands[n++] = builtin_DType(NPY_CDOUBLE);
-        cands[n++] = builtin_DType(NPY_CLONGDOUBLE);
+        cands[n++] = mf_builtin_DType(NPY_CFLOAT);
+        cands[n++] = mf_builtin_DType(NPY_CDOUBLE);
+        cands[n++] = mf_builtin_DType(NPY_CLONGDOUBLE);
     }
     else {
         cands[n++] = &mf_dtypes[MF_BFLOAT16];
-        cands[n++] = builtin_DType(NPY_HALF);
-        cands[n++] = builtin_DType(NPY_FLOAT);
-        cands[n++] = builtin_DType(NPY_DOUBLE);
-        cands[n++] = builtin_DType(NPY_LONGDOUBLE);
+        cands[n++] = mf_builtin_DType(NPY_HALF);
+        cands[n++] = mf_builtin_DType(NPY_FLOAT);
+        cands[n++] = mf_builtin_DType(NPY_DOUBLE);
+        cands[n++] = mf_builtin_DType(NPY_LONGDOUBLE);
     }
     PyArray_DTypeMeta *res = first_safe(cls, other, cands, n);
     if ((PyObject *)res == Py_NotImplemented && !other_complex) {
         /* int64/uint64 with a float format: float64, as NumPy does */
         Py_DECREF(res);
-        res = builtin_DType(NPY_DOUBLE);
+        res = mf_builtin_DType(NPY_DOUBLE);
         Py_INCREF(res);
     }
     return res;

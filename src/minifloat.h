@@ -77,6 +77,16 @@ mf_store_code(const mf_format *f, char *p, uint32_t c)
     else { *p = (char)(uint8_t)c; }
 }
 
+/* NumPy's DType class of a builtin type number (borrowed: NumPy owns it) */
+static inline PyArray_DTypeMeta *
+mf_builtin_DType(int type_num)
+{
+    PyArray_Descr *d = PyArray_DescrFromType(type_num);
+    PyArray_DTypeMeta *DT = NPY_DTYPE(d);
+    Py_DECREF(d);
+    return DT;
+}
+
 /* ---- casts (casts.c) ---- */
 PyArrayMethod_Spec **mf_get_cast_specs(int fmt_id);
 extern PyArray_DTypeMeta *mf_ml_dtypes[MF_NUM_PUBLIC_FORMATS];

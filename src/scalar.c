@@ -126,6 +126,19 @@ check_int_range(const mf_format *f, PyObject *pylong)
     return 0;
 }
 
+/* anything with __index__ */
+static int
+code_from_index(const mf_format *f, PyObject *obj, uint32_t *code)
+{
+    PyObject *as_int = PyNumber_Index(obj);
+    if (as_int == NULL) {
+        return -1;
+    }
+    int r = code_from_pylong(f, as_int, code);
+    Py_DECREF(as_int);
+    return r;
+}
+
 int
 mf_code_from_pyobject(const mf_format *f, PyObject *obj, uint32_t *code)
 {
@@ -204,13 +217,7 @@ mf_code_from_pyobject(const mf_format *f, PyObject *obj, uint32_t *code)
         return -1;
     }
     if (f->kind != MF_KIND_FLOAT && PyIndex_Check(obj)) {
-        PyObject *as_int = PyNumber_Index(obj);
-        if (as_int == NULL) {
-            return -1;
-        }
-        int r = code_from_pylong(f, as_int, code);
-        Py_DECREF(as_int);
-        return r;
+        return code_from_index(f, obj, code);     /* integers first for int formats */
     }
     /* anything else with __float__ (e.g. a 0-d torch tensor, Fraction) */
     if (Py_TYPE(obj)->tp_as_number && Py_TYPE(obj)->tp_as_number->nb_float) {
@@ -223,13 +230,7 @@ mf_code_from_pyobject(const mf_format *f, PyObject *obj, uint32_t *code)
         return code_from_double(f, d, code);
     }
     if (PyIndex_Check(obj)) {
-        PyObject *as_int = PyNumber_Index(obj);
-        if (as_int == NULL) {
-            return -1;
-        }
-        int r = code_from_pylong(f, as_int, code);
-        Py_DECREF(as_int);
-        return r;
+        return code_from_index(f, obj, code);
     }
     PyErr_Format(PyExc_TypeError, "%s: expected a number, got %.200s",
                  f->name, Py_TYPE(obj)->tp_name);

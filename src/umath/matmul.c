@@ -174,10 +174,16 @@ mm_epilogue(void *vctx, mf_intp i0, mf_intp j0, mf_intp rows, mf_intp cols, floa
  * when an inf comes out of inf-free operands or the rounding into the format
  * overflows.
  */
-/* out[o] = dot(A[o, 0, :], B[o, :, 0]) for the 1 x k @ k x 1 products */
+/*
+ * out[o] = dot(a[o, :], b[o, :]) for o < N, k terms each, in the dot kernels'
+ * order; a[o, p] at a0 + o*sa + p*sak, likewise b and out[o] at c0 + o*sc.
+ * np.vecdot, and matmul products with a single output.  NaN results are the
+ * format's canonical NaN (as matmul's); out_f32 stores the float32 result.
+ */
 static int
-single_dots(const mf_format *f, int out_f32, npy_intp N, npy_intp k, char *const data[],
-            npy_intp const strides[])
+strided_dots(const mf_format *f, int out_f32, npy_intp N, npy_intp k,
+             const char *a0, npy_intp sa, npy_intp sak, const char *b0, npy_intp sb, npy_intp sbk,
+             char *c0, npy_intp sc)
 {
     npy_intp sz = f->itemsize;
     char *pa = PyMem_RawMalloc((size_t)(k * sz) + 1);
@@ -193,18 +199,18 @@ single_dots(const mf_format *f, int out_f32, npy_intp N, npy_intp k, char *const
     }
     int ovf = 0;
     for (npy_intp o = 0; o < N; o++) {
-        const char *a = data[0] + o * strides[0];
-        const char *b = data[1] + o * strides[1];
-        if (strides[4] != sz || (uintptr_t)a % (uintptr_t)sz) {
-            pack_codes(f, a, 0, strides[4], 1, k, pa);
+        const char *a = a0 + o * sa;
+        const char *b = b0 + o * sb;
+        if (sak != sz || (uintptr_t)a % (uintptr_t)sz) {
+            pack_codes(f, a, 0, sak, 1, k, pa);
             a = pa;
         }
-        if (strides[5] != sz || (uintptr_t)b % (uintptr_t)sz) {
-            pack_codes(f, b, 0, strides[5], 1, k, pb);
+        if (sbk != sz || (uintptr_t)b % (uintptr_t)sz) {
+            pack_codes(f, b, 0, sbk, 1, k, pb);
             b = pb;
         }
         double d = mf_k->dot(f, a, b, k);
-        char *c = data[2] + o * strides[2];
+        char *c = c0 + o * sc;
         if (out_f32) {
             float v = (float)d;
             memcpy(c, &v, 4);
@@ -241,7 +247,8 @@ matmul_loop(PyArrayMethod_Context *context, char *const data[],
         /* one output per product (vector @ vector): a single float32 chain
          * cannot be spread over SIMD lanes, so the dot kernels' summation
          * order (np.vecdot's) is used, identical at every level */
-        return single_dots(f, out_f32, N, k, data, strides);
+        return strided_dots(f, out_f32, N, k, data[0], strides[0], strides[4],
+                            data[1], strides[1], strides[5], data[2], strides[2]);
     }
     /* operands the gemm can read in place: aligned, unit column stride, row
      * stride a multiple of the itemsize; others are copied into contiguous
@@ -318,42 +325,9 @@ static int
 vecdot_loop(PyArrayMethod_Context *context, char *const data[],
             npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *NPY_UNUSED(aux))
 {
-    const mf_format *f = mf_descr_format(context->descriptors[0]);
-    npy_intp N = dimensions[0], n = dimensions[1];
-    npy_intp sz = f->itemsize;
-    char *pa = NULL, *pb = NULL;
-    if (strides[3] != sz || strides[4] != sz) {
-        pa = PyMem_RawMalloc((size_t)(n * sz) + 1);
-        pb = PyMem_RawMalloc((size_t)(n * sz) + 1);
-        if (pa == NULL || pb == NULL) {
-            PyMem_RawFree(pa);
-            PyMem_RawFree(pb);
-            NPY_ALLOW_C_API_DEF
-            NPY_ALLOW_C_API
-            PyErr_NoMemory();
-            NPY_DISABLE_C_API
-            return -1;
-        }
-    }
-    int ovf = 0;
-    for (npy_intp o = 0; o < N; o++) {
-        const char *a = data[0] + o * strides[0];
-        const char *b = data[1] + o * strides[1];
-        if (pa != NULL) {
-            pack_codes(f, a, 0, strides[3], 1, n, pa);
-            pack_codes(f, b, 0, strides[4], 1, n, pb);
-            a = pa;
-            b = pb;
-        }
-        double s = mf_k->dot(f, a, b, n);
-        mf_store_code(f, data[2] + o * strides[2], mf_encode_f64_ovf(f, s, &ovf));
-    }
-    if (ovf) {
-        mf_raise_overflow();
-    }
-    PyMem_RawFree(pa);
-    PyMem_RawFree(pb);
-    return 0;
+    return strided_dots(mf_descr_format(context->descriptors[0]), 0, dimensions[0], dimensions[1],
+                        data[0], strides[0], strides[3], data[1], strides[1], strides[4],
+                        data[2], strides[2]);
 }
 
 /*

@@ -31,12 +31,13 @@ dots(const mf_format *f, const char *a, npy_intp sj, npy_intp sk, const char *v,
     return ovf;
 }
 
+/* N products of (m x n) matrices with n-vectors; the matrix's row j at
+ * a + o*sa + j*sj, element k of it at + k*sk */
 static int
-matvec_loop(PyArrayMethod_Context *context, char *const data[],
-            npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *NPY_UNUSED(aux))
+run(const mf_format *f, npy_intp N, npy_intp m, npy_intp n,
+    const char *a, npy_intp sa, npy_intp sj, npy_intp sk,
+    const char *v, npy_intp sv_outer, npy_intp sv, char *out, npy_intp so_outer, npy_intp so)
 {
-    const mf_format *f = mf_descr_format(context->descriptors[0]);
-    npy_intp N = dimensions[0], m = dimensions[1], n = dimensions[2];
     char *bufa = PyMem_RawMalloc((size_t)(n * f->itemsize) + 1);
     char *bufv = PyMem_RawMalloc((size_t)(n * f->itemsize) + 1);
     if (bufa == NULL || bufv == NULL) {
@@ -45,11 +46,9 @@ matvec_loop(PyArrayMethod_Context *context, char *const data[],
         return -1;
     }
     int ovf = 0;
-    /* strides: outer a, v, out; then a_m, a_n, v_n, out_m */
     for (npy_intp o = 0; o < N; o++) {
-        ovf |= dots(f, data[0] + o * strides[0], strides[3], strides[4],
-                    data[1] + o * strides[1], strides[5],
-                    data[2] + o * strides[2], strides[6], m, n, bufa, bufv);
+        ovf |= dots(f, a + o * sa, sj, sk, v + o * sv_outer, sv, out + o * so_outer, so, m, n,
+                    bufa, bufv);
     }
     PyMem_RawFree(bufa);
     PyMem_RawFree(bufv);
@@ -59,32 +58,25 @@ matvec_loop(PyArrayMethod_Context *context, char *const data[],
     return 0;
 }
 
+/* matvec (m,n),(n)->(m): strides outer a, v, out; then a_m, a_n, v_n, out_m */
+static int
+matvec_loop(PyArrayMethod_Context *context, char *const data[],
+            npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *NPY_UNUSED(aux))
+{
+    return run(mf_descr_format(context->descriptors[0]), dimensions[0], dimensions[1],
+               dimensions[2], data[0], strides[0], strides[3], strides[4],
+               data[1], strides[1], strides[5], data[2], strides[2], strides[6]);
+}
+
+/* vecmat (n),(n,m)->(m): strides outer v, b, out; then v_n, b_n, b_m, out_m;
+ * output j is column j of b with v */
 static int
 vecmat_loop(PyArrayMethod_Context *context, char *const data[],
             npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *NPY_UNUSED(aux))
 {
-    const mf_format *f = mf_descr_format(context->descriptors[0]);
-    npy_intp N = dimensions[0], n = dimensions[1], m = dimensions[2];
-    char *bufa = PyMem_RawMalloc((size_t)(n * f->itemsize) + 1);
-    char *bufv = PyMem_RawMalloc((size_t)(n * f->itemsize) + 1);
-    if (bufa == NULL || bufv == NULL) {
-        PyMem_RawFree(bufa);
-        PyMem_RawFree(bufv);
-        return -1;
-    }
-    int ovf = 0;
-    /* strides: outer v, b, out; then v_n, b_n, b_m, out_m; column j of b */
-    for (npy_intp o = 0; o < N; o++) {
-        ovf |= dots(f, data[1] + o * strides[1], strides[5], strides[4],
-                    data[0] + o * strides[0], strides[3],
-                    data[2] + o * strides[2], strides[6], m, n, bufa, bufv);
-    }
-    PyMem_RawFree(bufa);
-    PyMem_RawFree(bufv);
-    if (ovf) {
-        mf_raise_overflow();
-    }
-    return 0;
+    return run(mf_descr_format(context->descriptors[0]), dimensions[0], dimensions[2],
+               dimensions[1], data[1], strides[1], strides[5], strides[4],
+               data[0], strides[0], strides[3], data[2], strides[2], strides[6]);
 }
 
 int

@@ -8,22 +8,13 @@
 static PyObject *umath_module = NULL;
 
 static PyArray_DTypeMeta *
-builtin_DType(int type_num)
-{
-    PyArray_Descr *d = PyArray_DescrFromType(type_num);
-    PyArray_DTypeMeta *DT = NPY_DTYPE(d);
-    Py_DECREF(d);
-    return DT;
-}
-
-static PyArray_DTypeMeta *
 dtype_for_letter(char t, PyArray_DTypeMeta *fmt_dtype)
 {
     switch (t) {
         case 'M': return fmt_dtype;
-        case '?': return builtin_DType(NPY_BOOL);
-        case 'i': return builtin_DType(NPY_INT);
-        case 'l': return builtin_DType(NPY_LONG);
+        case '?': return mf_builtin_DType(NPY_BOOL);
+        case 'i': return mf_builtin_DType(NPY_INT);
+        case 'l': return mf_builtin_DType(NPY_LONG);
         default: return NULL;
     }
 }
@@ -77,7 +68,7 @@ int_format_fallback(const char *name, PyArray_DTypeMeta *common)
     else {
         tn = NPY_HALF;
     }
-    PyArray_DTypeMeta *r = builtin_DType(tn);
+    PyArray_DTypeMeta *r = mf_builtin_DType(tn);
     Py_INCREF(r);
     Py_DECREF(common);
     return r;
@@ -116,7 +107,7 @@ mf_promoter(PyObject *ufunc_obj, PyArray_DTypeMeta *const op_dtypes[],
     PyArray_DTypeMeta *common;
     if (def == NULL && strcmp(ufunc->name, "float_power") == 0) {
         /* NumPy has no float32 float_power loop: float64, as for float16 */
-        common = builtin_DType(NPY_DOUBLE);
+        common = mf_builtin_DType(NPY_DOUBLE);
         Py_INCREF(common);
     }
     else {
@@ -156,13 +147,13 @@ mf_promoter(PyObject *ufunc_obj, PyArray_DTypeMeta *const op_dtypes[],
             d = common;
         }
         else if (t == '?') {
-            d = builtin_DType(NPY_BOOL);
+            d = mf_builtin_DType(NPY_BOOL);
         }
         else if (t == 'i' && i >= nin) {
-            d = builtin_DType(NPY_INT);
+            d = mf_builtin_DType(NPY_INT);
         }
         else {
-            d = builtin_DType(NPY_LONG);     /* ldexp's exponent */
+            d = mf_builtin_DType(NPY_LONG);     /* ldexp's exponent */
         }
         Py_INCREF(d);
         new_op_dtypes[i] = d;
@@ -190,7 +181,7 @@ init_numpy_kinds(void)
     /* NumPy's abstract kinds are the bases of its concrete DTypes */
     static const int representatives[] = {NPY_FLOAT, NPY_INT8, NPY_CFLOAT};
     for (int i = 0; i < 3; i++) {
-        PyObject *k = (PyObject *)((PyTypeObject *)builtin_DType(representatives[i]))->tp_base;
+        PyObject *k = (PyObject *)((PyTypeObject *)mf_builtin_DType(representatives[i]))->tp_base;
         if (k == NULL || !(((PyArray_DTypeMeta *)k)->flags & NPY_DT_ABSTRACT)) {
             PyErr_SetString(PyExc_RuntimeError,
                             "minifloat: NumPy's abstract numeric DTypes were not found");
@@ -199,7 +190,7 @@ init_numpy_kinds(void)
         Py_INCREF(k);
         numpy_kinds[n_numpy_kinds++] = k;
     }
-    PyObject *extra[] = {(PyObject *)builtin_DType(NPY_BOOL), (PyObject *)&PyArray_PyLongDType,
+    PyObject *extra[] = {(PyObject *)mf_builtin_DType(NPY_BOOL), (PyObject *)&PyArray_PyLongDType,
                          (PyObject *)&PyArray_PyFloatDType, (PyObject *)&PyArray_PyComplexDType};
     for (int i = 0; i < 4; i++) {
         int covered = 0;

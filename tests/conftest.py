@@ -1,4 +1,6 @@
 import contextlib
+import os
+import tempfile
 
 import numpy as np
 import pytest
@@ -7,6 +9,14 @@ import minifloat
 from minifloat import _core
 
 LEVELS = _core.kernel_levels()
+
+
+def pytest_configure(config):
+    # Tests start fresh interpreters with `python -c`, whose sys.path begins
+    # with the working directory: from the repository root that would import
+    # the source folder minifloat/ (no compiled core) instead of the installed
+    # package.  Run the session from a neutral directory.
+    os.chdir(tempfile.mkdtemp(prefix="minifloat-tests-"))
 
 
 @contextlib.contextmanager

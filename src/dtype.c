@@ -297,13 +297,85 @@ static PyType_Slot dtype_slots[] = {
     {NPY_DT_PyArray_ArrFuncs_sort, (void *)mf_sort},
     {NPY_DT_PyArray_ArrFuncs_argsort, (void *)mf_argsort},
     {NPY_DT_PyArray_ArrFuncs_fromstr, (void *)mf_fromstr},
-    /* copyswapn/copyswap: ndarray.byteswap() calls them unchecked; NumPy 2.4
-     * accepts the slots (3 and 4) although its public header omits them */
-    {_NPY_DT_ARRFUNCS_OFFSET + 3, (void *)mf_copyswapn},
-    {_NPY_DT_ARRFUNCS_OFFSET + 4, (void *)mf_copyswap},
     {NPY_DT_PyArray_ArrFuncs_scanfunc, (void *)mf_scanfunc},
     {0, NULL},
 };
+
+/*
+ * Per-format ArrFuncs that NumPy may call without an array to say which
+ * format it is:
+ *   copyswap(n)  ndarray.byteswap() calls them unchecked, and NumPy makes
+ *                scalars with copyswap (our descriptors leave out
+ *                NPY_USE_GETITEM, so `arr[i]` is a minifloat scalar made by
+ *                copying the code into it, as for legacy user dtypes);
+ *   getitem      PyArray_GETITEM: arr.item(), arr.tolist(), astype(object):
+ *                Python floats (ints for the integer formats), as float16's.
+ * NumPy 2.4 accepts the copyswap slots (3, 4) although its header omits
+ * them.
+ */
+static PyObject *
+py_value(int id, const void *data)
+{
+    const mf_format *f = &mf_formats[id];
+    double v = mf_decode_f64(f, mf_load_code(f, (const char *)data));
+    if (f->kind != MF_KIND_FLOAT) {
+        return PyLong_FromLongLong((long long)v);
+    }
+    if (f->id == MF_BFLOAT16 || f->itemsize == 1) {
+        /* through float32: NaN payloads as the kernels keep them */
+        uint32_t c = mf_load_code(f, (const char *)data);
+        if (mf_code_isnan(f, c)) {
+            return PyFloat_FromDouble(f->id == MF_BFLOAT16 ? (double)mf_bits_f32(c << 16) : v);
+        }
+    }
+    return PyFloat_FromDouble(v);
+}
+
+#define MF_FORMAT_FUNCS(i)                                                                \
+    static PyObject *arr_getitem_##i(void *data, void *NPY_UNUSED(arr))                  \
+    {                                                                                     \
+        return py_value(i, data);                                                         \
+    }                                                                                     \
+    static void copyswapn_##i(void *dst, npy_intp ds, void *src, npy_intp ss, npy_intp n, \
+                              int swap, void *NPY_UNUSED(arr))                            \
+    {                                                                                     \
+        mf_copyswapn_sized(mf_formats[i].itemsize, dst, ds, src, ss, n, swap);            \
+    }                                                                                     \
+    static void copyswap_##i(void *dst, void *src, int swap, void *NPY_UNUSED(arr))       \
+    {                                                                                     \
+        mf_copyswapn_sized(mf_formats[i].itemsize, dst, 0, src, 0, 1, swap);              \
+    }
+MF_FORMAT_FUNCS(0) MF_FORMAT_FUNCS(1) MF_FORMAT_FUNCS(2) MF_FORMAT_FUNCS(3)
+MF_FORMAT_FUNCS(4) MF_FORMAT_FUNCS(5) MF_FORMAT_FUNCS(6) MF_FORMAT_FUNCS(7)
+MF_FORMAT_FUNCS(8) MF_FORMAT_FUNCS(9) MF_FORMAT_FUNCS(10) MF_FORMAT_FUNCS(11)
+MF_FORMAT_FUNCS(12) MF_FORMAT_FUNCS(13) MF_FORMAT_FUNCS(14) MF_FORMAT_FUNCS(15)
+MF_FORMAT_FUNCS(16) MF_FORMAT_FUNCS(17)
+#undef MF_FORMAT_FUNCS
+
+typedef char mf_one_set_of_funcs_per_format[(MF_NUM_PUBLIC_FORMATS == 18) ? 1 : -1];
+
+#define FUNCS(i) {(void *)arr_getitem_##i, (void *)copyswapn_##i, (void *)copyswap_##i}
+static void *per_format_funcs[MF_NUM_PUBLIC_FORMATS][3] = {
+    FUNCS(0), FUNCS(1), FUNCS(2), FUNCS(3), FUNCS(4), FUNCS(5), FUNCS(6), FUNCS(7), FUNCS(8),
+    FUNCS(9), FUNCS(10), FUNCS(11), FUNCS(12), FUNCS(13), FUNCS(14), FUNCS(15), FUNCS(16),
+    FUNCS(17),
+};
+#undef FUNCS
+
+#define N_SHARED_SLOTS (sizeof(dtype_slots) / sizeof(dtype_slots[0]) - 1)
+static PyType_Slot slots_of[MF_NUM_PUBLIC_FORMATS][N_SHARED_SLOTS + 4];
+
+static PyType_Slot *
+format_slots(int id)
+{
+    PyType_Slot *sl = slots_of[id];
+    memcpy(sl, dtype_slots, N_SHARED_SLOTS * sizeof(PyType_Slot));
+    sl[N_SHARED_SLOTS + 0] = (PyType_Slot){NPY_DT_PyArray_ArrFuncs_getitem, per_format_funcs[id][0]};
+    sl[N_SHARED_SLOTS + 1] = (PyType_Slot){_NPY_DT_ARRFUNCS_OFFSET + 3, per_format_funcs[id][1]};
+    sl[N_SHARED_SLOTS + 2] = (PyType_Slot){_NPY_DT_ARRFUNCS_OFFSET + 4, per_format_funcs[id][2]};
+    sl[N_SHARED_SLOTS + 3] = (PyType_Slot){0, NULL};
+    return sl;
+}
 
 /* ----------------------------------------------------- class-level API */
 
@@ -369,6 +441,9 @@ make_singleton(int id)
         return NULL;
     }
     d->fmt = f;
+    /* not NPY_USE_GETITEM: NumPy makes scalars by copyswap into our scalar
+     * type (see format_slots), so that arr.item() can give Python floats */
+    d->base.flags = NPY_USE_SETITEM;
     d->base.elsize = f->itemsize;
     d->base.alignment = f->itemsize;
     d->base.kind = f->kind == MF_KIND_FLOAT ? 'f' : (f->kind == MF_KIND_SINT ? 'i' : 'u');
@@ -415,7 +490,7 @@ mf_init_dtypes(PyObject *module)
             .typeobj = mf_scalar_types[id],
             .flags = NPY_DT_NUMERIC,
             .casts = mf_get_cast_specs(id),
-            .slots = dtype_slots,
+            .slots = format_slots(id),
             .baseclass = NULL,
         };
         if (PyArrayInitDTypeMeta_FromSpec(&mf_dtypes[id], &spec) < 0) {

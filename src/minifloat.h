@@ -110,9 +110,8 @@ int mf_fill(void *buffer, npy_intp length, void *arr);
 int mf_fillwithscalar(void *buffer, npy_intp length, void *value, void *arr);
 int mf_sort_init(void);
 int mf_fromstr(char *str, void *ip, char **endptr, PyArray_Descr *descr);
-void mf_copyswapn(void *dst, npy_intp dstride, void *src, npy_intp sstride, npy_intp n,
-                  int swap, void *arr);
-void mf_copyswap(void *dst, void *src, int swap, void *arr);
+void mf_copyswapn_sized(int itemsize, void *dst, npy_intp dstride, void *src, npy_intp sstride,
+                        npy_intp n, int swap);
 int mf_scanfunc(FILE *fp, void *dptr, char *ignore, PyArray_Descr *descr);
 
 /* ---- ufuncs (umath/) ---- */

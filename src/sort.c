@@ -321,29 +321,22 @@ mf_scanfunc(FILE *fp, void *dptr, char *ignore, PyArray_Descr *descr)
     return r;
 }
 
-/* copyswap(n): NumPy's byteswap(), and copies of elements with a byte swap
- * (NumPy 2.4 accepts these ArrFuncs slots though its header hides them) */
+/* copy n elements of `itemsize` bytes (src NULL: in place), swapping the
+ * bytes of 2-byte elements when asked (NumPy's copyswapn) */
 void
-mf_copyswapn(void *dst, npy_intp dstride, void *src, npy_intp sstride, npy_intp n,
-             int swap, void *arr)
+mf_copyswapn_sized(int itemsize, void *dst, npy_intp dstride, void *src, npy_intp sstride,
+                   npy_intp n, int swap)
 {
-    const mf_format *f = arr_format(arr);
     char *d = (char *)dst;
     const char *s = (const char *)src;
     for (npy_intp i = 0; i < n; i++, d += dstride) {
         if (s != NULL) {
-            memcpy(d, s + i * sstride, f->itemsize);
+            memcpy(d, s + i * sstride, itemsize);
         }
-        if (swap && f->itemsize == 2) {
+        if (swap && itemsize == 2) {
             char t = d[0];
             d[0] = d[1];
             d[1] = t;
         }
     }
-}
-
-void
-mf_copyswap(void *dst, void *src, int swap, void *arr)
-{
-    mf_copyswapn(dst, 0, src, 0, 1, swap, arr);
 }

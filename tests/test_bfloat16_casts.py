@@ -490,8 +490,6 @@ def test_to_python_objects_values():
     assert np.array_equal(got, R.decode_f64(ALL[::257]), equal_nan=True)
 
 
-@pytest.mark.xfail(strict=True, reason="LIMITATION (docs/design.md: NumPy asks the same getitem for a[i]): astype(object) gives bfloat16 scalars; float16, "
-                   "float32 and ml_dtypes give Python floats")
 def test_to_python_objects_are_floats():
     obj = np.array([1.5, 2.0], bf16).astype(object)
     assert all(type(v) is float for v in obj)

@@ -276,8 +276,6 @@ def test_scalar_item_and_tolist_give_python_float():
     assert type(x.tolist()) is float
 
 
-@pytest.mark.xfail(strict=True, reason="LIMITATION (docs/design.md: NumPy asks the same getitem for a[i]): ndarray.item()/.tolist() on bfloat16 arrays return "
-                   "bfloat16 scalars, not Python floats (float16, float32 and ml_dtypes give float)")
 def test_array_item_and_tolist_give_python_float():
     a = np.array([[1.5, 2.0]], bf16)
     assert type(a.item(0)) is float

@@ -39,9 +39,6 @@
 
 #define MF_INLINE static inline __attribute__((always_inline))
 
-/* outputs of at least this many bytes are written with non-temporal stores
- * (they would only evict the caches) */
-#define MF_STREAM_BYTES ((mf_intp)8 << 20)
 
 /* ------------------------------------------------------- registers */
 
@@ -243,45 +240,9 @@ pack64(__m512i c0, __m512i c1, __m512i c2, __m512i c3)
 
 /* ------------------------------------------------------- stores */
 
-/*
- * Large outputs are written with non-temporal stores: [0, n) is split into
- * a head that brings the output to a 64-byte boundary, a body of whole
- * `step`s streamed, and the rest; small outputs (or ones not aligned to
- * their element size) are one segment.  The kernels loop over the segments
- * with one call of their inner loop (a run-time `stream` flag) so that it is
- * compiled once.
- */
-typedef struct {
-    mf_intp start[3], len[3];
-    int stream[3];
-    int count;
-} segments;
-
-MF_INLINE segments
-stream_split(const void *out, mf_intp outsize, mf_intp n, mf_intp step)
-{
-    segments sg;
-    if (n * outsize < MF_STREAM_BYTES || ((uintptr_t)out % (uintptr_t)outsize) != 0) {
-        sg.start[0] = 0;
-        sg.len[0] = n;
-        sg.stream[0] = 0;
-        sg.count = 1;
-        return sg;
-    }
-    mf_intp head = (mf_intp)(((64 - ((uintptr_t)out & 63)) & 63) / (uintptr_t)outsize);
-    mf_intp body = (n - head) / step * step;
-    sg.start[0] = 0;
-    sg.len[0] = head;
-    sg.stream[0] = 0;
-    sg.start[1] = head;
-    sg.len[1] = body;
-    sg.stream[1] = 1;
-    sg.start[2] = head + body;
-    sg.len[2] = n - head - body;
-    sg.stream[2] = 0;
-    sg.count = 3;
-    return sg;
-}
+/* the split into streamed and ordinary segments: stream_split (simd_params.h);
+ * the kernels loop over the segments with one call of their inner loop (a
+ * run-time `stream` flag) so that it is compiled once */
 
 MF_INLINE void
 store_ps(float *p, __m512 v, int stream)

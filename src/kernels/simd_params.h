@@ -140,4 +140,46 @@ mf_simd_params_of(const mf_format *f)
     return p;
 }
 
+/* outputs this large or larger bypass the caches (non-temporal stores) */
+#define MF_STREAM_BYTES ((mf_intp)8 << 20)
+
+/*
+ * Large outputs are written with non-temporal stores (they would only evict
+ * the caches): [0, n) is split into a head that brings the output to a
+ * 64-byte boundary, a body of whole `step`s streamed, and the rest; small
+ * outputs (or ones not aligned to their element size) are one segment.
+ * Each ISA file has its store instructions; the split is shared.
+ */
+typedef struct {
+    mf_intp start[3], len[3];
+    int stream[3];
+    int count;
+} segments;
+
+static inline segments
+stream_split(const void *out, mf_intp outsize, mf_intp n, mf_intp step)
+{
+    segments sg;
+    if (n * outsize < MF_STREAM_BYTES || ((uintptr_t)out % (uintptr_t)outsize) != 0) {
+        sg.start[0] = 0;
+        sg.len[0] = n;
+        sg.stream[0] = 0;
+        sg.count = 1;
+        return sg;
+    }
+    mf_intp head = (mf_intp)(((64 - ((uintptr_t)out & 63)) & 63) / (uintptr_t)outsize);
+    mf_intp body = (n - head) / step * step;
+    sg.start[0] = 0;
+    sg.len[0] = head;
+    sg.stream[0] = 0;
+    sg.start[1] = head;
+    sg.len[1] = body;
+    sg.stream[1] = 1;
+    sg.start[2] = head + body;
+    sg.len[2] = n - head - body;
+    sg.stream[2] = 0;
+    sg.count = 3;
+    return sg;
+}
+
 #endif

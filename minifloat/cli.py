@@ -6,6 +6,7 @@
     minifloat bench [options]       the benchmark (see minifloat.bench)
 """
 import argparse
+import os
 import sys
 
 
@@ -138,6 +139,16 @@ def _cmd_bench(args):
 
 
 def main(argv=None):
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # the reader went away (e.g. `minifloat info | head`): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def _main(argv):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["bench"]:
         # everything after "bench" is the benchmark's own (argparse's

@@ -287,6 +287,7 @@ def _build_dlpack(env):
         t32 = t16.float()
         runs.append(Run("minifloat", "minifloat.from_dlpack(t)", lambda: mf.from_dlpack(t16)))
         runs.append(Run("ml_dtypes", "no bf16 DLPack import", None))
+        runs.append(Run("torch", "the producer: makes the tensor", None))
         runs.append(Run("numpy", "np.from_dlpack(float32 t)", lambda: np.from_dlpack(t32)))
         if env.nk is not None:
             runs.append(Run("numkong", "nk.from_dlpack(t)", lambda: env.nk.from_dlpack(t16),

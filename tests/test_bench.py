@@ -122,6 +122,11 @@ def test_feature_detection(monkeypatch, capsys):
                             lambda t: np.from_dlpack(t.float()), raising=False)
         out = run_bench(capsys, "--cases", "dlpack")
         assert "dlpack import bf16" in summary_rows(out)
+        # torch makes the tensor: its cell is not "absent" (the legend's "not installed")
+        row = next(l for l in out.splitlines() if l.startswith("dlpack import bf16"))
+        assert "absent" not in row
+        assert not [l for l in out.splitlines()
+                    if l.split()[:1] == ["torch"] and "not installed" in l]
 
 
 def test_failures_do_not_stop_the_run(monkeypatch, capsys):

@@ -94,7 +94,7 @@ class iinfo(np.iinfo):
             obj = object.__new__(cls)
             obj._mf_format = fmt
             obj.dtype = fmt["dtype"]
-            obj.kind = obj.dtype.kind
+            obj.kind = "u" if fmt["kind"] == "uint" else "i"   # the descriptor says "V"
             obj.key = fmt["name"]
             obj.bits = fmt["bits"]
             cls._mf_cache[fmt["name"]] = obj

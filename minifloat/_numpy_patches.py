@@ -15,15 +15,13 @@ MINIFLOAT_NO_NUMPY_PATCHES=1 (the holes then come back).
                  type number, which new-style dtypes do not have
     statistics   mean/var/std: accumulate in float32 and round once, as NumPy
                  already does for float16 means
-    reductions   np.sum/np.prod/np.max/... and ndarray.sum/prod with
-                 ``dtype=<a minifloat dtype or its scalar type or name>``:
-                 NumPy's ufuncs reject new-style dtype *instances* in
-                 ``dtype=``; the DType class is accepted, so pass that.
-                 Sums and products of the integer formats (int4, ...) default
+    reductions   sums and products of the integer formats (int4, ...) default
                  to int64/uint64, NumPy's rule for its small integers (NumPy
-                 applies it by type number, which new-style dtypes lack)
-    histogram    np.histogram: NumPy subtracts the range with
-                 ``np.subtract(..., dtype=<instance>)``
+                 applies it to its own type numbers only)
+    isdtype      (a registry, not a wrapper) np.isdtype knows the types in
+                 numerictypes.allTypes/sctypes only (numpy#27545)
+    linalg       (a registry, not a wrapper) np.linalg takes the types in
+                 its _real_types_map
     iinfo        np.iinfo(int4) would give int8's limits (NumPy derives them
                  from the storage size); it gives minifloat.iinfo's
 """
@@ -42,31 +40,17 @@ _FLOAT_SCALARS = frozenset(f["type"] for f in _core.formats() if f["kind"] == "f
 applied = []   # (name, target) of every patch in effect
 
 
-def _dtype_class(dtype):
-    """For a dtype= argument naming a minifloat dtype (instance, scalar type or
-    name), the DType class, which NumPy's ufuncs accept; else unchanged."""
-    if dtype is None or isinstance(dtype, type) and issubclass(dtype, np.dtype):
-        return dtype
-    if type(dtype) in _ALL_DTYPES:
-        return type(dtype)
-    if isinstance(dtype, (str, type)):
-        try:
-            dt = np.dtype(dtype)
-        except TypeError:
-            return dtype
-        if type(dt) in _ALL_DTYPES:
-            return type(dt)
-    return dtype
-
-
 _INT_DTYPES = _ALL_DTYPES - _FLOAT_DTYPES
+#: 'i' or 'u' of each integer format (their descriptors' kind is 'V')
+_INT_KIND = {type(f["dtype"]): "u" if f["kind"] == "uint" else "i"
+             for f in _core.formats() if f["kind"] != "float"}
 
 
 def _int_accumulator(a):
     """int64/uint64 for arrays of the integer formats, else None."""
     dt = getattr(a, "dtype", None)
     if dt is not None and type(dt) in _INT_DTYPES:
-        return np.dtype(np.uint64 if dt.kind == "u" else np.int64)
+        return np.dtype(np.uint64 if _INT_KIND[type(dt)] == "u" else np.int64)
     return None
 
 
@@ -246,7 +230,8 @@ def _patch_einsum():
             # integer formats only: int64 arithmetic (no wrap-around), as matmul
             for i in idx:
                 if _is_mf(ops[i]):
-                    ops[i] = ops[i].astype(np.uint64 if ops[i].dtype.kind == "u" else np.int64)
+                    ops[i] = ops[i].astype(np.uint64 if _INT_KIND[type(ops[i].dtype)] == "u"
+                                           else np.int64)
             return orig(*ops, **kwargs)
         # NumPy's rule: the result has the operands' common dtype.  Compute
         # in float32 (float32 accumulation) and round once.
@@ -289,7 +274,7 @@ def _patch_statistics():
                 if isinstance(res, np.ndarray):
                     return res.astype(arr.dtype)
                 return arr.dtype.type(res)
-            return orig(a, axis, _dtype_class(dtype), out, *args, **kwargs)
+            return orig(a, axis, dtype, out, *args, **kwargs)
         return stat
 
     for name in ("_mean", "_var", "_std"):
@@ -303,7 +288,7 @@ def _patch_reductions():
     def _wrapreduction(obj, ufunc, method, axis, dtype, out, **kwargs):
         if dtype is None and out is None and method in ("sum", "prod"):
             dtype = _int_accumulator(obj)
-        return orig_wrap(obj, ufunc, method, axis, _dtype_class(dtype), out, **kwargs)
+        return orig_wrap(obj, ufunc, method, axis, dtype, out, **kwargs)
 
     _replace(fromnumeric, "_wrapreduction", _wrapreduction, "reductions")
 
@@ -312,26 +297,11 @@ def _patch_reductions():
         def reduction(a, axis=None, dtype=None, out=None, *args, **kwargs):
             if dtype is None and out is None:
                 dtype = _int_accumulator(a)
-            return orig(a, axis, _dtype_class(dtype), out, *args, **kwargs)
+            return orig(a, axis, dtype, out, *args, **kwargs)
         return reduction
 
     for name in ("_sum", "_prod"):
         _replace(_methods, name, wrap(getattr(_methods, name)), "reductions")
-
-
-def _patch_histogram():
-    from numpy.lib import _histograms_impl as hist
-
-    orig = hist._unsigned_subtract
-
-    @functools.wraps(orig)
-    def _unsigned_subtract(a, b):
-        dt = np.result_type(a, b)
-        if type(dt) in _ALL_DTYPES:
-            return np.subtract(a, b, dtype=type(dt))
-        return orig(a, b)
-
-    _replace(hist, "_unsigned_subtract", _unsigned_subtract, "histogram")
 
 
 def _patch_iinfo():
@@ -341,18 +311,71 @@ def _patch_iinfo():
 
     @functools.wraps(orig_init)
     def __init__(self, int_type):
-        orig_init(self, int_type)
-        if type(self.dtype) in _INT_DTYPES:
-            from ._finfo import iinfo as mf_iinfo
-            ref = mf_iinfo(self.dtype)
-            self.bits = ref.bits
-            self.key = ref.key
-            getlimits.iinfo._min_vals[ref.key] = ref.min
-            getlimits.iinfo._max_vals[ref.key] = ref.max
+        try:
+            dt = np.dtype(int_type)
+        except TypeError:
+            dt = None
+        if type(dt) not in _INT_DTYPES:
+            return orig_init(self, int_type)
+        # NumPy reads kind and size from the descriptor (kind 'V' here)
+        from ._finfo import iinfo as mf_iinfo
+        ref = mf_iinfo(dt)
+        self.dtype = dt
+        self.kind = _INT_KIND[type(dt)]
+        self.bits = ref.bits
+        self.key = ref.key
+        getlimits.iinfo._min_vals[ref.key] = ref.min
+        getlimits.iinfo._max_vals[ref.key] = ref.max
 
     getlimits.iinfo.__init__ = __init__
     __init__.__wrapped__ = orig_init
     applied.append(("iinfo", "numpy.iinfo.__init__"))
+
+
+# ------------------------------------------------ NumPy's type registries
+#
+# Not wrappers: NumPy keeps tables of the scalar types it knows, keyed by
+# type, and a few functions answer only for types in them.  Adding our own
+# types (never replacing an entry) is how a NumPy type would be known.
+
+def _isdtype_answers():
+    try:
+        return np.isdtype(np.dtype(_core.bfloat16), "real floating")
+    except TypeError:
+        return False
+
+
+def _register_isdtype():
+    """np.isdtype(dt, "real floating") and the libraries that ask it (scipy.signal,
+    scipy.stats, xarray, scikit-learn): NumPy answers only for the types in
+    numerictypes.allTypes and .sctypes (numpy/numpy#27545)."""
+    from numpy._core import numerictypes as nt
+
+    if _isdtype_answers():
+        return
+    groups = {"float": "float", "int": "int", "uint": "uint"}
+    for f in _core.formats():
+        t = f["type"]
+        nt.allTypes.setdefault("minifloat." + t.__name__, t)
+        group = nt.sctypes[groups[f["kind"]]]
+        if t not in group:
+            group.insert(0, t)    # not last: maximum_sctype() reads the last
+    applied.append(("isdtype", "numpy._core.numerictypes.allTypes/sctypes"))
+
+
+def _register_linalg():
+    """np.linalg (solve, inv, det, svd, qr, lstsq, and so np.polyfit): NumPy's
+    linalg takes the float types in its _real_types_map (float32, float64;
+    float16 is refused too).  Our float formats compute in float64 there and
+    give float32 results, as float32 input does."""
+    from numpy.linalg import _linalg
+
+    table = getattr(_linalg, "_real_types_map", None)
+    if table is None:
+        return
+    for t in _FLOAT_SCALARS:
+        table.setdefault(t, np.float32)
+    applied.append(("linalg", "numpy.linalg._linalg._real_types_map"))
 
 
 def apply():
@@ -360,10 +383,11 @@ def apply():
         return
     if applied:
         return
+    _register_isdtype()
+    _register_linalg()
     _patch_arrayprint()
     _patch_dot()
     _patch_einsum()
     _patch_statistics()
     _patch_reductions()
-    _patch_histogram()
     _patch_iinfo()

@@ -617,9 +617,33 @@ cast_mf_to_mf(PyArrayMethod_Context *context, char *const data[],
               npy_intp const dimensions[], npy_intp const strides[],
               NpyAuxData *NPY_UNUSED(aux))
 {
+    PyArray_Descr *d0 = context->descriptors[0], *d1 = context->descriptors[1];
+    if (d0->elsize > 1 && mf_descr_swapped(d0) != mf_descr_swapped(d1)
+            && NPY_DTYPE(d0) == NPY_DTYPE(d1)) {
+        mf_copyswapn_sized(d0->elsize, data[1], strides[1], data[0], strides[0], dimensions[0], 1);
+        return 0;
+    }
     convert_codes(format_of_descr(context->descriptors[0]), format_of_descr(context->descriptors[1]),
                   data[0], strides[0], data[1], strides[1], dimensions[0]);
     return 0;
+}
+
+/* the native-byte-order version of a builtin descriptor (NumPy adds the
+ * byte swap around the loop) */
+static PyArray_Descr *
+canonical_descr(PyArray_Descr *d)
+{
+    int id = mf_dtype_index(NPY_DTYPE(d));
+    if (id >= 0 && mf_descr_swapped(d)) {
+        /* ours in the other byte order: the self cast swaps around the loop */
+        Py_INCREF(mf_singletons[id]);
+        return mf_singletons[id];
+    }
+    if (PyArray_ISNBO(d->byteorder) || d->byteorder == '|') {
+        Py_INCREF(d);
+        return d;
+    }
+    return PyArray_DescrNewByteorder(d, NPY_NATIVE);
 }
 
 static NPY_CASTING
@@ -627,21 +651,33 @@ resolve_mf_to_mf(struct PyArrayMethodObject_tag *NPY_UNUSED(self), PyArray_DType
                  PyArray_Descr *const given_descrs[2], PyArray_Descr *loop_descrs[2],
                  npy_intp *view_offset)
 {
-    Py_INCREF(given_descrs[0]);
-    loop_descrs[0] = given_descrs[0];
+    if (dtypes[0] == dtypes[1]) {
+        /* the self cast: a copy, byte-swapping between byte orders */
+        Py_INCREF(given_descrs[0]);
+        loop_descrs[0] = given_descrs[0];
+        if (given_descrs[1] == NULL) {
+            loop_descrs[1] = canonical_descr(given_descrs[0]);
+        }
+        else {
+            Py_INCREF(given_descrs[1]);
+            loop_descrs[1] = given_descrs[1];
+        }
+        if (loop_descrs[0]->elsize > 1 && loop_descrs[0]->byteorder != loop_descrs[1]->byteorder
+                && (mf_descr_swapped(loop_descrs[0]) || mf_descr_swapped(loop_descrs[1]))) {
+            return NPY_EQUIV_CASTING;
+        }
+        *view_offset = 0;
+        return NPY_NO_CASTING;
+    }
+    loop_descrs[0] = canonical_descr(given_descrs[0]);
     if (given_descrs[1] == NULL) {
         loop_descrs[1] = PyArray_GetDefaultDescr(dtypes[1]);
     }
     else {
-        Py_INCREF(given_descrs[1]);
-        loop_descrs[1] = given_descrs[1];
+        loop_descrs[1] = canonical_descr(given_descrs[1]);
     }
     const mf_format *fa = format_of_descr(loop_descrs[0]);
     const mf_format *fb = format_of_descr(loop_descrs[1]);
-    if (fa == fb && dtypes[0] == dtypes[1]) {
-        *view_offset = 0;
-        return NPY_NO_CASTING;
-    }
     if (fa == fb) {
         return NPY_SAFE_CASTING;     /* ml_dtypes' array of the same format */
     }
@@ -650,18 +686,6 @@ resolve_mf_to_mf(struct PyArrayMethodObject_tag *NPY_UNUSED(self), PyArray_DType
 }
 
 /* --------------------------------------------------- resolve / get_loop */
-
-/* the native-byte-order version of a builtin descriptor (NumPy adds the
- * byte swap around the loop) */
-static PyArray_Descr *
-canonical_descr(PyArray_Descr *d)
-{
-    if (PyArray_ISNBO(d->byteorder) || d->byteorder == '|') {
-        Py_INCREF(d);
-        return d;
-    }
-    return PyArray_DescrNewByteorder(d, NPY_NATIVE);
-}
 
 /* a NumPy source (native byte order) into a minifloat target (its
  * singleton unless given) */
@@ -677,8 +701,7 @@ descrs_into_format(PyArray_DTypeMeta *const dtypes[2], PyArray_Descr *const give
         loop_descrs[1] = PyArray_GetDefaultDescr(dtypes[1]);
     }
     else {
-        Py_INCREF(given_descrs[1]);
-        loop_descrs[1] = given_descrs[1];
+        loop_descrs[1] = canonical_descr(given_descrs[1]);
     }
     return 0;
 }
@@ -702,8 +725,7 @@ resolve_mf_to_builtin(struct PyArrayMethodObject_tag *NPY_UNUSED(self), PyArray_
                       PyArray_Descr *const given_descrs[2], PyArray_Descr *loop_descrs[2],
                       npy_intp *NPY_UNUSED(view_offset))
 {
-    Py_INCREF(given_descrs[0]);
-    loop_descrs[0] = given_descrs[0];
+    loop_descrs[0] = canonical_descr(given_descrs[0]);
     if (given_descrs[1] == NULL) {
         loop_descrs[1] = PyArray_GetDefaultDescr(dtypes[1]);
     }
@@ -812,8 +834,7 @@ resolve_mf_to_string(struct PyArrayMethodObject_tag *NPY_UNUSED(self), PyArray_D
                      PyArray_Descr *const given_descrs[2], PyArray_Descr *loop_descrs[2],
                      npy_intp *NPY_UNUSED(view_offset))
 {
-    Py_INCREF(given_descrs[0]);
-    loop_descrs[0] = given_descrs[0];
+    loop_descrs[0] = canonical_descr(given_descrs[0]);
     if (given_descrs[1] == NULL) {
         /* like float32: wide enough for every shortest repr */
         int is_unicode = dtypes[1]->type_num == NPY_UNICODE;

@@ -314,6 +314,13 @@ dl_from_descr(PyArray_Descr *d, uint8_t *code, uint8_t *bits, int *subbyte)
     int idx = mf_dtype_index(NPY_DTYPE(d));
     if (idx >= 0) {
         const mf_format *f = &mf_formats[idx];
+        if (mf_descr_swapped(d)) {
+            PyErr_Format(PyExc_BufferError,
+                         "DLPack only supports native byte order; got %s in the other byte "
+                         "order. Convert it first, e.g. a.astype(a.dtype.newbyteorder('='))",
+                         f->name);
+            return -1;
+        }
         *code = (uint8_t)f->dlpack_code;
         *bits = (uint8_t)f->dlpack_bits;
         *subbyte = f->dlpack_bits < 8 * f->itemsize;

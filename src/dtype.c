@@ -19,9 +19,15 @@ mf_default_descr(PyArray_DTypeMeta *cls)
     return d;
 }
 
+/* a descriptor in the other byte order (legacy dtypes can have one, e.g.
+ * a.dtype.newbyteorder()) canonicalises to the native singleton; NumPy
+ * then byte-swaps through the self cast around every loop */
 static PyArray_Descr *
 mf_ensure_canonical(PyArray_Descr *self)
 {
+    if (mf_descr_swapped(self)) {
+        return mf_default_descr(NPY_DTYPE(self));
+    }
     Py_INCREF(self);
     return self;
 }
@@ -29,8 +35,7 @@ mf_ensure_canonical(PyArray_Descr *self)
 static PyArray_Descr *
 mf_common_instance(PyArray_Descr *d1, PyArray_Descr *NPY_UNUSED(d2))
 {
-    Py_INCREF(d1);
-    return d1;
+    return mf_ensure_canonical(d1);
 }
 
 static PyArray_Descr *
@@ -288,30 +293,23 @@ static PyType_Slot dtype_slots[] = {
     {NPY_DT_setitem, (void *)mf_setitem},
     {NPY_DT_getitem, (void *)mf_getitem},
     {NPY_DT_get_constant, (void *)mf_get_constant},
-    {NPY_DT_PyArray_ArrFuncs_compare, (void *)mf_compare},
-    {NPY_DT_PyArray_ArrFuncs_argmax, (void *)mf_argmax},
-    {NPY_DT_PyArray_ArrFuncs_argmin, (void *)mf_argmin},
-    {NPY_DT_PyArray_ArrFuncs_nonzero, (void *)mf_nonzero},
-    {NPY_DT_PyArray_ArrFuncs_fill, (void *)mf_fill},
-    {NPY_DT_PyArray_ArrFuncs_fillwithscalar, (void *)mf_fillwithscalar},
-    {NPY_DT_PyArray_ArrFuncs_sort, (void *)mf_sort},
-    {NPY_DT_PyArray_ArrFuncs_argsort, (void *)mf_argsort},
-    {NPY_DT_PyArray_ArrFuncs_fromstr, (void *)mf_fromstr},
-    {NPY_DT_PyArray_ArrFuncs_scanfunc, (void *)mf_scanfunc},
     {0, NULL},
 };
 
 /*
- * Per-format ArrFuncs that NumPy may call without an array to say which
- * format it is:
- *   copyswap(n)  ndarray.byteswap() calls them unchecked, and NumPy makes
- *                scalars with copyswap (our descriptors leave out
- *                NPY_USE_GETITEM, so `arr[i]` is a minifloat scalar made by
- *                copying the code into it, as for legacy user dtypes);
+ * Per-format ArrFuncs.  NumPy calls them without a descriptor (the `arr`
+ * argument may be NULL or a stand-in), so each format has its own:
  *   getitem      PyArray_GETITEM: arr.item(), arr.tolist(), astype(object):
- *                Python floats (ints for the integer formats), as float16's.
- * NumPy 2.4 accepts the copyswap slots (3, 4) although its header omits
- * them.
+ *                Python floats (ints for the integer formats), as float16's;
+ *   setitem      Python objects into the format (the cast's rounding);
+ *   copyswap(n)  ndarray.byteswap(), and NumPy makes scalars with copyswap
+ *                (the descriptors leave out NPY_USE_GETITEM, so `arr[i]` is
+ *                a minifloat scalar made by copying the code into it);
+ *   dotfunc      np.dot, ndarray.dot, np.vdot, np.inner, np.convolve,
+ *                np.correlate (and so np.linalg.norm of a vector): float32
+ *                accumulation in the dot kernels' order, rounded once, as
+ *                np.vecdot; the integer formats accumulate in int64 and wrap
+ *                to the format's width, as NumPy's int8 dot wraps in int8.
  */
 static PyObject *
 py_value(int id, const void *data)
@@ -331,10 +329,44 @@ py_value(int id, const void *data)
     return PyFloat_FromDouble(v);
 }
 
+static int
+set_value(int id, PyObject *obj, void *data)
+{
+    const mf_format *f = &mf_formats[id];
+    uint32_t code;
+    if (mf_code_from_pyobject(f, obj, &code) < 0) {
+        return -1;
+    }
+    mf_store_code(f, (char *)data, code);
+    return 0;
+}
+
+static void
+dot_value(int id, char *ip1, npy_intp is1, char *ip2, npy_intp is2, char *op, npy_intp n)
+{
+    const mf_format *f = &mf_formats[id];
+    if (f->kind == MF_KIND_FLOAT) {
+        mf_strided_dots(f, 0, 1, n, ip1, 0, is1, ip2, 0, is2, op, 0);
+        return;
+    }
+    int64_t acc = 0;
+    for (npy_intp i = 0; i < n; i++, ip1 += is1, ip2 += is2) {
+        int64_t a = (int64_t)mf_decode_f64(f, mf_load_code(f, ip1));
+        int64_t b = (int64_t)mf_decode_f64(f, mf_load_code(f, ip2));
+        acc += a * b;
+    }
+    /* two's complement in the format's width */
+    mf_store_code(f, op, (uint32_t)((uint64_t)acc & ((1u << f->bits) - 1u)));
+}
+
 #define MF_FORMAT_FUNCS(i)                                                                \
     static PyObject *arr_getitem_##i(void *data, void *NPY_UNUSED(arr))                  \
     {                                                                                     \
         return py_value(i, data);                                                         \
+    }                                                                                     \
+    static int arr_setitem_##i(PyObject *obj, void *data, void *NPY_UNUSED(arr))          \
+    {                                                                                     \
+        return set_value(i, obj, data);                                                   \
     }                                                                                     \
     static void copyswapn_##i(void *dst, npy_intp ds, void *src, npy_intp ss, npy_intp n, \
                               int swap, void *NPY_UNUSED(arr))                            \
@@ -344,6 +376,11 @@ py_value(int id, const void *data)
     static void copyswap_##i(void *dst, void *src, int swap, void *NPY_UNUSED(arr))       \
     {                                                                                     \
         mf_copyswapn_sized(mf_formats[i].itemsize, dst, 0, src, 0, 1, swap);              \
+    }                                                                                     \
+    static void dot_##i(void *ip1, npy_intp is1, void *ip2, npy_intp is2, void *op,       \
+                        npy_intp n, void *NPY_UNUSED(arr))                                \
+    {                                                                                     \
+        dot_value(i, ip1, is1, ip2, is2, op, n);                                          \
     }
 MF_FORMAT_FUNCS(0) MF_FORMAT_FUNCS(1) MF_FORMAT_FUNCS(2) MF_FORMAT_FUNCS(3)
 MF_FORMAT_FUNCS(4) MF_FORMAT_FUNCS(5) MF_FORMAT_FUNCS(6) MF_FORMAT_FUNCS(7)
@@ -354,26 +391,177 @@ MF_FORMAT_FUNCS(16) MF_FORMAT_FUNCS(17)
 
 typedef char mf_one_set_of_funcs_per_format[(MF_NUM_PUBLIC_FORMATS == 18) ? 1 : -1];
 
-#define FUNCS(i) {(void *)arr_getitem_##i, (void *)copyswapn_##i, (void *)copyswap_##i}
-static void *per_format_funcs[MF_NUM_PUBLIC_FORMATS][3] = {
+#define FUNCS(i) {(void *)arr_getitem_##i, (void *)arr_setitem_##i, (void *)copyswapn_##i, \
+                  (void *)copyswap_##i, (void *)dot_##i}
+static void *per_format_funcs[MF_NUM_PUBLIC_FORMATS][5] = {
     FUNCS(0), FUNCS(1), FUNCS(2), FUNCS(3), FUNCS(4), FUNCS(5), FUNCS(6), FUNCS(7), FUNCS(8),
     FUNCS(9), FUNCS(10), FUNCS(11), FUNCS(12), FUNCS(13), FUNCS(14), FUNCS(15), FUNCS(16),
     FUNCS(17),
 };
 #undef FUNCS
 
+/* the legacy half: a PyArray_DescrProto with the ArrFuncs (see register_dtype) */
+static PyArray_ArrFuncs legacy_funcs[MF_NUM_PUBLIC_FORMATS];
+static PyArray_DescrProto legacy_protos[MF_NUM_PUBLIC_FORMATS];
+
+static PyArray_DescrProto *
+legacy_proto(int id)
+{
+    const mf_format *f = &mf_formats[id];
+    PyArray_ArrFuncs *fn = &legacy_funcs[id];
+    PyArray_InitArrFuncs(fn);
+    fn->getitem = (PyArray_GetItemFunc *)per_format_funcs[id][0];
+    fn->setitem = (PyArray_SetItemFunc *)per_format_funcs[id][1];
+    fn->copyswapn = (PyArray_CopySwapNFunc *)per_format_funcs[id][2];
+    fn->copyswap = (PyArray_CopySwapFunc *)per_format_funcs[id][3];
+    fn->dotfunc = (PyArray_DotFunc *)per_format_funcs[id][4];
+    fn->compare = (PyArray_CompareFunc *)mf_compare;
+    fn->argmax = (PyArray_ArgFunc *)mf_argmax;
+    fn->argmin = (PyArray_ArgFunc *)mf_argmin;
+    fn->nonzero = (PyArray_NonzeroFunc *)mf_nonzero;
+    fn->fill = (PyArray_FillFunc *)mf_fill;
+    fn->fillwithscalar = (PyArray_FillWithScalarFunc *)mf_fillwithscalar;
+    fn->scanfunc = (PyArray_ScanFunc *)mf_scanfunc;
+    fn->fromstr = (PyArray_FromStrFunc *)mf_fromstr;
+    for (int k = 0; k < NPY_NSORTS; k++) {
+        fn->sort[k] = (PyArray_SortFunc *)mf_sort;
+        fn->argsort[k] = (PyArray_ArgSortFunc *)mf_argsort;
+    }
+    PyArray_DescrProto *p = &legacy_protos[id];
+    memset(p, 0, sizeof(*p));
+    Py_SET_REFCNT(p, 1);
+    Py_SET_TYPE(p, &PyArrayDescr_Type);
+    p->typeobj = mf_scalar_types[id];
+    /*
+     * kind 'V', as ml_dtypes: a legacy dtype's `.str`, `.descr` and
+     * __array_interface__ typestr are kind + itemsize, and 'f' would make
+     * bfloat16 read back as float16 ('<f2') wherever a consumer trusts the
+     * typestr.  '<V2' is raw bytes: lossy, never wrong.  dt.str itself is
+     * the format's name (dtype_get_str).
+     */
+    p->kind = 'V';
+    p->type = f->typechar;
+    p->byteorder = f->itemsize > 1 ? '=' : '|';
+    /* not NPY_USE_GETITEM: NumPy makes scalars by copyswap into our scalar type */
+    p->flags = NPY_USE_SETITEM;
+    p->type_num = 0;
+    p->elsize = f->itemsize;
+    p->alignment = f->itemsize;
+    p->f = fn;
+    return p;
+}
+
+/* ArrFuncs slot numbers moved from 1 << 10 to 1 << 11 in NumPy 2.4 (an ABI
+ * change numpy/numpy#31302 documents): use the running NumPy's */
+static void
+translate_arrfuncs_slots(PyType_Slot *slots, unsigned int runtime)
+{
+    int built = _NPY_DT_ARRFUNCS_OFFSET;
+    int running = runtime >= 0x15 ? (1 << 11) : (1 << 10);
+    for (PyType_Slot *sl = slots; sl->slot != 0; sl++) {
+        if (sl->slot >= built && sl->slot < built + 30) {
+            sl->slot += running - built;
+        }
+    }
+}
+
+#define MF_DT_LEGACY_DESCRIPTOR_PROTO ((1 << 11) - 1)   /* NumPy >= 2.5 */
+#define MF_DT_LEGACY_FLAG 1                              /* NPY_DT_LEGACY */
+typedef int (init_from_spec_fn)(PyArray_DTypeMeta *, PyArrayDTypeMeta_Spec *);
+
+/*
+ * A new-style DType that is also a legacy one (numpy/numpy#31302): it has a
+ * type number, a descriptor NumPy's legacy C paths accept (np.dot and
+ * friends, ufunc dtype= instances, byte-order changes, the legacy ufunc
+ * type resolver that scipy's and np.fft's ufuncs use), and keeps every
+ * new-style slot, cast and loop.  NumPy >= 2.5 does this itself given the
+ * NPY_DT_legacy_descriptor_proto slot; on 2.0 - 2.4 we follow the steps of
+ * NumPy's published backport (npy_2_compat.h): register the prototype the
+ * legacy way, initialise the DType from the spec, then hand the legacy
+ * descriptor and type number to the DType.
+ */
+static int
+register_dtype(PyArray_DTypeMeta *DType, PyArrayDTypeMeta_Spec *spec, PyArray_DescrProto *proto)
+{
+    init_from_spec_fn *init_from_spec = (init_from_spec_fn *)PyArray_API[362];
+    unsigned int runtime = PyArray_GetNDArrayCFeatureVersion();
+    translate_arrfuncs_slots(spec->slots, runtime);
+    if (runtime < 0x15) {
+        /* get_constant (np.finfo) is new in NumPy 2.4; minifloat.finfo
+         * works without it */
+        PyType_Slot *sl = spec->slots;
+        int i = 0;
+        while (sl[i].slot != 0 && sl[i].slot != NPY_DT_get_constant) i++;
+        for (; sl[i].slot != 0; i++) {
+            sl[i] = sl[i + 1];      /* shifts the terminator down too */
+        }
+    }
+    if (runtime >= 0x16) {
+        /* the proto slot first, then ours (the array has room: see format_slots) */
+        PyType_Slot *sl = spec->slots;
+        int n = 0;
+        while (sl[n].slot != 0) n++;
+        memmove(sl + 1, sl, (size_t)(n + 1) * sizeof(PyType_Slot));
+        sl[0] = (PyType_Slot){MF_DT_LEGACY_DESCRIPTOR_PROTO, proto};
+        return init_from_spec(DType, spec);
+    }
+    /* 1: the legacy registration, with a stand-in scalar type so that NumPy
+     * does not map our scalar type to the DType it makes here */
+    PyArray_DescrProto stand_in = *proto;
+    stand_in.typeobj = &PyBaseObject_Type;
+    int typenum = PyArray_RegisterDataType(&stand_in);
+    if (typenum < 0) {
+        return -1;
+    }
+    /* 2: the new-style DType */
+    if (init_from_spec(DType, spec) < 0) {
+        return -1;
+    }
+    /* 3: its singleton is the legacy descriptor, re-typed */
+    PyArray_Descr *descr = PyArray_DescrFromType(typenum);
+    if (descr == NULL) {
+        return -1;
+    }
+    PyObject *made = (PyObject *)Py_TYPE(descr);
+    DType->type_num = typenum;
+    DType->singleton = descr;
+    DType->flags |= MF_DT_LEGACY_FLAG;
+    Py_INCREF((PyObject *)DType);
+    Py_SET_TYPE(descr, (PyTypeObject *)DType);
+    Py_DECREF(made);
+    Py_INCREF((PyObject *)proto->typeobj);
+    Py_XSETREF(descr->typeobj, proto->typeobj);
+    PyArray_ArrFuncs *f = PyDataType_GetArrFuncs(descr);
+    PyArray_ArrFuncs *pf = proto->f;
+    f->getitem = pf->getitem;
+    f->setitem = pf->setitem;
+    f->copyswap = pf->copyswap;
+    f->copyswapn = pf->copyswapn;
+    f->dotfunc = pf->dotfunc;
+    f->compare = pf->compare;
+    f->argmax = pf->argmax;
+    f->argmin = pf->argmin;
+    f->nonzero = pf->nonzero;
+    f->fill = pf->fill;
+    f->fillwithscalar = pf->fillwithscalar;
+    f->scanfunc = pf->scanfunc;
+    f->fromstr = pf->fromstr;
+    for (int k = 0; k < NPY_NSORTS; k++) {
+        f->sort[k] = pf->sort[k];
+        f->argsort[k] = pf->argsort[k];
+    }
+    return 0;
+}
+
 #define N_SHARED_SLOTS (sizeof(dtype_slots) / sizeof(dtype_slots[0]) - 1)
-static PyType_Slot slots_of[MF_NUM_PUBLIC_FORMATS][N_SHARED_SLOTS + 4];
+static PyType_Slot slots_of[MF_NUM_PUBLIC_FORMATS][N_SHARED_SLOTS + 2];
 
 static PyType_Slot *
 format_slots(int id)
 {
     PyType_Slot *sl = slots_of[id];
-    memcpy(sl, dtype_slots, N_SHARED_SLOTS * sizeof(PyType_Slot));
-    sl[N_SHARED_SLOTS + 0] = (PyType_Slot){NPY_DT_PyArray_ArrFuncs_getitem, per_format_funcs[id][0]};
-    sl[N_SHARED_SLOTS + 1] = (PyType_Slot){_NPY_DT_ARRFUNCS_OFFSET + 3, per_format_funcs[id][1]};
-    sl[N_SHARED_SLOTS + 2] = (PyType_Slot){_NPY_DT_ARRFUNCS_OFFSET + 4, per_format_funcs[id][2]};
-    sl[N_SHARED_SLOTS + 3] = (PyType_Slot){0, NULL};
+    /* one free slot in front for NPY_DT_legacy_descriptor_proto */
+    memcpy(sl, dtype_slots, (N_SHARED_SLOTS + 1) * sizeof(PyType_Slot));
     return sl;
 }
 
@@ -420,6 +608,14 @@ dtype_get_name(PyObject *self, void *NPY_UNUSED(closure))
     return PyUnicode_FromString(mf_descr_format((PyArray_Descr *)self)->name);
 }
 
+/* dt.str: the name, which np.dtype() accepts back; np.save writes it as the
+ * .npy header's descr, so np.load needs no pickle */
+static PyObject *
+dtype_get_str(PyObject *self, void *NPY_UNUSED(closure))
+{
+    return dtype_str(self);
+}
+
 static PyMethodDef dtype_methods[] = {
     {"__reduce__", dtype_reduce, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},
@@ -427,37 +623,9 @@ static PyMethodDef dtype_methods[] = {
 
 static PyGetSetDef dtype_getset[] = {
     {"name", dtype_get_name, NULL, "The format's name, e.g. 'bfloat16'.", NULL},
+    {"str", dtype_get_str, NULL, "The format's name, e.g. 'bfloat16'.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
-
-/* make one descriptor instance and fill in what NumPy reads from it */
-static PyArray_Descr *
-make_singleton(int id)
-{
-    const mf_format *f = &mf_formats[id];
-    PyTypeObject *cls = (PyTypeObject *)&mf_dtypes[id];
-    MFDescrObject *d = (MFDescrObject *)PyArrayDescr_Type.tp_new(cls, NULL, NULL);
-    if (d == NULL) {
-        return NULL;
-    }
-    d->fmt = f;
-    /* not NPY_USE_GETITEM: NumPy makes scalars by copyswap into our scalar
-     * type (see format_slots), so that arr.item() can give Python floats */
-    d->base.flags = NPY_USE_SETITEM;
-    d->base.elsize = f->itemsize;
-    d->base.alignment = f->itemsize;
-    d->base.kind = f->kind == MF_KIND_FLOAT ? 'f' : (f->kind == MF_KIND_SINT ? 'i' : 'u');
-    d->base.type = f->typechar;
-    d->base.byteorder = f->itemsize > 1 ? '=' : '|';
-    /*
-     * A type number no table inside NumPy is indexed with.  NumPy gives new
-     * DTypes -1, which einsum's C code uses as an index into its tables
-     * (reading out of bounds); with a number >= NPY_NTYPES_LEGACY that
-     * code path instead reports "invalid data type for einsum".
-     */
-    d->base.type_num = 0x4D00 + id;
-    return (PyArray_Descr *)d;
-}
 
 int
 mf_init_dtypes(PyObject *module)
@@ -474,7 +642,7 @@ mf_init_dtypes(PyObject *module)
         Py_SET_REFCNT(t, 1);
         Py_SET_TYPE(t, &PyArrayDTypeMeta_Type);
         t->tp_name = dtype_class_names[id];
-        t->tp_basicsize = sizeof(MFDescrObject);
+        t->tp_basicsize = sizeof(_PyArray_LegacyDescr);   /* NumPy copies descriptors */
         t->tp_flags = Py_TPFLAGS_DEFAULT;
         t->tp_base = &PyArrayDescr_Type;
         t->tp_new = dtype_new;
@@ -493,14 +661,10 @@ mf_init_dtypes(PyObject *module)
             .slots = format_slots(id),
             .baseclass = NULL,
         };
-        if (PyArrayInitDTypeMeta_FromSpec(&mf_dtypes[id], &spec) < 0) {
+        if (register_dtype(&mf_dtypes[id], &spec, legacy_proto(id)) < 0) {
             return -1;
         }
-        mf_singletons[id] = make_singleton(id);
-        if (mf_singletons[id] == NULL) {
-            return -1;
-        }
-        mf_dtypes[id].singleton = mf_singletons[id];
+        mf_singletons[id] = mf_dtypes[id].singleton;
         Py_INCREF(t);
         if (PyModule_AddObject(module, f->dtype_class, (PyObject *)t) < 0) {
             Py_DECREF(t);

@@ -39,11 +39,6 @@ double mf_shortest_double(const mf_format *f, uint32_t code);
 int mf_code_from_pyobject(const mf_format *f, PyObject *obj, uint32_t *code);
 
 /* ---- dtypes (dtype.c) ---- */
-typedef struct {
-    PyArray_Descr base;
-    const mf_format *fmt;
-} MFDescrObject;
-
 extern PyArray_DTypeMeta mf_dtypes[MF_NUM_PUBLIC_FORMATS];
 extern PyArray_Descr *mf_singletons[MF_NUM_PUBLIC_FORMATS];
 int mf_init_dtypes(PyObject *module);
@@ -56,10 +51,17 @@ mf_dtype_index(PyArray_DTypeMeta *DType)
     }
     return -1;
 }
+/* the format of a descriptor of one of our DTypes (any byte order) */
 static inline const mf_format *
 mf_descr_format(PyArray_Descr *descr)
 {
-    return ((MFDescrObject *)descr)->fmt;
+    return &mf_formats[mf_dtype_index(NPY_DTYPE(descr))];
+}
+/* is this descriptor of ours stored in the other byte order */
+static inline int
+mf_descr_swapped(PyArray_Descr *descr)
+{
+    return descr->elsize > 1 && !PyArray_ISNBO(descr->byteorder);
 }
 /* is this format's storage one uint16 (else one uint8) */
 static inline int mf_is_16bit(const mf_format *f) { return f->itemsize == 2; }
@@ -86,6 +88,11 @@ mf_builtin_DType(int type_num)
     Py_DECREF(d);
     return DT;
 }
+
+/* np.dot's ArrFuncs.dotfunc and vecdot: out[o] = dot(a[o, :], b[o, :]) (umath/matmul.c) */
+int mf_strided_dots(const mf_format *f, int out_f32, npy_intp N, npy_intp k,
+                    const char *a0, npy_intp sa, npy_intp sak, const char *b0, npy_intp sb,
+                    npy_intp sbk, char *c0, npy_intp sc);
 
 /* ---- casts (casts.c) ---- */
 PyArrayMethod_Spec **mf_get_cast_specs(int fmt_id);

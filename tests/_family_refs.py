@@ -377,3 +377,11 @@ def encode_fraction(name, q):
     if c == 0 and f.special == "fnuz":
         return 0
     return c | (f.sbit if neg else 0)
+
+
+def kind_char(name):
+    """NumPy's kind letter for the format's nature ('f', 'i', 'u'); the dtype's
+    own .kind is 'V' (docs/design.md, "Which dtype API")."""
+    if name in FLOAT_DEFS:
+        return "f"
+    return "i" if INT_DEFS[name][1] else "u"

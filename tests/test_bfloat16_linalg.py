@@ -249,21 +249,20 @@ def test_einsum_pure_views():
     assert np.einsum("ij->ji", x).tolist() == x.T.tolist()
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError,
-                   reason="NumPy limitation: np.linalg.norm calls ndarray.dot (C, legacy dtypes "
-                          "only); use np.linalg.norm(x.astype(np.float32))")
 def test_linalg_norm():
     x = np.array([3, 4], bf16)
     assert float(np.linalg.norm(x)) == 5.0
 
 
-def test_linalg_decompositions_unsupported_like_float16():
-    # NumPy's LAPACK wrappers do not take float16 either
+def test_linalg_decompositions_compute_as_float32():
+    # NumPy's LAPACK wrappers refuse float16; bfloat16 computes like float32
+    # input (in float64, float32 results): tests/test_numpy_integration.py
     for fn in (np.linalg.inv, np.linalg.det, np.linalg.eigvals):
         with pytest.raises(TypeError):
             fn(np.eye(2, dtype=np.float16))
-        with pytest.raises(TypeError):
-            fn(np.eye(2).astype(bf16))
+        got = fn(np.eye(2).astype(bf16))
+        np.testing.assert_array_equal(got, fn(np.eye(2, dtype=np.float32)))
+        assert got.dtype == np.float32
 
 
 def test_outer_kron_trace_cross():

@@ -58,7 +58,7 @@ def test_dtype_properties():
     dt = np.dtype(bf16)
     assert dt.itemsize == 2
     assert dt.alignment == 2
-    assert dt.kind == "f"
+    assert dt.kind == "V"      # legacy-compatible: docs/design.md, "Which dtype API"
     assert dt.name == "bfloat16"
     assert str(dt) == "bfloat16"
     assert dt.isnative

@@ -180,8 +180,8 @@ mm_epilogue(void *vctx, mf_intp i0, mf_intp j0, mf_intp rows, mf_intp cols, floa
  * np.vecdot, and matmul products with a single output.  NaN results are the
  * format's canonical NaN (as matmul's); out_f32 stores the float32 result.
  */
-static int
-strided_dots(const mf_format *f, int out_f32, npy_intp N, npy_intp k,
+int
+mf_strided_dots(const mf_format *f, int out_f32, npy_intp N, npy_intp k,
              const char *a0, npy_intp sa, npy_intp sak, const char *b0, npy_intp sb, npy_intp sbk,
              char *c0, npy_intp sc)
 {
@@ -247,7 +247,7 @@ matmul_loop(PyArrayMethod_Context *context, char *const data[],
         /* one output per product (vector @ vector): a single float32 chain
          * cannot be spread over SIMD lanes, so the dot kernels' summation
          * order (np.vecdot's) is used, identical at every level */
-        return strided_dots(f, out_f32, N, k, data[0], strides[0], strides[4],
+        return mf_strided_dots(f, out_f32, N, k, data[0], strides[0], strides[4],
                             data[1], strides[1], strides[5], data[2], strides[2]);
     }
     /* operands the gemm can read in place: aligned, unit column stride, row
@@ -325,7 +325,7 @@ static int
 vecdot_loop(PyArrayMethod_Context *context, char *const data[],
             npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *NPY_UNUSED(aux))
 {
-    return strided_dots(mf_descr_format(context->descriptors[0]), 0, dimensions[0], dimensions[1],
+    return mf_strided_dots(mf_descr_format(context->descriptors[0]), 0, dimensions[0], dimensions[1],
                         data[0], strides[0], strides[3], data[1], strides[1], strides[4],
                         data[2], strides[2]);
 }

@@ -123,11 +123,18 @@ mf_promoter(PyObject *ufunc_obj, PyArray_DTypeMeta *const op_dtypes[],
             }
         }
         if (common == NULL) {
+            /* minifloat DTypes first: NumPy asks the first of a pair for the
+             * common DType, and its Python-scalar DTypes answer for a legacy
+             * DType by asking it about float16/uint8 (abstractdtypes.c), which
+             * loses NEP 50's weak-scalar rule; ours apply it */
             PyArray_DTypeMeta *ins[NPY_MAXARGS];
             int k = 0;
-            for (int i = 0; i < nin; i++) {
-                if (def == NULL || def->sig[i] == 'M') {
-                    ins[k++] = op_dtypes[i];
+            for (int pass = 0; pass < 2; pass++) {
+                for (int i = 0; i < nin; i++) {
+                    if ((def == NULL || def->sig[i] == 'M')
+                            && (mf_dtype_index(op_dtypes[i]) >= 0) == (pass == 0)) {
+                        ins[k++] = op_dtypes[i];
+                    }
                 }
             }
             common = PyArray_PromoteDTypeSequence(k, ins);

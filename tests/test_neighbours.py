@@ -43,6 +43,9 @@ def test_import_alone_brings_neither_ml_dtypes_nor_jax_and_names_are_ours():
             assert dt is np.dtype(t) and np.sctypeDict[t.__name__] is t, t
             assert np.dtype(dt.str) is dt and np.dtype(str(dt)) is dt
             assert np.zeros(2, t.__name__).dtype is dt
+        a = np.ones(1000, mf.bfloat16)     # reductions take the name (patch "reductions")
+        assert a.sum(dtype="bfloat16") == 1000 and np.sum(a, dtype="bfloat16") == 1000
+        assert np.prod(a, dtype="bfloat16") == 1
         assert mf._neighbours.linked == ()
         print("ok")
     """)

@@ -35,10 +35,11 @@ __version__ = "0.1.0"
 #: every scalar type minifloat defines, in format-table order
 scalar_types = tuple(f["type"] for f in _core.formats())
 
-# np.dtype("bfloat16") etc., as with ml_dtypes
-for _t in scalar_types:
-    _np.sctypeDict[_t.__name__] = _t
-del _t
+# np.dtype("bfloat16") etc. where the name is free (ml_dtypes' names win, in
+# either import order), and the casts/promoters with ml_dtypes once the user
+# imports it: see _neighbours
+from . import _neighbours
+_neighbours.install(scalar_types)
 
 from .npyio import save, load, savez, savez_compressed
 from .convert import convert, pack, unpack

@@ -11,13 +11,14 @@ import math
 import numpy as np
 
 from . import _core
+from ._neighbours import as_dtype
 
 _FORMATS = {f["name"]: f for f in _core.formats()}
 
 
 def _format_of(dtype):
     try:
-        dt = np.dtype(dtype)
+        dt = as_dtype(dtype)
     except TypeError:
         return None
     return _FORMATS.get(str(dt)) if type(dt).__module__ == "minifloat.dtypes" else None

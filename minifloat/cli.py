@@ -78,6 +78,7 @@ def promotion_markdown():
     import numpy as np
 
     from minifloat import _core
+    from minifloat._neighbours import as_dtype     # our names, even next to ml_dtypes
 
     ours = [f["name"] for f in _core.formats()]
     numpy_types = ["bool", "int8", "uint8", "int16", "uint16", "int32", "int64", "uint64",
@@ -96,9 +97,9 @@ def promotion_markdown():
         other = {"py int": 0, "py float": 1.5}.get(b)     # 0: int1 holds no 1
         try:
             if other is not None:
-                r = (np.zeros(1, dtype=a) + other).dtype
+                r = (np.zeros(1, dtype=as_dtype(a)) + other).dtype
             else:
-                r = np.result_type(a, b)
+                r = np.result_type(as_dtype(a), as_dtype(b))
         except Exception:
             return "error"
         return abbrev.get(str(r), str(r))

@@ -6,6 +6,7 @@ import os
 import numpy as np
 
 from . import _core
+from ._neighbours import as_dtype
 
 _FORMATS = {f["name"]: f for f in _core.formats()}
 _FLOAT_NAMES = [n for n, f in _FORMATS.items() if f["kind"] == "float"]
@@ -16,7 +17,7 @@ __all__ = ["convert", "pack", "unpack"]
 
 def _format_of(dtype):
     try:
-        dt = np.dtype(dtype)
+        dt = as_dtype(dtype)
     except TypeError:
         return None
     if type(dt).__module__ != "minifloat.dtypes":

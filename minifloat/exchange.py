@@ -18,6 +18,7 @@ import warnings
 import numpy as np
 
 from . import _core
+from ._neighbours import as_dtype
 
 __all__ = ["from_dlpack", "asnumpy", "dlpack", "to_torch", "to_jax", "patch_torch",
            "unpatch_torch"]
@@ -209,7 +210,7 @@ def asnumpy(x, dtype=None, *, copy=None):
     ``None`` copies only when needed.
     """
     if dtype is not None:
-        dtype = np.dtype(dtype)
+        dtype = as_dtype(dtype)
     # with a conversion coming, import without copying: the conversion is the copy
     imp_copy = copy if dtype is None else (False if copy is False else None)
     if isinstance(x, np.ndarray):

@@ -1047,35 +1047,20 @@ mf_get_cast_specs(int id)
         add_spec(id, "minifloat_to_minifloat", NULL, &mf_dtypes[other],
                  NPY_UNSAFE_CASTING, U, slots_self);
     }
-    /* ml_dtypes arrays: every ml_dtypes format to and from this one */
-    for (int other = 0; other < MF_NUM_PUBLIC_FORMATS; other++) {
-        if (mf_ml_dtypes[other] != NULL) {
-            add_spec(id, "ml_dtypes_to_minifloat", mf_ml_dtypes[other], NULL,
-                     NPY_UNSAFE_CASTING, U, slots_self);
-            add_spec(id, "minifloat_to_ml_dtypes", NULL, mf_ml_dtypes[other],
-                     NPY_UNSAFE_CASTING, U, slots_self);
-        }
-    }
+    /* casts to and from ml_dtypes' arrays are added later, when ml_dtypes is
+     * imported (mf_get_ml_cast_specs, neighbours.c) */
     return spec_ptrs[id];
 }
 
 /*
- * Find ml_dtypes' DTypes (importing ml_dtypes if it is installed, unless
- * MINIFLOAT_NO_ML_DTYPES is set) so that casts between its arrays and ours
- * can be declared.  Absent ml_dtypes is not an error.
+ * ml_dtypes' DTypes, from the module object ml_dtypes (which the user
+ * imported; minifloat never imports it).  Returns how many formats were
+ * found.
  */
 int
-mf_find_ml_dtypes(void)
+mf_find_ml_dtypes(PyObject *ml)
 {
-    const char *no = getenv("MINIFLOAT_NO_ML_DTYPES");
-    if (no != NULL && no[0] != '\0' && strcmp(no, "0") != 0) {
-        return 0;
-    }
-    PyObject *ml = PyImport_ImportModule("ml_dtypes");
-    if (ml == NULL) {
-        PyErr_Clear();
-        return 0;
-    }
+    int found = 0;
     for (int id = 0; id < MF_NUM_PUBLIC_FORMATS; id++) {
         PyObject *t = PyObject_GetAttrString(ml, mf_formats[id].name);
         if (t == NULL) {
@@ -1083,9 +1068,11 @@ mf_find_ml_dtypes(void)
             continue;
         }
         PyArray_Descr *d = NULL;
-        if (PyArray_DescrConverter(t, &d) && d != NULL && d->elsize == mf_formats[id].itemsize) {
+        if (PyType_Check(t) && PyArray_DescrConverter(t, &d) && d != NULL
+                && d->elsize == mf_formats[id].itemsize && mf_dtype_index(NPY_DTYPE(d)) < 0) {
             mf_ml_dtypes[id] = NPY_DTYPE(d);
             Py_INCREF(mf_ml_dtypes[id]);
+            found++;
         }
         else {
             PyErr_Clear();
@@ -1093,6 +1080,45 @@ mf_find_ml_dtypes(void)
         Py_XDECREF(d);
         Py_DECREF(t);
     }
-    Py_DECREF(ml);
-    return 0;
+    return found;
+}
+
+/*
+ * The casts between every ml_dtypes DType found and every minifloat DType,
+ * both ways: the codes are the same, so the minifloat <-> minifloat loop
+ * does the work (format_of_descr knows ml_dtypes' descriptors).  dtypes are
+ * all given (no NULL): neighbours.c registers them after both sides exist.
+ */
+static PyArrayMethod_Spec ml_spec_pool[2 * MF_NUM_PUBLIC_FORMATS * MF_NUM_PUBLIC_FORMATS];
+static PyArrayMethod_Spec *ml_spec_ptrs[2 * MF_NUM_PUBLIC_FORMATS * MF_NUM_PUBLIC_FORMATS + 1];
+static PyArray_DTypeMeta *ml_dtype_pairs[2 * MF_NUM_PUBLIC_FORMATS * MF_NUM_PUBLIC_FORMATS][2];
+
+PyArrayMethod_Spec **
+mf_get_ml_cast_specs(void)
+{
+    int k = 0;
+    for (int ml = 0; ml < MF_NUM_PUBLIC_FORMATS; ml++) {
+        if (mf_ml_dtypes[ml] == NULL) {
+            continue;
+        }
+        for (int id = 0; id < MF_NUM_PUBLIC_FORMATS; id++) {
+            for (int dir = 0; dir < 2; dir++) {
+                ml_dtype_pairs[k][dir] = mf_ml_dtypes[ml];
+                ml_dtype_pairs[k][1 - dir] = &mf_dtypes[id];
+                ml_spec_pool[k] = (PyArrayMethod_Spec){
+                    .name = dir == 0 ? "ml_dtypes_to_minifloat" : "minifloat_to_ml_dtypes",
+                    .nin = 1,
+                    .nout = 1,
+                    .casting = NPY_UNSAFE_CASTING,
+                    .flags = NPY_METH_SUPPORTS_UNALIGNED,
+                    .dtypes = ml_dtype_pairs[k],
+                    .slots = slots_self,
+                };
+                ml_spec_ptrs[k] = &ml_spec_pool[k];
+                k++;
+            }
+        }
+    }
+    ml_spec_ptrs[k] = NULL;
+    return ml_spec_ptrs;
 }

@@ -631,9 +631,6 @@ int
 mf_init_dtypes(PyObject *module)
 {
     mf_compute_cast_safety();
-    if (mf_find_ml_dtypes() < 0) {
-        return -1;
-    }
     for (int id = 0; id < MF_NUM_PUBLIC_FORMATS; id++) {
         const mf_format *f = &mf_formats[id];
         PyTypeObject *t = (PyTypeObject *)&mf_dtypes[id];

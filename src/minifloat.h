@@ -97,8 +97,10 @@ int mf_strided_dots(const mf_format *f, int out_f32, npy_intp N, npy_intp k,
 /* ---- casts (casts.c) ---- */
 PyArrayMethod_Spec **mf_get_cast_specs(int fmt_id);
 extern PyArray_DTypeMeta *mf_ml_dtypes[MF_NUM_PUBLIC_FORMATS];
-int mf_find_ml_dtypes(void);
-int mf_register_cross_casts(void);
+/* ml_dtypes' DTypes from its module (neighbours.c calls it); how many */
+int mf_find_ml_dtypes(PyObject *ml_module);
+/* casts between the ml_dtypes DTypes found and ours, NULL-terminated */
+PyArrayMethod_Spec **mf_get_ml_cast_specs(void);
 /* is every value of format a exactly representable in format b */
 int mf_format_casts_safely(const mf_format *a, const mf_format *b);
 extern int mf_cast_safety_table[MF_NUM_FORMATS][MF_NUM_FORMATS];
@@ -123,6 +125,8 @@ int mf_scanfunc(FILE *fp, void *dptr, char *ignore, PyArray_Descr *descr);
 
 /* ---- ufuncs (umath/) ---- */
 int mf_init_ufuncs(PyObject *module);
+/* promoters for (ml_dtypes DType, minifloat DType, ...) calls */
+int mf_add_ml_dtypes_promoters(void);
 extern PyObject *mf_ComplexWarning;
 
 /* ---- convert (convert.c) ---- */
@@ -130,6 +134,9 @@ int mf_init_convert(PyObject *module);
 
 /* ---- DLPack (dlpack.c) ---- */
 int mf_init_dlpack(PyObject *module);
+
+/* ---- ml_dtypes, when the user imports it (neighbours.c) ---- */
+PyObject *mf_py_link_ml_dtypes(PyObject *self, PyObject *ml_module);
 
 /* ---- misc ---- */
 PyObject *mf_formats_info(PyObject *self, PyObject *args);

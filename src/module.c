@@ -359,6 +359,8 @@ static PyMethodDef module_methods[] = {
      "_kernel_reduce(name, a[, b]) -> (result, fp_flags): the active level's sum(a) or dot(a, b) kernel (tests)."},
     {"_gemm_f32acc", mf_py_gemm_f32acc, METH_VARARGS,
      "_gemm_f32acc(format, A, B, C): C += A @ B (codes, float32 C) at the active level."},
+    {"_link_ml_dtypes", mf_py_link_ml_dtypes, METH_O,
+     "_link_ml_dtypes(ml_dtypes) -> names: casts and promoters with ml_dtypes' DTypes (once)."},
     {NULL, NULL, 0, NULL},
 };
 

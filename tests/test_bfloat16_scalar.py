@@ -89,9 +89,10 @@ def test_dtype_keyword_everywhere(maker):
 
 
 def test_dtype_string_name_in_fresh_process():
-    # np.dtype("bfloat16") goes through np.sctypeDict, which every library
-    # registering a "bfloat16" writes: the last import wins.  Checked in a
-    # fresh process, since this test session also imports ml_dtypes.
+    # np.dtype("bfloat16") goes through np.sctypeDict; minifloat's names are
+    # there when no one else registered them (with ml_dtypes imported,
+    # ml_dtypes' are: tests/test_neighbours.py).  Checked in a fresh process,
+    # since this test session also imports ml_dtypes.
     code = (
         "import numpy as np, minifloat\n"
         "dt = np.dtype('bfloat16')\n"
@@ -107,9 +108,11 @@ def test_dtype_string_name_in_fresh_process():
 
 
 def test_dtype_string_name_when_ml_dtypes_imported_first():
+    # a name another package registered is left alone (JAX needs ml_dtypes')
     code = (
         "import ml_dtypes, numpy as np, minifloat\n"
-        "assert type(np.dtype('bfloat16')) is minifloat.dtypes.BFloat16DType\n"
+        "assert np.dtype('bfloat16').type is ml_dtypes.bfloat16\n"
+        "assert np.dtype(minifloat.bfloat16).type is minifloat.bfloat16\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

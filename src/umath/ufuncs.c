@@ -363,3 +363,80 @@ mf_init_ufuncs(PyObject *module)
     Py_DECREF(capsule);
     return 0;
 }
+
+/*
+ * ml_dtypes' arrays first, ours second: NumPy finds no loop for (ml_dtypes
+ * X, minifloat Y) (ml_dtypes' legacy loops take its own types only) and, for
+ * == and !=, answers all-False/all-True.  A promoter for every pattern
+ * (M, F, None, ...), M an ml_dtypes DType and F one of ours, sends such calls
+ * to mf_promoter, which picks the common DType (ours: mf_common_dtype maps
+ * M to its minifloat twin).  (F, M, ...) is (F, None, ...) above.  Nothing
+ * here matches a call on ml_dtypes' types alone.  Called once, when the user
+ * imports ml_dtypes.
+ *
+ * Every (M, F) pair for == and != (where NumPy would otherwise answer
+ * all-False/all-True); for the other ufuncs only M and F of the same format
+ * (ml_dtypes' bfloat16 with minifloat's bfloat16, ...).  NumPy checks each
+ * new promoter against all of the ufunc's loops and promoters, so every pair
+ * for every ufunc (18 x 18 each) took 0.1 s; this takes about 0.01 s.  A
+ * different-format pair in other ufuncs raises NumPy's "no loop" TypeError
+ * (cast one operand first).
+ */
+int
+mf_add_ml_dtypes_promoters(void)
+{
+    static const char *others[] = {"float_power", "matmul", "vecdot", "matvec", "vecmat"};
+    const char *names[160];
+    int nnames = 0;
+    for (int d = 0; d < mf_num_ufunc_defs; d++) {
+        if (sig_nin(mf_ufunc_defs[d].sig) < 2) {
+            continue;
+        }
+        int seen = 0;
+        for (int i = 0; i < nnames; i++) {
+            seen |= strcmp(names[i], mf_ufunc_defs[d].ufunc) == 0;
+        }
+        if (!seen && nnames < 155) {
+            names[nnames++] = mf_ufunc_defs[d].ufunc;
+        }
+    }
+    for (int i = 0; i < 5; i++) {
+        names[nnames++] = others[i];
+    }
+    if (umath_module == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "minifloat: ufuncs not initialised");
+        return -1;
+    }
+    PyObject *capsule = PyCapsule_New((void *)mf_promoter, "numpy._ufunc_promoter", NULL);
+    if (capsule == NULL) {
+        return -1;
+    }
+    for (int u = 0; u < nnames; u++) {
+        PyObject *ufunc = PyObject_GetAttrString(umath_module, names[u]);
+        if (ufunc == NULL) {
+            PyErr_Clear();          /* matvec/vecmat: NumPy >= 2.2 */
+            continue;
+        }
+        int nargs = ((PyUFuncObject *)ufunc)->nargs;
+        int all_pairs = strcmp(names[u], "equal") == 0 || strcmp(names[u], "not_equal") == 0;
+        for (int m = 0; m < MF_NUM_PUBLIC_FORMATS; m++) {
+            if (mf_ml_dtypes[m] == NULL) {
+                continue;
+            }
+            for (int f = 0; f < MF_NUM_PUBLIC_FORMATS; f++) {
+                if (f != m && !all_pairs) {
+                    continue;
+                }
+                if (add_pattern(ufunc, nargs, 1, (PyObject *)&mf_dtypes[f],
+                                (PyObject *)mf_ml_dtypes[m], capsule) < 0) {
+                    Py_DECREF(ufunc);
+                    Py_DECREF(capsule);
+                    return -1;
+                }
+            }
+        }
+        Py_DECREF(ufunc);
+    }
+    Py_DECREF(capsule);
+    return 0;
+}

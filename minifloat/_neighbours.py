@@ -1,0 +1,144 @@
+"""Living next to ml_dtypes (and JAX, which uses ml_dtypes' types).
+
+Two rules (docs/design.md, "Good neighbours"):
+
+* Names.  ``np.dtype("bfloat16")`` looks the name up in ``np.sctypeDict``.
+  minifloat adds its names there only where the name is free: a name that
+  ml_dtypes (or anyone) registered first is left alone.  ml_dtypes, imported
+  after minifloat, writes its names over ours (ml_dtypes 0.6 does so itself;
+  :func:`_give_way` makes sure of it).  So once ml_dtypes is imported, in
+  either order, the names are ml_dtypes' (JAX needs that); without
+  ml_dtypes they are minifloat's.  ``minifloat.bfloat16`` (the type, or
+  ``np.dtype(minifloat.bfloat16)``) always means minifloat's.
+
+* Imports.  minifloat never imports ml_dtypes.  When the user does, before
+  or after minifloat, ``_core._link_ml_dtypes`` adds the casts between the
+  two families and the promoters for mixed operands.  An ml_dtypes imported
+  later is noticed by a finder at the front of ``sys.meta_path`` that looks
+  at one name only, "ml_dtypes": it wraps that module's loader to call the
+  link after the module has run, then takes itself out of ``sys.meta_path``.
+  ml_dtypes itself runs unchanged (its ``__loader__`` and ``__spec__.loader``
+  are its own).
+
+``MINIFLOAT_NO_ML_DTYPES=1`` turns the link off (no casts, no promoters, no
+finder); the names rule still holds.
+"""
+import os
+import sys
+
+import numpy as np
+
+from . import _core
+
+_ML = "ml_dtypes"
+
+#: the format names linked with ml_dtypes (empty until ml_dtypes is imported)
+linked = ()
+
+
+_DTYPES = {f["name"]: f["dtype"] for f in _core.formats()}
+
+
+def as_dtype(spec):
+    """np.dtype(spec), except that a format name means minifloat's format: in
+    minifloat's own functions (finfo, convert, asnumpy, ...) "bfloat16" is
+    minifloat.bfloat16 whoever holds the name in np.sctypeDict."""
+    if isinstance(spec, str) and spec in _DTYPES:
+        return _DTYPES[spec]
+    return np.dtype(spec)
+
+
+def link_disabled():
+    v = os.environ.get("MINIFLOAT_NO_ML_DTYPES", "")
+    return v not in ("", "0")
+
+
+def register_names(scalar_types):
+    """Put minifloat's names in np.sctypeDict where no one else has."""
+    for t in scalar_types:
+        np.sctypeDict.setdefault(t.__name__, t)
+
+
+def _give_way(ml, scalar_types):
+    """ml_dtypes' names over minifloat's (ml_dtypes 0.6 writes them itself)."""
+    for t in scalar_types:
+        theirs = getattr(ml, t.__name__, None)
+        if theirs is not None and np.sctypeDict.get(t.__name__) is t:
+            np.sctypeDict[t.__name__] = theirs
+
+
+def _link(ml, scalar_types):
+    global linked
+    _give_way(ml, scalar_types)
+    if link_disabled():
+        return
+    try:
+        linked = _core._link_ml_dtypes(ml)
+    except Exception as err:   # never fail `import ml_dtypes` (nor minifloat's import)
+        import warnings
+        warnings.warn(f"minifloat could not link to ml_dtypes ({err!r}): no casts or mixed "
+                      f"operations between their arrays", RuntimeWarning, stacklevel=2)
+
+
+class _Loader:
+    """ml_dtypes' own loader, then the link once the module has run."""
+
+    def __init__(self, loader, finder):
+        self._loader = loader
+        self._finder = finder
+
+    def create_module(self, spec):
+        create = getattr(self._loader, "create_module", None)
+        return create(spec) if create is not None else None
+
+    def exec_module(self, module):
+        # from here on ml_dtypes sees only its own loader
+        module.__spec__.loader = self._loader
+        module.__loader__ = self._loader
+        self._loader.exec_module(module)
+        self._finder.remove()
+        _link(sys.modules.get(module.__name__, module), self._finder.scalar_types)
+
+
+class _Finder:
+    """A sys.meta_path entry that answers for "ml_dtypes" only (None for every
+    other name, at the cost of one comparison)."""
+
+    def __init__(self, scalar_types):
+        self.scalar_types = scalar_types
+
+    def find_spec(self, name, path=None, target=None):
+        if name != _ML:
+            return None
+        for finder in sys.meta_path:
+            if finder is self:
+                continue
+            find = getattr(finder, "find_spec", None)
+            if find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = _Loader(spec.loader, self)
+        return spec
+
+    def remove(self):
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+
+
+def install(scalar_types):
+    """At minifloat's import: link now if ml_dtypes is loaded, else watch for it."""
+    register_names(scalar_types)
+    ml = sys.modules.get(_ML)
+    if ml is not None:
+        _link(ml, scalar_types)
+    elif not link_disabled():
+        if not any(isinstance(f, _Finder) for f in sys.meta_path):
+            sys.meta_path.insert(0, _Finder(scalar_types))

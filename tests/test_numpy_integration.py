@@ -232,12 +232,14 @@ def test_np_save_load_without_pickle(t, tmp_path):
     np.save(buf, a)
     buf.seek(0)
     b = np.load(buf)               # allow_pickle=False, NumPy's default
-    assert b.dtype == a.dtype
+    # the header names the format; np.dtype() resolves the name to whoever
+    # holds it (ml_dtypes' type of the same codes, when it is imported)
+    assert b.dtype == np.dtype(a.dtype.name) and b.dtype.name == a.dtype.name
     np.testing.assert_array_equal(bits(b), bits(a))
     path = tmp_path / "a.npy"
     np.save(path, a)
     m = np.load(path, mmap_mode="r")
-    assert isinstance(m, np.memmap) and m.dtype == a.dtype
+    assert isinstance(m, np.memmap) and m.dtype == b.dtype
     np.testing.assert_array_equal(bits(m), bits(a))
 
 
@@ -245,7 +247,8 @@ def test_dtype_str_round_trips():
     for f in mf._core.formats():
         dt = np.dtype(f["type"])
         assert dt.str == f["name"]
-        assert np.dtype(dt.str) == dt
+        # minifloat's type, or ml_dtypes' of the same name when it holds it
+        assert np.dtype(dt.str).name == dt.name
 
 
 # ---------------------------------------------------- other byte order

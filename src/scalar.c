@@ -652,3 +652,19 @@ mf_init_scalars(PyObject *module)
     }
     return 0;
 }
+
+/* bfloat16.dtype etc.: the dtype as a class attribute of each scalar type, as
+ * ml_dtypes' scalar types have it (it also answers for instances, shadowing
+ * np.generic's dtype getter with the same value).  Called once the dtypes
+ * exist. */
+int
+mf_scalars_set_dtype(void)
+{
+    for (int id = 0; id < MF_NUM_PUBLIC_FORMATS; id++) {
+        if (PyObject_SetAttrString((PyObject *)mf_scalar_types[id], "dtype",
+                                   (PyObject *)mf_singletons[id]) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}

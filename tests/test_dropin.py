@@ -44,3 +44,15 @@ def test_finfo_iinfo_of_numpy_arrays_and_wrong_kinds():
         minifloat.iinfo(np.zeros(2, bf16))
     with pytest.raises((TypeError, ValueError)):
         minifloat.finfo(object())
+
+
+# ------------------------------------------------------------ <type>.dtype
+
+@pytest.mark.parametrize("t", ALL_TYPES, ids=lambda t: t.__name__)
+def test_scalar_type_has_dtype(t):
+    assert isinstance(t.dtype, np.dtype)
+    assert t.dtype == np.dtype(t) and t.dtype.type is t
+    assert "dtype" in t.__dict__              # a class attribute, as in ml_dtypes
+    assert t(0).dtype is t.dtype              # instances answer the same
+    assert np.zeros(2, t.dtype).dtype == t.dtype
+    assert pickle.loads(pickle.dumps(t(0))).dtype == t.dtype

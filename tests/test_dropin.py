@@ -56,3 +56,104 @@ def test_scalar_type_has_dtype(t):
     assert t(0).dtype is t.dtype              # instances answer the same
     assert np.zeros(2, t.dtype).dtype == t.dtype
     assert pickle.loads(pickle.dumps(t(0))).dtype == t.dtype
+
+
+# ------------------------------------------------------- sign operations
+
+SIGNED = [n for n in R.FLOAT_NAMES if R.fmt(n).signed]
+
+
+def nan_codes(name):
+    """every NaN code of a format (payloads and both signs)"""
+    f = R.fmt(name)
+    c = R.all_codes(name)
+    return c[[f.value(int(x)) != f.value(int(x)) for x in c]] if name != "bfloat16" else \
+        c[((c & 0x7F80) == 0x7F80) & ((c & 0x7F) != 0)]
+
+
+@pytest.mark.parametrize("name", SIGNED)
+@pytest.mark.parametrize("level", LEVELS)
+def test_sign_operations_keep_nan_payloads(name, level):
+    t = mf_type(name)
+    nans = nan_codes(name)
+    if not len(nans):
+        pytest.skip(f"{name} has no NaN")
+    x = nans.view(t)
+    f = R.fmt(name)
+    neg = np.full(len(nans), f.sbit, nans.dtype).view(t)
+    pos = np.zeros(len(nans), nans.dtype).view(t)
+    if f.special == "fnuz":
+        pos = np.full(len(nans), 1, nans.dtype).view(t)
+    with kernel_level(level):
+        for u in ("negative", "absolute", "fabs", "positive", "conjugate"):
+            got = getattr(np, u)(x).view(nans.dtype)
+            np.testing.assert_array_equal(got, R.sign_ref(name, u, nans), err_msg=u)
+            assert np.isnan(getattr(np, u)(x).astype(np.float32)).all(), u
+        for sgn in (neg, pos):
+            got = np.copysign(x, sgn).view(nans.dtype)
+            np.testing.assert_array_equal(got, R.sign_ref(name, "copysign", nans, sgn.view(nans.dtype)))
+    if name == "bfloat16":
+        p = np.array([0x7FC1, 0xFF81, 0x7F81], np.uint16).view(bf16)   # payloads, a signaling NaN
+        assert np.negative(p).view(np.uint16).tolist() == [0xFFC1, 0x7F81, 0xFF81]
+        assert np.abs(p).view(np.uint16).tolist() == [0x7FC1, 0x7F81, 0x7F81]
+        assert np.copysign(p, bf16(-1)).view(np.uint16).tolist() == [0xFFC1, 0xFF81, 0xFF81]
+        assert np.positive(p).view(np.uint16).tolist() == [0x7FC1, 0xFF81, 0x7F81]
+        s = p[0]
+        assert (-s).code == 0xFFC1 and abs(-s).code == 0x7FC1
+
+
+@pytest.mark.parametrize("name", ["float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3b11fnuz"])
+def test_fnuz_sign_operations(name):
+    """fnuz: 0x80 is the only NaN (the would-be -0); negating or taking the
+    absolute value of NaN gives NaN, and no operation makes a -0 (which would
+    be that NaN): copysign(0, -1) is 0 (ml_dtypes gives NaN there)."""
+    t = mf_type(name)
+    nan, zero, one = np.array([0x80, 0x00, 0x08], np.uint8).view(t)
+    for u in (np.negative, np.abs, np.fabs, np.positive):
+        assert u(nan).view(np.uint8) == 0x80, u
+        assert u(zero).view(np.uint8) == 0x00, u
+    assert np.copysign(zero, t(-1)).view(np.uint8) == 0
+    assert np.copysign(nan, t(1)).view(np.uint8) == 0x80
+    assert np.copysign(one, t(-1)).view(np.uint8) == 0x88
+    assert np.copysign(one, nan).view(np.uint8) == 0x88     # NaN's sign bit is set, as np.signbit says
+    assert np.signbit(nan)
+
+
+def test_sign_operations_without_sign_bit_unchanged():
+    """e8m0 has no sign bit: its values are what float32 gives, rounded (no
+    negative number: NaN)"""
+    e = minifloat.float8_e8m0fnu
+    x = R.all_codes("float8_e8m0fnu").view(e)
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(np.negative(x).astype(np.float32)).all()
+        assert np.array_equal(np.abs(x).view(np.uint8), x.view(np.uint8))
+        assert np.array_equal(np.copysign(x, e(2)).view(np.uint8), x.view(np.uint8))
+
+
+@pytest.mark.parametrize("name", SIGNED)
+def test_sign_operations_layouts(name):
+    """strided, reversed, in place, broadcast and accumulate paths agree with
+    the contiguous one"""
+    t = mf_type(name)
+    c = np.random.default_rng(5).integers(0, R.ncodes(name), 1001).astype(R.code_dtype(name))
+    x = c.view(t)
+    y = np.roll(c, 7).view(t)
+    dt = c.dtype
+    for u in ("negative", "absolute", "positive"):
+        want = R.sign_ref(name, u, c)
+        np.testing.assert_array_equal(getattr(np, u)(x[::-1]).view(dt), want[::-1])
+        np.testing.assert_array_equal(getattr(np, u)(x[::3]).view(dt), want[::3])
+        z = x.copy()
+        getattr(np, u)(z, out=z)
+        np.testing.assert_array_equal(z.view(dt), want)
+    want = R.sign_ref(name, "copysign", c, np.roll(c, 7))
+    np.testing.assert_array_equal(np.copysign(x, y).view(dt), want)
+    np.testing.assert_array_equal(np.copysign(x[1::2], y[1::2]).view(dt), want[1::2])
+    np.testing.assert_array_equal(np.copysign(x, y[3]).view(dt),
+                                  R.sign_ref(name, "copysign", c, np.full_like(c, c[(3 - 7) % 1001])))
+    # accumulate: out[i] = copysign(out[i-1], y[i]): the magnitude of x[0], y[i]'s sign
+    acc = np.copysign.accumulate(np.concatenate([x[:1], y[1:20]]))
+    seq = [c[0]]
+    for i in range(1, 20):
+        seq.append(R.sign_ref(name, "copysign", [seq[-1]], [np.roll(c, 7)[i]])[0])
+    np.testing.assert_array_equal(acc.view(dt), np.array(seq, dt))

@@ -420,32 +420,31 @@ scalar_hash(PyObject *self)
 static PyObject *
 scalar_richcompare(PyObject *self, PyObject *other, int op)
 {
-    /* fast, exact path for minifloat scalars against each other and Python
-     * floats/ints that fit a double exactly; everything else goes through
-     * NumPy's generic scalar comparison (ufuncs, NEP 50) */
+    /* minifloat scalars against each other and against Python floats and
+     * ints: their exact values (as arrays compare with Python numbers, see
+     * src/umath/ufuncs.c); everything else goes through NumPy's generic
+     * scalar comparison (ufuncs, NEP 50) */
     double b;
     int self_id = mf_scalar_format_of(self);
     if (self_id < 0) {
         return PyGenericArrType_Type.tp_richcompare(self, other, op);
     }
-    const mf_format *f = &mf_formats[self_id];
     if (mf_scalar_format_of(other) >= 0) {
         /* two formats: their exact values (a common type holds both) */
         b = scalar_value(other);
     }
-    else if (PyFloat_CheckExact(other) || (PyLong_CheckExact(other) && f->kind == MF_KIND_FLOAT)) {
-        /* NEP 50: a Python number is weak, it becomes this format first
-         * (bfloat16(0.1) == 0.1, as np.float32(0.1) == 0.1) */
-        uint32_t code;
-        int err = mf_code_from_pyobject(f, other, &code);
-        if (err < 0) {
+    else if (PyFloat_CheckExact(other)) {
+        b = PyFloat_AS_DOUBLE(other);
+    }
+    else if (PyLong_CheckExact(other)) {
+        b = PyLong_AsDouble(other);
+        if (b == -1.0 && PyErr_Occurred()) {
             if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
                 return NULL;
             }
-            PyErr_Clear();
+            PyErr_Clear();   /* the generic path raises what arrays raise */
             return PyGenericArrType_Type.tp_richcompare(self, other, op);
         }
-        b = mf_decode_f64(f, code);
     }
     else {
         return PyGenericArrType_Type.tp_richcompare(self, other, op);

@@ -157,3 +157,74 @@ def test_sign_operations_layouts(name):
     for i in range(1, 20):
         seq.append(R.sign_ref(name, "copysign", [seq[-1]], [np.roll(c, 7)[i]])[0])
     np.testing.assert_array_equal(acc.view(dt), np.array(seq, dt))
+
+
+# ------------------------------------------- comparisons with Python numbers
+
+OPS = ("__lt__", "__le__", "__eq__", "__ne__", "__gt__", "__ge__")
+
+
+def exact_compare(name, codes, y, op):
+    f = R.fmt(name)
+    vals = [f.value(int(c)) for c in codes]
+    return np.array([getattr(float(v), op)(y) for v in vals])
+
+
+@pytest.mark.parametrize("name", R.FLOAT_NAMES)
+def test_compare_with_python_numbers_by_value(name):
+    t = mf_type(name)
+    codes = R.all_codes(name) if R.ncodes(name) <= 256 else \
+        np.random.default_rng(1).integers(0, 1 << 16, 4000).astype(np.uint16)
+    x = codes.view(t)
+    fi = minifloat.finfo(t)
+    ys = [0.0, -0.0, -1.0, 1.0, 0.1, 1e6, -1e6, 1e-300, float(fi.max) * 1.01, float(fi.max),
+          float("inf"), -float("inf"), float("nan"), 0, -3, 100, 10 ** 30]
+    for y in ys:
+        for op in OPS:
+            want = exact_compare(name, codes, y, op)
+            got = getattr(x, op)(y)
+            assert got.dtype == np.bool_
+            np.testing.assert_array_equal(got, want, err_msg=f"{name} {op} {y!r}")
+            # reflected, and scalars agree with arrays
+            rop = {"__lt__": "__gt__", "__le__": "__ge__", "__gt__": "__lt__",
+                   "__ge__": "__le__"}.get(op, op)
+            np.testing.assert_array_equal(getattr(np, {"__lt__": "less", "__le__": "less_equal",
+                                                       "__eq__": "equal", "__ne__": "not_equal",
+                                                       "__gt__": "greater",
+                                                       "__ge__": "greater_equal"}[rop])(y, x),
+                                          want, err_msg=f"{y!r} reflected {op} {name}")
+            for i in range(0, len(x), max(1, len(x) // 17)):
+                assert bool(getattr(x[i], op)(y)) == want[i], (name, op, y, hex(int(codes[i])))
+
+
+def test_compare_cases_of_the_issue():
+    e8 = minifloat.float8_e8m0fnu
+    assert minifloat.finfo(e8).min >= 0.0
+    assert minifloat.finfo(e8).min > 0 and not (minifloat.finfo(e8).min == 0.0)
+    assert (np.array([1, 2], e8) > -1).all() and (np.array([1, 2], e8) >= 0.0).all()
+    assert not (np.array([1, 2], e8) < 0).any()
+    e4 = minifloat.float8_e4m3fn
+    x = np.array([448, -448, 1], e4)
+    assert (x < 1e6).all() and (x > -1e6).all() and not (x == 1e6).any()
+    assert e4(448) < 1e6 and e4(448) < 460.0          # 460 would round to 448 in the format
+    i4 = np.array([-8, 0, 7], minifloat.int4)
+    assert (i4 < 100).all() and (i4 > -100).all() and not (i4 == 16).any()
+    assert minifloat.int4(7) < 100 and minifloat.uint2(3) > -1
+    assert (i4 == 7).tolist() == [False, False, True]
+    assert not bf16(0.1) == 0.1 and bf16(0.1) == float(bf16(0.1))
+    assert bf16(1) < 1.001
+
+
+def test_compare_keeps_nep50_elsewhere():
+    """only comparisons with Python numbers change: arithmetic keeps the format
+    (NEP 50), and a NumPy float32 operand is compared in float32"""
+    x = np.array([1, 2], bf16)
+    assert (x + 1.0).dtype == x.dtype and (x * 3).dtype == x.dtype
+    assert (x < np.float32(1.5)).tolist() == [True, False]
+    assert (x < np.array([1.5, 1.5], np.float32)).tolist() == [True, False]
+    # signature= asking for the format's loop rounds the Python number first
+    BF = minifloat.dtypes.BFloat16DType
+    assert np.less(x, 1.001, signature=(BF, BF, None)).tolist() == [False, False]
+    assert (x == x).all() and (x[0] == x[1]) == False   # noqa: E712
+    with pytest.raises(OverflowError):
+        x < 10 ** 400

@@ -280,6 +280,21 @@ scalar_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return PyArray_FromAny(x, mf_singletons[id], 0, 0, NPY_ARRAY_FORCECAST | NPY_ARRAY_ENSURECOPY, NULL);
     }
     uint32_t code;
+    if (f->kind != MF_KIND_FLOAT && mf_scalar_format_of(x) < 0
+            && (PyFloat_Check(x) || PyArray_IsScalar(x, Floating))) {
+        /* int4(3.7) is int4(int(3.7)), as np.int8(300.7) is np.int8(300):
+         * out of range raises OverflowError (NaN ValueError), no wrap-around */
+        PyObject *as_int = PyNumber_Long(x);
+        if (as_int == NULL) {
+            return NULL;
+        }
+        if (check_int_range(f, as_int) < 0 || code_from_pylong(f, as_int, &code) < 0) {
+            Py_DECREF(as_int);
+            return NULL;
+        }
+        Py_DECREF(as_int);
+        return mf_scalar_from_code(id, code);
+    }
     if (mf_code_from_pyobject(f, x, &code) < 0) {
         return NULL;
     }

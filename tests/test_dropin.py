@@ -228,3 +228,21 @@ def test_compare_keeps_nep50_elsewhere():
     assert (x == x).all() and (x[0] == x[1]) == False   # noqa: E712
     with pytest.raises(OverflowError):
         x < 10 ** 400
+
+
+# ------------------------------------- integer scalars from floats
+
+def test_int_format_scalar_from_float_checks_range():
+    """int4(3.7) is int4(int(3.7)), as np.int8(300.7) is np.int8(300) and as in
+    ml_dtypes: out of range raises OverflowError, never wraps around"""
+    i4, i1, u2 = minifloat.int4, minifloat.int1, minifloat.uint2
+    assert i4(3.7) == 3 and i4(-3.7) == -3 and i4(np.float32(7.5)) == 7 and i4(-8.5) == -8
+    assert i1(-0.5) == 0 and u2(3.99) == 3
+    for t, v in ((i4, 8.0), (i4, -9.0), (i1, 3.7), (u2, -1.0), (i4, np.float64(100.5)),
+                 (i4, float("inf"))):
+        with pytest.raises(OverflowError):
+            t(v)
+    with pytest.raises(ValueError):
+        i4(float("nan"))
+    with pytest.raises(OverflowError):
+        np.int8(300.7)                       # the NumPy rule this follows

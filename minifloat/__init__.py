@@ -4,7 +4,13 @@ names and semantics, float32-accurate arithmetic and reductions, and
 zero-copy exchange with torch, JAX and anything that speaks DLPack."""
 import numpy as _np
 
-from . import _core
+try:
+    from . import _core
+except ImportError:
+    from ._source_tree import check_not_source_tree as _check
+
+    _check()          # raises a clear ImportError in an unbuilt source tree
+    raise
 from ._core import (
     bfloat16,
     float8_e3m4,

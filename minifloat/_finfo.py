@@ -16,12 +16,30 @@ from ._neighbours import as_dtype
 _FORMATS = {f["name"]: f for f in _core.formats()}
 
 
-def _format_of(dtype):
+def _as_dtype(obj):
+    """The dtype ``obj`` names or, for an array (or anything with a ``dtype``
+    attribute that is a dtype), its dtype, as ml_dtypes.finfo accepts; None
+    if neither."""
     try:
-        dt = as_dtype(dtype)
+        return as_dtype(obj)
     except TypeError:
+        dt = getattr(obj, "dtype", None)
+        return dt if isinstance(dt, np.dtype) else None
+
+
+def _format_of(dtype):
+    dt = _as_dtype(dtype)
+    if dt is None:
         return None
     return _FORMATS.get(str(dt)) if type(dt).__module__ == "minifloat.dtypes" else None
+
+
+def _numpy_arg(obj):
+    """What np.finfo/np.iinfo get for a non-minifloat argument: an array's
+    dtype instead of the array (which np.finfo reads as object)."""
+    if isinstance(obj, np.ndarray):
+        return obj.dtype
+    return obj
 
 
 class finfo(np.finfo):
@@ -37,7 +55,7 @@ class finfo(np.finfo):
     def __new__(cls, dtype):
         fmt = _format_of(dtype)
         if fmt is None:
-            return np.finfo(dtype)
+            return np.finfo(_numpy_arg(dtype))
         if fmt["kind"] != "float":
             raise ValueError(f"data type {fmt['name']} not inexact; use minifloat.iinfo")
         obj = cls._mf_cache.get(fmt["name"])
@@ -87,7 +105,7 @@ class iinfo(np.iinfo):
     def __new__(cls, int_type):
         fmt = _format_of(int_type)
         if fmt is None:
-            return np.iinfo(int_type)
+            return np.iinfo(_numpy_arg(int_type))
         if fmt["kind"] == "float":
             raise ValueError(f"Invalid integer data type {fmt['name']!r}; use minifloat.finfo")
         obj = cls._mf_cache.get(fmt["name"])

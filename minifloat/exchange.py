@@ -6,7 +6,8 @@
 - :func:`dlpack`: an exporter (``__dlpack__``/``__dlpack_device__``) for an
   ndarray of any minifloat or NumPy dtype; :func:`to_torch`, :func:`to_jax`.
 - :func:`patch_torch` / :func:`unpatch_torch`: ``torch.Tensor.numpy()`` for
-  bfloat16 and float8 tensors.
+  bfloat16 and float8 tensors (float32 by default, the minifloat dtype with
+  ``patch_torch("native")``).
 
 torch and JAX are imported only by the functions named after them (and by
 :func:`patch_torch`), never at import time.  See docs/exchange.md.
@@ -243,7 +244,12 @@ def asnumpy(x, dtype=None, *, copy=None):
 # --------------------------------------------------------------- torch patch
 
 class Float32ConversionWarning(UserWarning):
-    """patch_torch(mode="float32") returned a float32 copy of a bfloat16/float8 tensor."""
+    """``tensor.numpy()`` under :func:`patch_torch`'s default returned a float32
+    copy of a bfloat16/float8 tensor (once per process)."""
+
+
+#: the default's warning has been shown in this process
+_float32_warned = False
 
 
 _ABSENT = object()
@@ -252,10 +258,10 @@ _ABSENT = object()
 class _TorchPatch:
     """One activation of :func:`patch_torch`; a context manager that undoes it."""
 
-    def __init__(self, torch, mode):
+    def __init__(self, torch, mode, warn):
         self._torch = torch
         self.mode = mode
-        self._warned = False
+        self.warn = warn
         cls = torch.Tensor
         self._prev = cls.__dict__.get("numpy", _ABSENT)
         original = torch._C.TensorBase.numpy
@@ -285,12 +291,16 @@ class _TorchPatch:
                                    "Use tensor.resolve_neg().numpy() instead.")
             arr = from_dlpack(t)
             if patch.mode == "float32":
-                if not patch._warned:
-                    patch._warned = True
+                global _float32_warned
+                if patch.warn and not _float32_warned:
+                    _float32_warned = True
                     warnings.warn(
                         f"torch.Tensor.numpy() converted a {name} tensor to a float32 copy "
-                        "(minifloat.patch_torch(mode='float32')); writes to it do not reach "
-                        "the tensor. mode='native' returns a zero-copy minifloat array.",
+                        "(minifloat.patch_torch() default): the values are exact, writes to "
+                        "the copy do not reach the tensor. Use "
+                        "minifloat.patch_torch(\"native\") to keep the dtype (a zero-copy "
+                        f"minifloat.{name} array), or minifloat.patch_torch(\"float32\") to "
+                        "convert without this warning. Shown once per process.",
                         Float32ConversionWarning, stacklevel=2)
                 arr = arr.astype(np.float32)
             return arr
@@ -321,21 +331,29 @@ class _TorchPatch:
         return f"<minifloat.patch_torch(mode={self.mode!r})>"
 
 
-def patch_torch(mode="native"):
+def patch_torch(mode=None):
     """Make ``torch.Tensor.numpy()`` (and so ``np.asarray(tensor)``) work on
     bfloat16 and float8 tensors, everywhere, including inside third-party code.
 
+    Default (``mode=None``): a float32 copy (the values are exact), with one
+    :class:`Float32ConversionWarning` per process that names
+    ``patch_torch("native")``.  Code that receives ``tensor.numpy()`` expects
+    a NumPy float type: many audio and image calls refuse bfloat16 arrays, and
+    ``(a * 32767).astype(np.int16)`` wraps +1.0 to -32768 in bfloat16 (the
+    survey in docs/exchange.md).
     mode="native": a zero-copy array of the minifloat dtype, sharing memory like
-    ``numpy()`` does for other dtypes.  mode="float32": a float32 copy, with one
-    :class:`Float32ConversionWarning` per activation.  Other dtypes behave
-    exactly as before.  Returns a handle usable as a context manager (leaving the
-    ``with`` block undoes the patch); :func:`unpatch_torch` undoes all patches.
+    ``numpy()`` does for other dtypes.  mode="float32": the default's float32
+    copy, without the warning.  Other dtypes behave exactly as before.
+    :func:`asnumpy` is not affected (it always returns the minifloat dtype).
+    Returns a handle usable as a context manager (leaving the ``with`` block
+    undoes the patch); :func:`unpatch_torch` undoes all patches.
     """
-    if mode not in ("native", "float32"):
-        raise ValueError(f"mode must be 'native' or 'float32', got {mode!r}")
+    if mode not in (None, "native", "float32"):
+        raise ValueError(f"mode must be 'native' or 'float32' (or None: float32 with a "
+                         f"warning), got {mode!r}")
     import torch
 
-    return _TorchPatch(torch, mode)
+    return _TorchPatch(torch, mode or "float32", warn=mode is None)
 
 
 def unpatch_torch():

@@ -30,6 +30,8 @@ typedef struct {
 
 extern PyTypeObject *mf_scalar_types[MF_NUM_PUBLIC_FORMATS];
 int mf_init_scalars(PyObject *module);
+/* the `dtype` class attribute of every scalar type (after mf_init_dtypes) */
+int mf_scalars_set_dtype(void);
 /* format id of a minifloat scalar object, or -1 */
 int mf_scalar_format_of(PyObject *obj);
 PyObject *mf_scalar_from_code(int fmt_id, uint32_t code);

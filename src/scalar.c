@@ -280,6 +280,21 @@ scalar_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return PyArray_FromAny(x, mf_singletons[id], 0, 0, NPY_ARRAY_FORCECAST | NPY_ARRAY_ENSURECOPY, NULL);
     }
     uint32_t code;
+    if (f->kind != MF_KIND_FLOAT && mf_scalar_format_of(x) < 0
+            && (PyFloat_Check(x) || PyArray_IsScalar(x, Floating))) {
+        /* int4(3.7) is int4(int(3.7)), as np.int8(300.7) is np.int8(300):
+         * out of range raises OverflowError (NaN ValueError), no wrap-around */
+        PyObject *as_int = PyNumber_Long(x);
+        if (as_int == NULL) {
+            return NULL;
+        }
+        if (check_int_range(f, as_int) < 0 || code_from_pylong(f, as_int, &code) < 0) {
+            Py_DECREF(as_int);
+            return NULL;
+        }
+        Py_DECREF(as_int);
+        return mf_scalar_from_code(id, code);
+    }
     if (mf_code_from_pyobject(f, x, &code) < 0) {
         return NULL;
     }
@@ -420,32 +435,31 @@ scalar_hash(PyObject *self)
 static PyObject *
 scalar_richcompare(PyObject *self, PyObject *other, int op)
 {
-    /* fast, exact path for minifloat scalars against each other and Python
-     * floats/ints that fit a double exactly; everything else goes through
-     * NumPy's generic scalar comparison (ufuncs, NEP 50) */
+    /* minifloat scalars against each other and against Python floats and
+     * ints: their exact values (as arrays compare with Python numbers, see
+     * src/umath/ufuncs.c); everything else goes through NumPy's generic
+     * scalar comparison (ufuncs, NEP 50) */
     double b;
     int self_id = mf_scalar_format_of(self);
     if (self_id < 0) {
         return PyGenericArrType_Type.tp_richcompare(self, other, op);
     }
-    const mf_format *f = &mf_formats[self_id];
     if (mf_scalar_format_of(other) >= 0) {
         /* two formats: their exact values (a common type holds both) */
         b = scalar_value(other);
     }
-    else if (PyFloat_CheckExact(other) || (PyLong_CheckExact(other) && f->kind == MF_KIND_FLOAT)) {
-        /* NEP 50: a Python number is weak, it becomes this format first
-         * (bfloat16(0.1) == 0.1, as np.float32(0.1) == 0.1) */
-        uint32_t code;
-        int err = mf_code_from_pyobject(f, other, &code);
-        if (err < 0) {
+    else if (PyFloat_CheckExact(other)) {
+        b = PyFloat_AS_DOUBLE(other);
+    }
+    else if (PyLong_CheckExact(other)) {
+        b = PyLong_AsDouble(other);
+        if (b == -1.0 && PyErr_Occurred()) {
             if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
                 return NULL;
             }
-            PyErr_Clear();
+            PyErr_Clear();   /* the generic path raises what arrays raise */
             return PyGenericArrType_Type.tp_richcompare(self, other, op);
         }
-        b = mf_decode_f64(f, code);
     }
     else {
         return PyGenericArrType_Type.tp_richcompare(self, other, op);
@@ -647,6 +661,22 @@ mf_init_scalars(PyObject *module)
         Py_INCREF(t);
         if (PyModule_AddObject(module, f->name, t) < 0) {
             Py_DECREF(t);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* bfloat16.dtype etc.: the dtype as a class attribute of each scalar type, as
+ * ml_dtypes' scalar types have it (it also answers for instances, shadowing
+ * np.generic's dtype getter with the same value).  Called once the dtypes
+ * exist. */
+int
+mf_scalars_set_dtype(void)
+{
+    for (int id = 0; id < MF_NUM_PUBLIC_FORMATS; id++) {
+        if (PyObject_SetAttrString((PyObject *)mf_scalar_types[id], "dtype",
+                                   (PyObject *)mf_singletons[id]) < 0) {
             return -1;
         }
     }

@@ -288,6 +288,33 @@ def fmt(name):
     return _FMT_CACHE[name]
 
 
+#: ufuncs that are IEEE 754 sign operations (bit operations on the sign bit)
+SIGN_UFUNCS = ("negative", "positive", "absolute", "fabs", "conjugate", "copysign")
+
+
+def sign_ref(name, ufunc, a, b=None):
+    """The codes of a sign operation on codes ``a`` (and ``b`` for copysign):
+    negative flips the sign bit, absolute/fabs clear it, copysign takes b's,
+    positive/conjugate copy; NaN payloads stay.  A fnuz format has no -0: its
+    +0 and its NaN (the would-be -0) keep their code.  Only for formats with a
+    sign bit (e8m0 has none: its ufuncs round the float32 result)."""
+    f = fmt(name)
+    assert f.signed, name
+    S = f.sbit
+    a = np.asarray(a).astype(np.int64)
+    if ufunc == "negative":
+        r = a ^ S
+    elif ufunc in ("absolute", "fabs"):
+        r = a & ~S
+    elif ufunc == "copysign":
+        r = (a & ~S) | (np.asarray(b).astype(np.int64) & S)
+    else:
+        r = a
+    if f.special == "fnuz":
+        r = np.where((a & ~S) == 0, a, r)
+    return r.astype(code_dtype(name))
+
+
 def boundary_values(name):
     """Every boundary class of a format, as float64 values (both signs):
     zeros, max finite, the midpoint above it and its float64 neighbours, the

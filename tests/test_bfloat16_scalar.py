@@ -353,13 +353,15 @@ def test_compare_with_python_numbers(c, d, small, use_int):
         assert bool(getattr(arr, op)(y)[0]) == want, (hex(c), y, op)
 
 
-def test_array_compare_with_python_float_is_nep50():
-    # a Python float is a weak scalar: converted to bfloat16 first, as
-    # float16 and float32 arrays do
-    assert (np.array([0.1], bf16) == 0.1)[0]
-    assert (np.array([0.1], np.float16) == 0.1)[0]
-    assert not (np.array([256], bf16) < 257)[0]
-    assert not (np.array([2048], np.float16) < 2049)[0]
+def test_array_compare_with_python_number_is_by_value():
+    # a Python number is compared by value (as ml_dtypes does, and as NumPy
+    # compares Python ints with its integer types), not converted to
+    # bfloat16 first as NEP 50 does for float16 (docs/promotion.md)
+    assert not (np.array([0.1], bf16) == 0.1)[0]
+    assert (np.array([0.1], bf16) == float(bf16(0.1)))[0]
+    assert (np.array([256], bf16) < 257)[0]
+    assert (np.array([1], bf16) < 1.001)[0]
+    assert (np.array([0.1], np.float16) == 0.1)[0]        # NumPy's NEP 50 rule
 
 
 def test_scalar_compare_with_python_float_matches_array():

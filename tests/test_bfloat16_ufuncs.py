@@ -43,12 +43,21 @@ SPECIAL_CODES = np.array([
 ], np.uint16)
 
 
+# IEEE 754 sign operations act on the sign bit alone: NaN payloads are kept
+_SIGN_BIT = {"negative": lambda a: a ^ 0x8000, "absolute": lambda a: a & 0x7FFF,
+             "fabs": lambda a: a & 0x7FFF, "positive": lambda a: a, "conjugate": lambda a: a}
+
+
 def _ref_unary(name, codes):
+    if name in _SIGN_BIT:
+        return _SIGN_BIT[name](np.asarray(codes, np.uint16)).astype(np.uint16)
     with np.errstate(all="ignore"):
         return R.ml_round_f32(getattr(np, name)(R.decode_f32(codes)))
 
 
 def _ref_binary(name, a, b):
+    if name == "copysign":
+        return ((np.asarray(a, np.uint16) & 0x7FFF) | (np.asarray(b, np.uint16) & 0x8000)).astype(np.uint16)
     with np.errstate(all="ignore"):
         return R.ml_round_f32(getattr(np, name)(R.decode_f32(a), R.decode_f32(b)))
 

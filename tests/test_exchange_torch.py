@@ -1,6 +1,7 @@
 """DLPack exchange with torch, both directions, through torch's C exchange API
 and through __dlpack__; patch_torch."""
 import gc
+import io
 import subprocess
 import sys
 import textwrap
@@ -272,7 +273,7 @@ def test_patch_native(unpatched):
     t = torch.arange(4.0).to(torch.bfloat16)
     with pytest.raises(TypeError):
         t.numpy()
-    with minifloat.patch_torch() as p:
+    with minifloat.patch_torch("native") as p:
         a, b = third_party(t)
         assert a.dtype == b.dtype == minifloat.bfloat16
         assert data_ptr(a) == t.data_ptr() and a.flags.writeable
@@ -298,16 +299,104 @@ def test_patch_native(unpatched):
         t.numpy()
 
 
-def test_patch_float32_warns_once(unpatched):
+@pytest.fixture
+def fresh_warning(monkeypatch):
+    """as in a new process: the default's warning not yet shown"""
+    monkeypatch.setattr(minifloat.exchange, "_float32_warned", False)
+
+
+def _conversion_warnings(w):
+    return [x for x in w if issubclass(x.category, minifloat.exchange.Float32ConversionWarning)]
+
+
+def test_patch_default_is_float32_and_warns_once_per_process(unpatched, fresh_warning):
+    t = torch.arange(4.0).to(torch.bfloat16)
+    assert issubclass(minifloat.exchange.Float32ConversionWarning, UserWarning)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        with minifloat.patch_torch() as p:
+            assert p.mode == "float32"
+            for _ in range(3):
+                a, b = third_party(t)
+                assert a.dtype == b.dtype == np.float32 and a.tolist() == [0, 1, 2, 3]
+                assert data_ptr(a) != t.data_ptr()
+            for dt in (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz,
+                       torch.float8_e5m2fnuz):
+                assert t.to(dt).numpy().dtype == np.float32
+            assert torch.arange(2).numpy().dtype == np.int64
+        with minifloat.patch_torch():                # a second activation: no second warning
+            t.numpy()
+    got = _conversion_warnings(w)
+    assert len(got) == 1
+    msg = str(got[0].message)
+    assert 'patch_torch("native")' in msg and "bfloat16" in msg and "exact" in msg
+    # asnumpy is not affected: it stays native
+    with minifloat.patch_torch():
+        assert minifloat.asnumpy(t).dtype == minifloat.bfloat16
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+                                "float8_e5m2fnuz"])
+def test_patch_default_values_are_exact(unpatched, fresh_warning, dt):
+    codes = np.arange(1 << (16 if dt == "bfloat16" else 8)).astype(
+        np.uint16 if dt == "bfloat16" else np.uint8)
+    x = codes.view(getattr(minifloat, dt))
+    t = minifloat.to_torch(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with minifloat.patch_torch():
+            got = t.numpy()
+    np.testing.assert_array_equal(got, t.float().numpy())       # NaNs included
+    np.testing.assert_array_equal(got, x.astype(np.float32))
+
+
+def test_patch_float32_explicit_does_not_warn(unpatched, fresh_warning):
     t = torch.arange(4.0).to(torch.bfloat16)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         with minifloat.patch_torch("float32"):
+            a, b = third_party(t)
+            assert a.dtype == b.dtype == np.float32 and a.tolist() == [0, 1, 2, 3]
+    assert not _conversion_warnings(w)
+
+
+def test_patch_default_warns_once_in_a_new_process():
+    code = textwrap.dedent("""
+        import warnings, torch, minifloat
+        warnings.simplefilter("always")
+        minifloat.patch_torch()
+        t = torch.ones(2, dtype=torch.bfloat16)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
             for _ in range(3):
-                a, b = third_party(t)
-                assert a.dtype == b.dtype == np.float32 and a.tolist() == [0, 1, 2, 3]
-            assert torch.arange(2).numpy().dtype == np.int64
-    assert len([x for x in w if issubclass(x.category, minifloat.exchange.Float32ConversionWarning)]) == 1
+                t.numpy()
+            minifloat.unpatch_torch()
+            minifloat.patch_torch()
+            t.numpy()
+        print(len(w), w[0].category.__name__, issubclass(w[0].category, UserWarning))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["1", "Float32ConversionWarning", "True"]
+
+
+def test_why_the_default_is_float32(unpatched):
+    """docs/exchange.md: the common TTS save wraps +1.0 to -32768 with the
+    native dtype (32767 rounds to 32768 in bfloat16); the default gives what
+    .float().numpy() gives."""
+    t = torch.tensor([1.0, -1.0, 0.5], dtype=torch.bfloat16)
+    want = (t.float().numpy() * 32767).astype(np.int16)
+    assert want.tolist() == [32767, -32767, 16383]
+    with minifloat.patch_torch("native"):
+        with np.errstate(all="ignore"):
+            assert (t.numpy() * 32767).astype(np.int16)[0] == -32768
+    with minifloat.patch_torch("float32"):
+        assert np.array_equal((t.numpy() * 32767).astype(np.int16), want)
+    wavfile = pytest.importorskip("scipy.io.wavfile")
+    with minifloat.patch_torch("native"):
+        with pytest.raises(ValueError, match="bfloat16"):
+            wavfile.write(io.BytesIO(), 16000, t.numpy())
+    with minifloat.patch_torch("float32"):
+        wavfile.write(io.BytesIO(), 16000, t.numpy())
 
 
 def test_patch_nesting_and_unpatch(unpatched):
@@ -325,6 +414,8 @@ def test_patch_nesting_and_unpatch(unpatched):
     assert "numpy" not in torch.Tensor.__dict__
     with pytest.raises(ValueError, match="mode"):
         minifloat.patch_torch("float16")
+    with pytest.raises(ValueError, match="mode"):
+        minifloat.patch_torch("bfloat16")
 
 
 def test_torch_is_imported_only_by_torch_functions():

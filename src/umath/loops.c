@@ -438,6 +438,107 @@ spacing_loop(PyArrayMethod_Context *NPY_UNUSED(context), char *const data[],
     return 0;
 }
 
+/*
+ * Sign operations (IEEE 754 5.5.1: negate, abs, copySign) act on the sign
+ * bit alone, so NaN payloads, signaling NaNs and -0 come through unchanged
+ * and no floating-point flag is raised; positive and conjugate copy the
+ * code.  A fnuz format has no -0: its code 1000...0 is its only NaN, so the
+ * sign of a zero or of that NaN never changes (negative(NaN) is NaN, abs(NaN)
+ * is NaN, copysign(0, -1) is 0 where ml_dtypes returns the NaN).  Codes are
+ * masked to the format's width, as the decoder reads them.  The same code
+ * runs at every kernel level (no SIMD variant to keep bit-identical); the
+ * contiguous loops below are plain enough for the compiler to vectorise.
+ */
+#if defined(__GNUC__) || defined(__clang__)
+#define MF_SIGN_INLINE static inline __attribute__((always_inline))
+#else
+#define MF_SIGN_INLINE static inline
+#endif
+
+/* One element; op and fnuz are constants where this is inlined, so each
+ * loop below is a branch-free loop the compiler can vectorise. */
+#define MF_SIGN_RUN(T)                                                                  \
+    MF_SIGN_INLINE T sign1_##T(const int op, const int fnuz, T a, T b, T s, T m, T ns)  \
+    {                                                                                   \
+        a &= m;                                                                         \
+        T r = op == MF_SIGN_NEGATE ? (T)(a ^ s)                                         \
+              : op == MF_SIGN_ABS ? (T)(a & ns)                                         \
+              : op == MF_SIGN_COPYSIGN ? (T)((a & ns) | (b & s)) : a;                   \
+        return (fnuz && (a & ns) == 0) ? a : r;      /* +0 and the NaN unchanged */     \
+    }                                                                                   \
+    MF_SIGN_INLINE void sign_run_##T(const int op, const int fnuz, const char *in0,     \
+                                     npy_intp s0, const char *in1, npy_intp s1,         \
+                                     char *out, npy_intp so, npy_intp n, T s, T m,      \
+                                     int contig)                                        \
+    {                                                                                   \
+        const T ns = (T)(m & ~s);                                                       \
+        if (contig) {                                                                   \
+            const T *a = (const T *)in0, *b = (const T *)in1;                           \
+            T *o = (T *)out;                                                            \
+            for (npy_intp i = 0; i < n; i++) {                                          \
+                o[i] = sign1_##T(op, fnuz, a[i], op == MF_SIGN_COPYSIGN ? b[i] : 0,     \
+                                 s, m, ns);                                             \
+            }                                                                           \
+            return;                                                                     \
+        }                                                                               \
+        for (npy_intp i = 0; i < n; i++) {                                              \
+            T a, b = 0, r;                                                              \
+            memcpy(&a, in0 + i * s0, sizeof(T));                                        \
+            if (op == MF_SIGN_COPYSIGN) {                                               \
+                memcpy(&b, in1 + i * s1, sizeof(T));                                    \
+            }                                                                           \
+            r = sign1_##T(op, fnuz, a, b, s, m, ns);                                    \
+            memcpy(out + i * so, &r, sizeof(T));                                        \
+        }                                                                               \
+    }                                                                                   \
+    static void sign_dispatch_##T(mf_sign_op op, int fnuz, const char *in0,             \
+                                  npy_intp s0, const char *in1, npy_intp s1,            \
+                                  char *out, npy_intp so, npy_intp n, T s, T m,         \
+                                  int contig)                                           \
+    {                                                                                   \
+        switch (op * 2 + (fnuz != 0)) {                                                 \
+            case MF_SIGN_NEGATE * 2: sign_run_##T(MF_SIGN_NEGATE, 0, in0, s0, in1, s1, out, so, n, s, m, contig); break; \
+            case MF_SIGN_NEGATE * 2 + 1: sign_run_##T(MF_SIGN_NEGATE, 1, in0, s0, in1, s1, out, so, n, s, m, contig); break; \
+            case MF_SIGN_ABS * 2: sign_run_##T(MF_SIGN_ABS, 0, in0, s0, in1, s1, out, so, n, s, m, contig); break; \
+            case MF_SIGN_ABS * 2 + 1: sign_run_##T(MF_SIGN_ABS, 1, in0, s0, in1, s1, out, so, n, s, m, contig); break; \
+            case MF_SIGN_COPYSIGN * 2: sign_run_##T(MF_SIGN_COPYSIGN, 0, in0, s0, in1, s1, out, so, n, s, m, contig); break; \
+            case MF_SIGN_COPYSIGN * 2 + 1: sign_run_##T(MF_SIGN_COPYSIGN, 1, in0, s0, in1, s1, out, so, n, s, m, contig); break; \
+            default: sign_run_##T(MF_SIGN_COPY, 0, in0, s0, in1, s1, out, so, n, s, m, contig); break; \
+        }                                                                               \
+    }
+MF_SIGN_RUN(uint8_t)
+MF_SIGN_RUN(uint16_t)
+
+static int
+sign_loop(PyArrayMethod_Context *NPY_UNUSED(context), char *const data[],
+          npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *auxdata)
+{
+    mf_loop_aux *aux = (mf_loop_aux *)auxdata;
+    const mf_format *f = aux->fmt;
+    mf_sign_op op = (mf_sign_op)aux->def->op;
+    int binary = op == MF_SIGN_COPYSIGN;
+    const uint32_t S = mf_sign_bit(f), mask = mf_code_mask(f);
+    const int fnuz = f->special == MF_SPECIAL_FNUZ;
+    npy_intp n = dimensions[0], sz = f->itemsize;
+    const char *in0 = data[0], *in1 = binary ? data[1] : NULL;
+    char *out = data[binary ? 2 : 1];
+    npy_intp s0 = strides[0], s1 = binary ? strides[1] : 0, so = strides[binary ? 2 : 1];
+    /* the contiguous loops may read ahead of what they wrote: not for an
+     * accumulation (out[i] = op(out[i-1], b[i])), which overlaps itself */
+    int overlaps = binary && out == in0 + s0;
+    int contig = !overlaps && is_contig_aligned(in0, s0, sz) && is_contig_aligned(out, so, sz)
+                 && (!binary || is_contig_aligned(in1, s1, sz));
+    if (sz == 2) {
+        sign_dispatch_uint16_t(op, fnuz, in0, s0, in1, s1, out, so, n, (uint16_t)S,
+                               (uint16_t)mask, contig);
+    }
+    else {
+        sign_dispatch_uint8_t(op, fnuz, in0, s0, in1, s1, out, so, n, (uint8_t)S,
+                              (uint8_t)mask, contig);
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------- get_loop */
 
 _Thread_local PyArrayMethod_Context *mf_reduction_context = NULL;
@@ -527,6 +628,7 @@ mf_generic_get_loop(int def_index, PyArrayMethod_Context *context, int NPY_UNUSE
         case MF_LOOP_ARITH: *out_loop = arith_loop; break;
         case MF_LOOP_NEXTAFTER: *out_loop = nextafter_loop; break;
         case MF_LOOP_SPACING: *out_loop = spacing_loop; break;
+        case MF_LOOP_SIGN: *out_loop = mf_sign_bit(aux->fmt) ? sign_loop : generic_loop; break;
         default: *out_loop = generic_loop; break;
     }
     *out_transferdata = (NpyAuxData *)aux;

@@ -75,6 +75,63 @@ int_format_fallback(const char *name, PyArray_DTypeMeta *common)
 }
 
 /*
+ * A comparison between a minifloat and a Python float or int compares
+ * values: both operands go to float64, which holds every value of every
+ * format and every Python float exactly.  NEP 50 would first convert the
+ * Python number into the format, and there it can lose its value: 0.0 and
+ * negative numbers become NaN in float8_e8m0fnu, 1e6 becomes NaN in
+ * float8_e4m3fn, 100 is out of range of int4.  (NumPy compares Python ints
+ * with its integer types by value for the same reason; ml_dtypes compares
+ * values.)  Arithmetic keeps NEP 50: there the result has the format.
+ */
+static int
+is_comparison(const char *name)
+{
+    static const char *names[] = {"equal", "not_equal", "less", "less_equal",
+                                  "greater", "greater_equal"};
+    for (int i = 0; i < 6; i++) {
+        if (strcmp(name, names[i]) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int
+is_python_number(PyArray_DTypeMeta *d)
+{
+    return d == &PyArray_PyFloatDType || d == &PyArray_PyLongDType;
+}
+
+static int
+compare_with_python_number(PyUFuncObject *ufunc, PyArray_DTypeMeta *const op_dtypes[],
+                           PyArray_DTypeMeta *const signature[],
+                           PyArray_DTypeMeta *new_op_dtypes[])
+{
+    if (ufunc->nin != 2 || ufunc->nargs != 3 || !is_comparison(ufunc->name)) {
+        return 0;
+    }
+    for (int i = 0; i < 3; i++) {
+        if (signature[i] != NULL) {
+            return 0;
+        }
+    }
+    int py0 = is_python_number(op_dtypes[0]), py1 = is_python_number(op_dtypes[1]);
+    if (py0 == py1 || mf_dtype_index(op_dtypes[py0 ? 1 : 0]) < 0) {
+        return 0;
+    }
+    PyArray_DTypeMeta *f64 = mf_builtin_DType(NPY_DOUBLE);
+    PyArray_DTypeMeta *b = mf_builtin_DType(NPY_BOOL);
+    Py_INCREF(f64);
+    Py_INCREF(f64);
+    Py_INCREF(b);
+    new_op_dtypes[0] = f64;
+    new_op_dtypes[1] = f64;
+    new_op_dtypes[2] = b;
+    return 1;
+}
+
+/*
  * Promoter for calls that mix a minifloat operand with other types: the
  * minifloat-typed operands of the loop's signature all go to the common
  * DType of those inputs (NEP 50, the dtypes' common_dtype); bool and int
@@ -102,6 +159,9 @@ mf_promoter(PyObject *ufunc_obj, PyArray_DTypeMeta *const op_dtypes[],
             Py_INCREF(d);
             new_op_dtypes[i] = d;
         }
+        return 0;
+    }
+    if (compare_with_python_number(ufunc, op_dtypes, signature, new_op_dtypes)) {
         return 0;
     }
     PyArray_DTypeMeta *common;

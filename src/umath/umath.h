@@ -27,7 +27,17 @@ typedef enum {
     MF_LOOP_NEXTAFTER,     /* native, on the format's own grid */
     MF_LOOP_SPACING,
     MF_LOOP_INT,           /* integer formats: NumPy's int32 loop, wrap-around */
+    MF_LOOP_SIGN,          /* sign operations on the codes' bits (NaN payloads kept);
+                            * formats without a sign bit (e8m0): NumPy's float32 loop */
 } mf_loop_kind;
+
+/* the `op` of an MF_LOOP_SIGN row */
+typedef enum {
+    MF_SIGN_COPY = 0,      /* positive, conjugate */
+    MF_SIGN_NEGATE,        /* negative */
+    MF_SIGN_ABS,           /* absolute, fabs */
+    MF_SIGN_COPYSIGN,      /* copysign */
+} mf_sign_op;
 
 typedef struct {
     const char *ufunc;       /* NumPy ufunc name */

@@ -1,0 +1,248 @@
+"""ml_dtypes drop-in gaps (issue 7): finfo of arrays, ``<type>.dtype``, sign
+operations that keep NaN payloads, and comparisons with Python numbers that
+compare values."""
+import pickle
+
+import numpy as np
+import pytest
+
+import minifloat
+from minifloat import bfloat16 as bf16
+
+import _family_refs as R
+from conftest import LEVELS, kernel_level, mf_type
+
+ALL_TYPES = minifloat.scalar_types
+
+
+# ------------------------------------------------------------------ finfo
+
+@pytest.mark.parametrize("name", R.FLOAT_NAMES)
+def test_finfo_accepts_arrays_and_scalars(name):
+    t = mf_type(name)
+    fi = minifloat.finfo(t)
+    for arg in (np.zeros(3, t), np.zeros((2, 0), t), t(1), np.dtype(t), name):
+        got = minifloat.finfo(arg)
+        assert got is fi, arg
+        assert got.dtype == np.dtype(t)
+
+
+@pytest.mark.parametrize("name", R.INT_NAMES)
+def test_iinfo_accepts_arrays(name):
+    t = mf_type(name)
+    ii = minifloat.iinfo(np.zeros(2, t))
+    assert ii is minifloat.iinfo(t) and (ii.min, ii.max) == (minifloat.iinfo(name).min,
+                                                             minifloat.iinfo(name).max)
+
+
+def test_finfo_iinfo_of_numpy_arrays_and_wrong_kinds():
+    assert minifloat.finfo(np.zeros(2, np.float32)) == np.finfo(np.float32)
+    assert minifloat.iinfo(np.zeros(2, np.int8)).max == 127
+    with pytest.raises(ValueError, match="iinfo"):
+        minifloat.finfo(np.zeros(2, minifloat.int4))
+    with pytest.raises(ValueError, match="finfo"):
+        minifloat.iinfo(np.zeros(2, bf16))
+    with pytest.raises((TypeError, ValueError)):
+        minifloat.finfo(object())
+
+
+# ------------------------------------------------------------ <type>.dtype
+
+@pytest.mark.parametrize("t", ALL_TYPES, ids=lambda t: t.__name__)
+def test_scalar_type_has_dtype(t):
+    assert isinstance(t.dtype, np.dtype)
+    assert t.dtype == np.dtype(t) and t.dtype.type is t
+    assert "dtype" in t.__dict__              # a class attribute, as in ml_dtypes
+    assert t(0).dtype is t.dtype              # instances answer the same
+    assert np.zeros(2, t.dtype).dtype == t.dtype
+    assert pickle.loads(pickle.dumps(t(0))).dtype == t.dtype
+
+
+# ------------------------------------------------------- sign operations
+
+SIGNED = [n for n in R.FLOAT_NAMES if R.fmt(n).signed]
+
+
+def nan_codes(name):
+    """every NaN code of a format (payloads and both signs)"""
+    f = R.fmt(name)
+    c = R.all_codes(name)
+    return c[[f.value(int(x)) != f.value(int(x)) for x in c]] if name != "bfloat16" else \
+        c[((c & 0x7F80) == 0x7F80) & ((c & 0x7F) != 0)]
+
+
+@pytest.mark.parametrize("name", SIGNED)
+@pytest.mark.parametrize("level", LEVELS)
+def test_sign_operations_keep_nan_payloads(name, level):
+    t = mf_type(name)
+    nans = nan_codes(name)
+    if not len(nans):
+        pytest.skip(f"{name} has no NaN")
+    x = nans.view(t)
+    f = R.fmt(name)
+    neg = np.full(len(nans), f.sbit, nans.dtype).view(t)
+    pos = np.zeros(len(nans), nans.dtype).view(t)
+    if f.special == "fnuz":
+        pos = np.full(len(nans), 1, nans.dtype).view(t)
+    with kernel_level(level):
+        for u in ("negative", "absolute", "fabs", "positive", "conjugate"):
+            got = getattr(np, u)(x).view(nans.dtype)
+            np.testing.assert_array_equal(got, R.sign_ref(name, u, nans), err_msg=u)
+            assert np.isnan(getattr(np, u)(x).astype(np.float32)).all(), u
+        for sgn in (neg, pos):
+            got = np.copysign(x, sgn).view(nans.dtype)
+            np.testing.assert_array_equal(got, R.sign_ref(name, "copysign", nans, sgn.view(nans.dtype)))
+    if name == "bfloat16":
+        p = np.array([0x7FC1, 0xFF81, 0x7F81], np.uint16).view(bf16)   # payloads, a signaling NaN
+        assert np.negative(p).view(np.uint16).tolist() == [0xFFC1, 0x7F81, 0xFF81]
+        assert np.abs(p).view(np.uint16).tolist() == [0x7FC1, 0x7F81, 0x7F81]
+        assert np.copysign(p, bf16(-1)).view(np.uint16).tolist() == [0xFFC1, 0xFF81, 0xFF81]
+        assert np.positive(p).view(np.uint16).tolist() == [0x7FC1, 0xFF81, 0x7F81]
+        s = p[0]
+        assert (-s).code == 0xFFC1 and abs(-s).code == 0x7FC1
+
+
+@pytest.mark.parametrize("name", ["float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3b11fnuz"])
+def test_fnuz_sign_operations(name):
+    """fnuz: 0x80 is the only NaN (the would-be -0); negating or taking the
+    absolute value of NaN gives NaN, and no operation makes a -0 (which would
+    be that NaN): copysign(0, -1) is 0 (ml_dtypes gives NaN there)."""
+    t = mf_type(name)
+    nan, zero, one = np.array([0x80, 0x00, 0x08], np.uint8).view(t)
+    for u in (np.negative, np.abs, np.fabs, np.positive):
+        assert u(nan).view(np.uint8) == 0x80, u
+        assert u(zero).view(np.uint8) == 0x00, u
+    assert np.copysign(zero, t(-1)).view(np.uint8) == 0
+    assert np.copysign(nan, t(1)).view(np.uint8) == 0x80
+    assert np.copysign(one, t(-1)).view(np.uint8) == 0x88
+    assert np.copysign(one, nan).view(np.uint8) == 0x88     # NaN's sign bit is set, as np.signbit says
+    assert np.signbit(nan)
+
+
+def test_sign_operations_without_sign_bit_unchanged():
+    """e8m0 has no sign bit: its values are what float32 gives, rounded (no
+    negative number: NaN)"""
+    e = minifloat.float8_e8m0fnu
+    x = R.all_codes("float8_e8m0fnu").view(e)
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(np.negative(x).astype(np.float32)).all()
+        assert np.array_equal(np.abs(x).view(np.uint8), x.view(np.uint8))
+        assert np.array_equal(np.copysign(x, e(2)).view(np.uint8), x.view(np.uint8))
+
+
+@pytest.mark.parametrize("name", SIGNED)
+def test_sign_operations_layouts(name):
+    """strided, reversed, in place, broadcast and accumulate paths agree with
+    the contiguous one"""
+    t = mf_type(name)
+    c = np.random.default_rng(5).integers(0, R.ncodes(name), 1001).astype(R.code_dtype(name))
+    x = c.view(t)
+    y = np.roll(c, 7).view(t)
+    dt = c.dtype
+    for u in ("negative", "absolute", "positive"):
+        want = R.sign_ref(name, u, c)
+        np.testing.assert_array_equal(getattr(np, u)(x[::-1]).view(dt), want[::-1])
+        np.testing.assert_array_equal(getattr(np, u)(x[::3]).view(dt), want[::3])
+        z = x.copy()
+        getattr(np, u)(z, out=z)
+        np.testing.assert_array_equal(z.view(dt), want)
+    want = R.sign_ref(name, "copysign", c, np.roll(c, 7))
+    np.testing.assert_array_equal(np.copysign(x, y).view(dt), want)
+    np.testing.assert_array_equal(np.copysign(x[1::2], y[1::2]).view(dt), want[1::2])
+    np.testing.assert_array_equal(np.copysign(x, y[3]).view(dt),
+                                  R.sign_ref(name, "copysign", c, np.full_like(c, c[(3 - 7) % 1001])))
+    # accumulate: out[i] = copysign(out[i-1], y[i]): the magnitude of x[0], y[i]'s sign
+    acc = np.copysign.accumulate(np.concatenate([x[:1], y[1:20]]))
+    seq = [c[0]]
+    for i in range(1, 20):
+        seq.append(R.sign_ref(name, "copysign", [seq[-1]], [np.roll(c, 7)[i]])[0])
+    np.testing.assert_array_equal(acc.view(dt), np.array(seq, dt))
+
+
+# ------------------------------------------- comparisons with Python numbers
+
+OPS = ("__lt__", "__le__", "__eq__", "__ne__", "__gt__", "__ge__")
+
+
+def exact_compare(name, codes, y, op):
+    f = R.fmt(name)
+    vals = [f.value(int(c)) for c in codes]
+    return np.array([getattr(float(v), op)(y) for v in vals])
+
+
+@pytest.mark.parametrize("name", R.FLOAT_NAMES)
+def test_compare_with_python_numbers_by_value(name):
+    t = mf_type(name)
+    codes = R.all_codes(name) if R.ncodes(name) <= 256 else \
+        np.random.default_rng(1).integers(0, 1 << 16, 4000).astype(np.uint16)
+    x = codes.view(t)
+    fi = minifloat.finfo(t)
+    ys = [0.0, -0.0, -1.0, 1.0, 0.1, 1e6, -1e6, 1e-300, float(fi.max) * 1.01, float(fi.max),
+          float("inf"), -float("inf"), float("nan"), 0, -3, 100, 10 ** 30]
+    for y in ys:
+        for op in OPS:
+            want = exact_compare(name, codes, y, op)
+            got = getattr(x, op)(y)
+            assert got.dtype == np.bool_
+            np.testing.assert_array_equal(got, want, err_msg=f"{name} {op} {y!r}")
+            # reflected, and scalars agree with arrays
+            rop = {"__lt__": "__gt__", "__le__": "__ge__", "__gt__": "__lt__",
+                   "__ge__": "__le__"}.get(op, op)
+            np.testing.assert_array_equal(getattr(np, {"__lt__": "less", "__le__": "less_equal",
+                                                       "__eq__": "equal", "__ne__": "not_equal",
+                                                       "__gt__": "greater",
+                                                       "__ge__": "greater_equal"}[rop])(y, x),
+                                          want, err_msg=f"{y!r} reflected {op} {name}")
+            for i in range(0, len(x), max(1, len(x) // 17)):
+                assert bool(getattr(x[i], op)(y)) == want[i], (name, op, y, hex(int(codes[i])))
+
+
+def test_compare_cases_of_the_issue():
+    e8 = minifloat.float8_e8m0fnu
+    assert minifloat.finfo(e8).min >= 0.0
+    assert minifloat.finfo(e8).min > 0 and not (minifloat.finfo(e8).min == 0.0)
+    assert (np.array([1, 2], e8) > -1).all() and (np.array([1, 2], e8) >= 0.0).all()
+    assert not (np.array([1, 2], e8) < 0).any()
+    e4 = minifloat.float8_e4m3fn
+    x = np.array([448, -448, 1], e4)
+    assert (x < 1e6).all() and (x > -1e6).all() and not (x == 1e6).any()
+    assert e4(448) < 1e6 and e4(448) < 460.0          # 460 would round to 448 in the format
+    i4 = np.array([-8, 0, 7], minifloat.int4)
+    assert (i4 < 100).all() and (i4 > -100).all() and not (i4 == 16).any()
+    assert minifloat.int4(7) < 100 and minifloat.uint2(3) > -1
+    assert (i4 == 7).tolist() == [False, False, True]
+    assert not bf16(0.1) == 0.1 and bf16(0.1) == float(bf16(0.1))
+    assert bf16(1) < 1.001
+
+
+def test_compare_keeps_nep50_elsewhere():
+    """only comparisons with Python numbers change: arithmetic keeps the format
+    (NEP 50), and a NumPy float32 operand is compared in float32"""
+    x = np.array([1, 2], bf16)
+    assert (x + 1.0).dtype == x.dtype and (x * 3).dtype == x.dtype
+    assert (x < np.float32(1.5)).tolist() == [True, False]
+    assert (x < np.array([1.5, 1.5], np.float32)).tolist() == [True, False]
+    # signature= asking for the format's loop rounds the Python number first
+    BF = minifloat.dtypes.BFloat16DType
+    assert np.less(x, 1.001, signature=(BF, BF, None)).tolist() == [False, False]
+    assert (x == x).all() and (x[0] == x[1]) == False   # noqa: E712
+    with pytest.raises(OverflowError):
+        x < 10 ** 400
+
+
+# ------------------------------------- integer scalars from floats
+
+def test_int_format_scalar_from_float_checks_range():
+    """int4(3.7) is int4(int(3.7)), as np.int8(300.7) is np.int8(300) and as in
+    ml_dtypes: out of range raises OverflowError, never wraps around"""
+    i4, i1, u2 = minifloat.int4, minifloat.int1, minifloat.uint2
+    assert i4(3.7) == 3 and i4(-3.7) == -3 and i4(np.float32(7.5)) == 7 and i4(-8.5) == -8
+    assert i1(-0.5) == 0 and u2(3.99) == 3
+    for t, v in ((i4, 8.0), (i4, -9.0), (i1, 3.7), (u2, -1.0), (i4, np.float64(100.5)),
+                 (i4, float("inf"))):
+        with pytest.raises(OverflowError):
+            t(v)
+    with pytest.raises(ValueError):
+        i4(float("nan"))
+    with pytest.raises(OverflowError):
+        np.int8(300.7)                       # the NumPy rule this follows

@@ -33,7 +33,8 @@ int mf_init_scalars(PyObject *module);
 /* format id of a minifloat scalar object, or -1 */
 int mf_scalar_format_of(PyObject *obj);
 PyObject *mf_scalar_from_code(int fmt_id, uint32_t code);
-/* shortest decimal (as a double) that round-trips to `code` in the format */
+/* the decimal (as a double) that `code` prints as: exact when it has <= 6
+ * significant digits, else the shortest that rounds back (scalar.c) */
 double mf_shortest_double(const mf_format *f, uint32_t code);
 /* Python float or int -> code with the cast's rounding; -1 with error set */
 int mf_code_from_pyobject(const mf_format *f, PyObject *obj, uint32_t *code);

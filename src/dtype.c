@@ -196,7 +196,10 @@ mf_getitem(PyArray_Descr *descr, char *dataptr)
     return mf_scalar_from_code((int)f->id, mf_load_code(f, dataptr));
 }
 
-/* np.finfo (NumPy >= 2.4 asks the DType for these) */
+/* np.finfo (NumPy >= 2.4 asks the DType for these).  Built against older
+ * NumPy headers the slot does not exist; run on an older NumPy it is left
+ * out (format_slots), and minifloat.finfo fills in np.finfo's fields. */
+#ifdef NPY_DT_get_constant
 static int
 mf_get_constant(PyArray_Descr *descr, int constant_id, void *ptr)
 {
@@ -278,6 +281,7 @@ mf_get_constant(PyArray_Descr *descr, int constant_id, void *ptr)
     mf_store_code(f, (char *)ptr, code);
     return 1;
 }
+#endif
 
 static PyType_Slot dtype_slots[] = {
     {NPY_DT_ensure_canonical, (void *)mf_ensure_canonical},
@@ -287,7 +291,9 @@ static PyType_Slot dtype_slots[] = {
     {NPY_DT_default_descr, (void *)mf_default_descr},
     {NPY_DT_setitem, (void *)mf_setitem},
     {NPY_DT_getitem, (void *)mf_getitem},
+#ifdef NPY_DT_get_constant
     {NPY_DT_get_constant, (void *)mf_get_constant},
+#endif
     {NPY_DT_PyArray_ArrFuncs_compare, (void *)mf_compare},
     {NPY_DT_PyArray_ArrFuncs_argmax, (void *)mf_argmax},
     {NPY_DT_PyArray_ArrFuncs_argmin, (void *)mf_argmin},
@@ -309,9 +315,10 @@ static PyType_Slot dtype_slots[] = {
  *                NPY_USE_GETITEM, so `arr[i]` is a minifloat scalar made by
  *                copying the code into it, as for legacy user dtypes);
  *   getitem      PyArray_GETITEM: arr.item(), arr.tolist(), astype(object):
- *                Python floats (ints for the integer formats), as float16's.
- * NumPy 2.4 accepts the copyswap slots (3, 4) although its header omits
- * them.
+ *                Python floats (ints for the integer formats), as float16's;
+ *   dotfunc      np.dot / ndarray.dot on NumPy >= 2.5 (umath/matmul.c).
+ * NumPy (2.3 to 2.5) accepts the copyswap slots (3, 4) although its header
+ * omits them.
  */
 static PyObject *
 py_value(int id, const void *data)
@@ -344,6 +351,11 @@ py_value(int id, const void *data)
     static void copyswap_##i(void *dst, void *src, int swap, void *NPY_UNUSED(arr))       \
     {                                                                                     \
         mf_copyswapn_sized(mf_formats[i].itemsize, dst, 0, src, 0, 1, swap);              \
+    }                                                                                     \
+    static void dot_##i(void *a, npy_intp sa, void *b, npy_intp sb, void *out, npy_intp n, \
+                        void *NPY_UNUSED(arr))                                            \
+    {                                                                                     \
+        mf_dotfunc(&mf_formats[i], a, sa, b, sb, out, n);                                 \
     }
 MF_FORMAT_FUNCS(0) MF_FORMAT_FUNCS(1) MF_FORMAT_FUNCS(2) MF_FORMAT_FUNCS(3)
 MF_FORMAT_FUNCS(4) MF_FORMAT_FUNCS(5) MF_FORMAT_FUNCS(6) MF_FORMAT_FUNCS(7)
@@ -354,8 +366,9 @@ MF_FORMAT_FUNCS(16) MF_FORMAT_FUNCS(17)
 
 typedef char mf_one_set_of_funcs_per_format[(MF_NUM_PUBLIC_FORMATS == 18) ? 1 : -1];
 
-#define FUNCS(i) {(void *)arr_getitem_##i, (void *)copyswapn_##i, (void *)copyswap_##i}
-static void *per_format_funcs[MF_NUM_PUBLIC_FORMATS][3] = {
+#define FUNCS(i) {(void *)arr_getitem_##i, (void *)copyswapn_##i, (void *)copyswap_##i, \
+                  (void *)dot_##i}
+static void *per_format_funcs[MF_NUM_PUBLIC_FORMATS][4] = {
     FUNCS(0), FUNCS(1), FUNCS(2), FUNCS(3), FUNCS(4), FUNCS(5), FUNCS(6), FUNCS(7), FUNCS(8),
     FUNCS(9), FUNCS(10), FUNCS(11), FUNCS(12), FUNCS(13), FUNCS(14), FUNCS(15), FUNCS(16),
     FUNCS(17),
@@ -363,17 +376,53 @@ static void *per_format_funcs[MF_NUM_PUBLIC_FORMATS][3] = {
 #undef FUNCS
 
 #define N_SHARED_SLOTS (sizeof(dtype_slots) / sizeof(dtype_slots[0]) - 1)
-static PyType_Slot slots_of[MF_NUM_PUBLIC_FORMATS][N_SHARED_SLOTS + 4];
+static PyType_Slot slots_of[MF_NUM_PUBLIC_FORMATS][N_SHARED_SLOTS + 5];
+
+/*
+ * The slot number the running NumPy expects.  Headers of NumPy >= 2.4 number
+ * the ArrFuncs slots from 1 << 11, older NumPy from 1 << 10 (and NumPy >= 2.4
+ * still accepts those): a build against new headers that runs on NumPy 2.3
+ * translates them.
+ */
+static int
+runtime_slot(int slot)
+{
+#if _NPY_DT_ARRFUNCS_OFFSET != (1 << 10)
+    if (slot >= _NPY_DT_ARRFUNCS_OFFSET && PyArray_RUNTIME_VERSION < NPY_2_4_API_VERSION) {
+        return slot - _NPY_DT_ARRFUNCS_OFFSET + (1 << 10);
+    }
+#endif
+    return slot;
+}
 
 static PyType_Slot *
 format_slots(int id)
 {
     PyType_Slot *sl = slots_of[id];
-    memcpy(sl, dtype_slots, N_SHARED_SLOTS * sizeof(PyType_Slot));
-    sl[N_SHARED_SLOTS + 0] = (PyType_Slot){NPY_DT_PyArray_ArrFuncs_getitem, per_format_funcs[id][0]};
-    sl[N_SHARED_SLOTS + 1] = (PyType_Slot){_NPY_DT_ARRFUNCS_OFFSET + 3, per_format_funcs[id][1]};
-    sl[N_SHARED_SLOTS + 2] = (PyType_Slot){_NPY_DT_ARRFUNCS_OFFSET + 4, per_format_funcs[id][2]};
-    sl[N_SHARED_SLOTS + 3] = (PyType_Slot){0, NULL};
+    int n = 0;
+    for (size_t k = 0; k < N_SHARED_SLOTS; k++) {
+#ifdef NPY_DT_get_constant
+        /* a NumPy older than the headers rejects a slot it does not know */
+        if (dtype_slots[k].slot == NPY_DT_get_constant
+                && PyArray_RUNTIME_VERSION < NPY_2_4_API_VERSION) {
+            continue;
+        }
+#endif
+        sl[n++] = dtype_slots[k];
+    }
+    sl[n++] = (PyType_Slot){NPY_DT_PyArray_ArrFuncs_getitem, per_format_funcs[id][0]};
+    sl[n++] = (PyType_Slot){_NPY_DT_ARRFUNCS_OFFSET + 3, per_format_funcs[id][1]};
+    sl[n++] = (PyType_Slot){_NPY_DT_ARRFUNCS_OFFSET + 4, per_format_funcs[id][2]};
+    /* np.dot and ndarray.dot (NumPy >= 2.5 reach a user dtype's dotfunc;
+     * older ones refuse user dtypes before): the float formats only, the
+     * integer formats' np.dot stays with the patch (int64 results) */
+    if (mf_formats[id].kind == MF_KIND_FLOAT) {
+        sl[n++] = (PyType_Slot){NPY_DT_PyArray_ArrFuncs_dotfunc, per_format_funcs[id][3]};
+    }
+    for (int k = 0; k < n; k++) {
+        sl[k].slot = runtime_slot(sl[k].slot);
+    }
+    sl[n] = (PyType_Slot){0, NULL};
     return sl;
 }
 

@@ -117,6 +117,9 @@ int mf_scanfunc(FILE *fp, void *dptr, char *ignore, PyArray_Descr *descr);
 
 /* ---- ufuncs (umath/) ---- */
 int mf_init_ufuncs(PyObject *module);
+/* the ArrFuncs dotfunc of a float format (umath/matmul.c) */
+void mf_dotfunc(const mf_format *f, const char *a, npy_intp sa, const char *b, npy_intp sb,
+                char *out, npy_intp n);
 extern PyObject *mf_ComplexWarning;
 
 /* ---- convert (convert.c) ---- */

@@ -610,7 +610,18 @@ scalar_as_integer_ratio(PyObject *self, PyObject *NPY_UNUSED(args))
     return res;
 }
 
+/* a real number is its own conjugate (NumPy < 2.4's ndarray.conjugate
+ * refuses dtypes it does not know to be numeric) */
+static PyObject *
+scalar_conjugate(PyObject *self, PyObject *NPY_UNUSED(args))
+{
+    Py_INCREF(self);
+    return self;
+}
+
 static PyMethodDef scalar_methods[] = {
+    {"conjugate", scalar_conjugate, METH_NOARGS, "The value itself (a real number)."},
+    {"conj", scalar_conjugate, METH_NOARGS, "The value itself (a real number)."},
     {"item", scalar_item, METH_VARARGS, "The value as a Python float (int for integer formats)."},
     {"tolist", scalar_item, METH_NOARGS, "Same as item()."},
     {"__reduce__", scalar_reduce, METH_NOARGS, NULL},

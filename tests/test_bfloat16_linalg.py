@@ -14,6 +14,7 @@ import minifloat
 from minifloat import bfloat16 as bf16
 
 import _refs as R
+from conftest import NUMPY_DOT_USES_DOTFUNC
 
 BF = np.dtype(bf16)
 
@@ -249,12 +250,31 @@ def test_einsum_pure_views():
     assert np.einsum("ij->ji", x).tolist() == x.T.tolist()
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError,
-                   reason="NumPy limitation: np.linalg.norm calls ndarray.dot (C, legacy dtypes "
-                          "only); use np.linalg.norm(x.astype(np.float32))")
+@pytest.mark.xfail(not NUMPY_DOT_USES_DOTFUNC, strict=True, raises=TypeError,
+                   reason="NumPy < 2.5 limitation: np.linalg.norm calls ndarray.dot (C, legacy "
+                          "dtypes only); use np.linalg.norm(x.astype(np.float32))")
 def test_linalg_norm():
     x = np.array([3, 4], bf16)
     assert float(np.linalg.norm(x)) == 5.0
+    assert np.linalg.norm(x).dtype == BF
+
+
+@pytest.mark.skipif(not NUMPY_DOT_USES_DOTFUNC, reason="NumPy < 2.5: ndarray.dot refuses user "
+                    "dtypes (a C method; np.dot is patched)")
+def test_ndarray_dot_through_the_dotfunc(each_level):
+    """NumPy >= 2.5 calls the formats' dotfunc from np.dot and ndarray.dot:
+    float32 accumulation, one rounding per output element."""
+    A, B = _ints((5, 4096), 23), _ints((4096, 3), 24)
+    want = _exact_codes(A.astype(np.float64), B.astype(np.float64))
+    for got in (A.astype(bf16).dot(B.astype(bf16)), np.dot(A.astype(bf16), B.astype(bf16)),
+                A.astype(bf16)[:, ::1].dot(np.asfortranarray(B.astype(bf16)))):
+        assert got.dtype == BF
+        assert np.array_equal(R.bits(got), want)
+    v = np.ones(8192, bf16)
+    assert float(v.dot(v)) == 8192.0              # a bfloat16 accumulator stops at 256
+    # strided operands
+    w = np.ones(3 * 8192, bf16)[::3]
+    assert float(w.dot(w)) == 8192.0
 
 
 def test_linalg_decompositions_unsupported_like_float16():

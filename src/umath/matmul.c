@@ -186,11 +186,13 @@ strided_dots(const mf_format *f, int out_f32, npy_intp N, npy_intp k,
              char *c0, npy_intp sc)
 {
     npy_intp sz = f->itemsize;
-    char *pa = PyMem_RawMalloc((size_t)(k * sz) + 1);
-    char *pb = PyMem_RawMalloc((size_t)(k * sz) + 1);
-    if (pa == NULL || pb == NULL) {
+    /* packing buffers, only when an operand is strided or misaligned */
+    char *pa = NULL, *pb = NULL;
+    int pack_a = sak != sz || (uintptr_t)a0 % (uintptr_t)sz || (uintptr_t)sa % (uintptr_t)sz;
+    int pack_b = sbk != sz || (uintptr_t)b0 % (uintptr_t)sz || (uintptr_t)sb % (uintptr_t)sz;
+    if ((pack_a && (pa = PyMem_RawMalloc((size_t)(k * sz) + 1)) == NULL)
+            || (pack_b && (pb = PyMem_RawMalloc((size_t)(k * sz) + 1)) == NULL)) {
         PyMem_RawFree(pa);
-        PyMem_RawFree(pb);
         NPY_ALLOW_C_API_DEF
         NPY_ALLOW_C_API
         PyErr_NoMemory();
@@ -201,11 +203,11 @@ strided_dots(const mf_format *f, int out_f32, npy_intp N, npy_intp k,
     for (npy_intp o = 0; o < N; o++) {
         const char *a = a0 + o * sa;
         const char *b = b0 + o * sb;
-        if (sak != sz || (uintptr_t)a % (uintptr_t)sz) {
+        if (pack_a) {
             pack_codes(f, a, 0, sak, 1, k, pa);
             a = pa;
         }
-        if (sbk != sz || (uintptr_t)b % (uintptr_t)sz) {
+        if (pack_b) {
             pack_codes(f, b, 0, sbk, 1, k, pb);
             b = pb;
         }
@@ -228,6 +230,20 @@ strided_dots(const mf_format *f, int out_f32, npy_intp N, npy_intp k,
         mf_raise_overflow();
     }
     return 0;
+}
+
+/*
+ * The ArrFuncs dotfunc of a float format: *out = a . b over n elements with
+ * byte strides sa, sb, in the dot kernels' order (as np.vecdot), rounded
+ * once.  NumPy >= 2.5 calls it from np.dot and ndarray.dot (np.linalg.norm,
+ * np.tensordot) once per output element; a memory error is left set for
+ * NumPy to find.
+ */
+void
+mf_dotfunc(const mf_format *f, const char *a, npy_intp sa, const char *b, npy_intp sb,
+           char *out, npy_intp n)
+{
+    (void)strided_dots(f, 0, 1, n, a, 0, sa, b, 0, sb, out, 0);
 }
 
 static int

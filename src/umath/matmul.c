@@ -24,6 +24,22 @@ pack_codes(const mf_format *f, const char *src, npy_intp rs, npy_intp cs,
         if (cs == sz) {
             memcpy(dst + i * c * sz, row, c * sz);
         }
+        else if (sz == 2) {
+            /* typed copies: a strided column (np.dot's per-element dotfunc
+             * calls gather one for every output) */
+            uint16_t *d = (uint16_t *)(dst + i * c * sz);
+            for (npy_intp j = 0; j < c; j++) {
+                uint16_t v;
+                memcpy(&v, row + j * cs, 2);
+                d[j] = v;
+            }
+        }
+        else if (sz == 1) {
+            uint8_t *d = (uint8_t *)(dst + i * c);
+            for (npy_intp j = 0; j < c; j++) {
+                d[j] = (uint8_t)row[j * cs];
+            }
+        }
         else {
             for (npy_intp j = 0; j < c; j++) {
                 memcpy(dst + (i * c + j) * sz, row + j * cs, sz);

@@ -4,7 +4,7 @@ Values come from the format table (``_core.formats()``) and from NumPy's
 ``np.finfo``, which asks the DType for its constants (NumPy >= 2.4); the
 properties below replace what NumPy derives from the storage size (bits,
 nexp) or from a radix assumption (epsneg) that does not hold for the narrow
-formats.  Older NumPy (2.0 to 2.3) derives finfo from a table of its own
+formats.  NumPy 2.3 (no get_constant) derives finfo from tables of its own
 types only: there every field comes from the format table.
 """
 import math
@@ -83,8 +83,8 @@ class finfo(np.finfo):
         tiny = smallest_normal
 
     def __str__(self):
-        # NumPy 2.4's layout, on every NumPy (2.0's formats strings it keeps
-        # in a MachAr)
+        # NumPy 2.4's layout, on every NumPy (2.3's formats strings it keeps
+        # in a MachAr, which user dtypes lack)
         mn = "-max" if -float(self.min) == float(self.max) else str(self.min)
         return (f"Machine parameters for {self.dtype}\n"
                 f"---------------------------------------------------------------\n"

@@ -1,4 +1,4 @@
-"""Work-arounds for holes NumPy (2.0 to 2.5) leaves for new-style (NEP 42) dtypes.
+"""Work-arounds for holes NumPy (2.3 to 2.5) leaves for new-style (NEP 42) dtypes.
 
 Each patch replaces one NumPy function (or a module global a NumPy function
 looks up at call time) by a wrapper that handles arrays of minifloat dtypes
@@ -54,10 +54,10 @@ not_needed = []   # (name, target) of every patch the running NumPy does not nee
 
 def _numpy_fails(call):
     """Does NumPy's own function fail on minifloat operands (the hole a
-    patch closes)?  `call` runs it; an exception or a wrong answer (call
-    returns False) is the hole."""
+    patch closes)?  `call` runs it and checks the answer: an exception or a
+    false check is the hole."""
     try:
-        return call() is False
+        return not call()
     except Exception:
         return True
 

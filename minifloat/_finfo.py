@@ -4,14 +4,19 @@ Values come from the format table (``_core.formats()``) and from NumPy's
 ``np.finfo``, which asks the DType for its constants (NumPy >= 2.4); the
 properties below replace what NumPy derives from the storage size (bits,
 nexp) or from a radix assumption (epsneg) that does not hold for the narrow
-formats.
+formats.  NumPy 2.3 (no get_constant) derives finfo from tables of its own
+types only: there every field comes from the format table.
 """
 import math
 
 import numpy as np
+from numpy._core import getlimits as _getlimits
 
 from . import _core
 from ._neighbours import as_dtype
+
+# NumPy >= 2.4 fills np.finfo from the DType's get_constant slot
+_NUMPY_ASKS_DTYPE = hasattr(_getlimits, "_populate_finfo_constants")
 
 _FORMATS = {f["name"]: f for f in _core.formats()}
 
@@ -62,12 +67,59 @@ class finfo(np.finfo):
         if obj is None:
             obj = object.__new__(cls)
             obj._mf_format = fmt
-            obj._init(fmt["dtype"])
+            if _NUMPY_ASKS_DTYPE:
+                obj._init(fmt["dtype"])
+            else:
+                obj._init_from_format(fmt)
             # plain attributes np.finfo derives from the storage size
             obj.bits = fmt["bits"]
             obj.smallest_subnormal = obj.dtype.type(fmt["smallest_subnormal"])
             cls._mf_cache[fmt["name"]] = obj
         return obj
+
+    def _init_from_format(self, fmt):
+        """np.finfo's fields where NumPy cannot ask the DType (NumPy < 2.4)."""
+        t = fmt["type"]
+        self.dtype = fmt["dtype"]
+        self.eps = t(fmt["eps"])
+        self.max = t(fmt["max"])
+        self.min = t(fmt["min"])
+        self._mf_smallest_normal = t(fmt["smallest_normal"])
+        self.nmant = fmt["mant_bits"]
+        self.minexp = fmt["minexp"]
+        self.maxexp = fmt["maxexp"]
+        # floor(nmant * log10(2)), at least 1 for the 8-bit and wider
+        # formats: ml_dtypes' convention, as dtype.c's get_constant gives
+        digits = int(fmt["mant_bits"] * math.log10(2))
+        self.precision = max(digits, 1) if fmt["bits"] >= 8 else digits
+
+    if not _NUMPY_ASKS_DTYPE:
+        # NumPy < 2.4 reads these from a MachAr that user dtypes lack
+        @property
+        def smallest_normal(self):
+            return self._mf_smallest_normal
+
+        tiny = smallest_normal
+
+    def __str__(self):
+        # NumPy 2.4's layout, on every NumPy (2.3's formats strings it keeps
+        # in a MachAr, which user dtypes lack)
+        mn = "-max" if -float(self.min) == float(self.max) else str(self.min)
+        return (f"Machine parameters for {self.dtype}\n"
+                f"---------------------------------------------------------------\n"
+                f"precision = {self.precision}   resolution = {self.resolution}\n"
+                f"machep = {self.machep}   eps =        {self.eps}\n"
+                f"negep =  {self.negep}   epsneg =     {self.epsneg}\n"
+                f"minexp = {self.minexp}   tiny =       {self.tiny}\n"
+                f"maxexp = {self.maxexp}   max =        {self.max}\n"
+                f"nexp =   {self.nexp}   min =        {mn}\n"
+                f"smallest_normal = {self.smallest_normal}   "
+                f"smallest_subnormal = {self.smallest_subnormal}\n"
+                f"---------------------------------------------------------------\n")
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(resolution={self.resolution}, min={self.min}, "
+                f"max={self.max}, dtype={self.dtype})")
 
     @property
     def nexp(self):

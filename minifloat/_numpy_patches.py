@@ -1,16 +1,25 @@
-"""Work-arounds for holes NumPy 2.4 leaves for new-style (NEP 42) dtypes.
+"""Work-arounds for holes NumPy (2.3 to 2.5) leaves for new-style (NEP 42) dtypes.
 
 Each patch replaces one NumPy function (or a module global a NumPy function
 looks up at call time) by a wrapper that handles arrays of minifloat dtypes
-and calls the original, unchanged, for everything else.  docs/design.md lists
-each hole, what NumPy does, and why the patch is the smallest fix; the
+and calls the original, unchanged, for everything else.  A patch is applied
+only where the running NumPy has the hole: before replacing a function, the
+patch calls NumPy's own on a minifloat operand and keeps it when it works
+(``not_needed`` lists those; e.g. NumPy 2.5 computes ``np.dot`` of the float
+formats through their dotfunc).  docs/design.md
+lists each hole, what NumPy does, and why the patch is the smallest fix; the
 patches can be switched off with the environment variable
 MINIFLOAT_NO_NUMPY_PATCHES=1 (the holes then come back).
 
-    arrayprint   array printing: shortest digits of the *format* (0.1, not the
-                 float64 digits 0.10009765625) and ``dtype=bfloat16``
-    dot          np.dot, np.vdot, np.inner (and np.tensordot, which calls
-                 dot): NumPy's C code accepts only legacy dtypes
+    arrayprint   the format's printing rule (exact up to 6 significant
+                 digits, else the shortest digits of the *format*: 0.1, not
+                 the float64 digits 0.10009765625) in np.format_float_* and,
+                 where NumPy formats arrays of user floats with its float64
+                 Dragon4 (NumPy < 2.5), in arrays; ``dtype=bfloat16``
+    dot          np.dot (and np.tensordot, which calls it) of two matrices
+                 of a float format: NumPy calls the dotfunc once per output
+                 element, 60-100x slower than np.matmul's GEMM, where this
+                 sends them; np.vdot/np.inner only where NumPy's own fails
     einsum       np.einsum: NumPy's C einsum indexes its loop tables with the
                  type number, which new-style dtypes do not have
     statistics   mean/var/std: accumulate in float32 and round once, as NumPy
@@ -37,7 +46,18 @@ _FLOAT_DTYPES = frozenset(type(f["dtype"]) for f in _core.formats() if f["kind"]
 _ALL_DTYPES = frozenset(type(f["dtype"]) for f in _core.formats())
 _FLOAT_SCALARS = frozenset(f["type"] for f in _core.formats() if f["kind"] == "float")
 
-applied = []   # (name, target) of every patch in effect
+applied = []      # (name, target) of every patch in effect
+not_needed = []   # (name, target) of every patch the running NumPy does not need
+
+
+def _numpy_fails(call):
+    """Does NumPy's own function fail on minifloat operands (the hole a
+    patch closes)?  `call` runs it and checks the answer: an exception or a
+    false check is the hole."""
+    try:
+        return not call()
+    except Exception:
+        return True
 
 
 _INT_DTYPES = _ALL_DTYPES - _FLOAT_DTYPES
@@ -75,14 +95,25 @@ def _replace(module, name, wrapper, label):
 # --------------------------------------------------------------- arrayprint
 
 def _patch_arrayprint():
+    """Dragon4 is given the decimal a value prints as (_core._shortest); it
+    serves np.format_float_positional/scientific and, on NumPy < 2.5, array
+    printing (FloatingFormat).  NumPy >= 2.5 prints arrays of non-NumPy
+    scalar types with str() of each element (numpy#30798), which is the
+    scalar's own printing: nothing to patch there.  ``dtype_short_repr``:
+    NumPy prints a new-style dtype as its repr, ``dtype=dtype(bfloat16)``."""
     orig_pos = arrayprint.dragon4_positional
     orig_sci = arrayprint.dragon4_scientific
     orig_short_repr = arrayprint.dtype_short_repr
+    bf16 = _core.bfloat16
+    # NumPy formats the float64 digits 0.10009765625 of bfloat16's 0.1
+    dragon4_hole = _numpy_fails(lambda: np.format_float_positional(bf16(0.1)) == "0.1")
+    repr_hole = _numpy_fails(lambda: orig_short_repr(np.dtype(bf16)) == "bfloat16")
 
     def _digits_source(x, kwargs):
-        # the shortest decimal that rounds back to x in its format, as a
-        # float64 (whose own shortest digits are those); exact value when a
-        # fixed number of digits is asked for
+        # the decimal x prints as (exact up to 6 significant digits, else the
+        # shortest that rounds back to x in its format), as a float64 whose
+        # own shortest digits are those; the exact value when a fixed number
+        # of digits is asked for
         if type(x) in _FLOAT_SCALARS:
             if kwargs.get("unique", True):
                 return np.float64(_core._shortest(x))
@@ -103,9 +134,13 @@ def _patch_arrayprint():
             return dtype.name
         return orig_short_repr(dtype)
 
-    _replace(arrayprint, "dragon4_positional", dragon4_positional, "arrayprint")
-    _replace(arrayprint, "dragon4_scientific", dragon4_scientific, "arrayprint")
-    _replace(arrayprint, "dtype_short_repr", dtype_short_repr, "arrayprint")
+    for name, wrapper, hole in (("dragon4_positional", dragon4_positional, dragon4_hole),
+                                ("dragon4_scientific", dragon4_scientific, dragon4_hole),
+                                ("dtype_short_repr", dtype_short_repr, repr_hole)):
+        if hole:
+            _replace(arrayprint, name, wrapper, "arrayprint")
+        else:
+            not_needed.append(("arrayprint", f"{arrayprint.__name__}.{name}"))
 
 
 # ---------------------------------------------------------------------- dot
@@ -151,16 +186,39 @@ def _into(res, out):
     return out
 
 
+def _dot_holes(func):
+    """The minifloat DType classes for which NumPy's `func` (np.dot, np.vdot,
+    np.inner) fails.  NumPy < 2.5 refuses every user dtype; NumPy 2.5's
+    np.dot calls a dtype's dotfunc, which the float formats have."""
+    holes = set()
+    for f in _core.formats():
+        v = np.zeros(2, f["dtype"])
+        if _numpy_fails(lambda: func(v, v) is not None):
+            holes.add(type(f["dtype"]))
+    return frozenset(holes)
+
+
 def _patch_dot():
     global _orig_dot
 
     _orig_dot = np.dot
     orig_vdot = np.vdot
     orig_inner = np.inner
+    dot_holes = _dot_holes(_orig_dot)
+
+    def _in_holes(x):
+        dt = getattr(x, "dtype", None)
+        return dt is not None and type(dt) in dot_holes
+
+    def _matrices(a, b):
+        # NumPy's own np.dot of two matrices of a user dtype calls the
+        # dotfunc once per output element (60-100x slower than the GEMM)
+        return (getattr(a, "ndim", 0) >= 2 and getattr(b, "ndim", 0) >= 2
+                and (_is_mf_float(a) or _is_mf_float(b)))
 
     @functools.wraps(_orig_dot)
     def dot(a, b, out=None):
-        if _is_mf(a) or _is_mf(b) or _is_mf(out):
+        if _in_holes(a) or _in_holes(b) or _in_holes(out) or _matrices(a, b):
             return _mf_dot(a, b, out)
         return _orig_dot(a, b, out)
 
@@ -196,10 +254,14 @@ def _patch_dot():
             return res.reshape(a.shape[:-1] + b.shape[:-1])
         return orig_inner(a, b)
 
+    # always: the matrix-product case is a hole of speed on every NumPy
     for mod in (np, multiarray, numeric):
         _replace(mod, "dot", dot, "dot")
-    _replace(np, "vdot", vdot, "dot")
-    _replace(np, "inner", inner, "dot")
+    for name, wrapper in (("vdot", vdot), ("inner", inner)):
+        if _dot_holes(getattr(np, name)):
+            _replace(np, name, wrapper, "dot")
+        else:
+            not_needed.append(("dot", f"numpy.{name}"))
 
 
 # ------------------------------------------------------------------- einsum
@@ -214,6 +276,9 @@ def _einsum_arrays(operands):
 
 def _patch_einsum():
     orig = einsumfunc.c_einsum
+    if not _numpy_fails(lambda: orig("i->", np.ones(2, _core.bfloat16)) == 2):
+        not_needed.append(("einsum", f"{einsumfunc.__name__}.c_einsum"))
+        return
 
     @functools.wraps(orig)
     def c_einsum(*operands, **kwargs):
@@ -283,6 +348,12 @@ def _patch_statistics():
 
 def _patch_reductions():
     orig_wrap = fromnumeric._wrapreduction
+    a = np.ones(2, _core.bfloat16)
+    i4 = np.ones(2, _core.int4)
+    if not (_numpy_fails(lambda: np.add.reduce(a, dtype=a.dtype) == 2)
+            or _numpy_fails(lambda: np.add.reduce(i4).dtype == np.int64)):
+        not_needed.append(("reductions", f"{fromnumeric.__name__}._wrapreduction"))
+        return
 
     @functools.wraps(orig_wrap)
     def _wrapreduction(obj, ufunc, method, axis, dtype, out, **kwargs):
@@ -308,6 +379,9 @@ def _patch_iinfo():
     from numpy._core import getlimits
 
     orig_init = getlimits.iinfo.__init__
+    if not _numpy_fails(lambda: np.iinfo(_core.int4).max == 7):
+        not_needed.append(("iinfo", "numpy.iinfo.__init__"))
+        return
 
     @functools.wraps(orig_init)
     def __init__(self, int_type):

@@ -292,8 +292,20 @@ def _build_dlpack(env):
         if env.nk is not None:
             runs.append(Run("numkong", "nk.from_dlpack(t)", lambda: env.nk.from_dlpack(t16),
                             note="into nk.Tensor"))
+    elif (jax := _import_peer("jax")) is not None:
+        # no torch (e.g. a Python torch has no wheel for): JAX makes the tensor
+        jnp = jax.numpy
+        t32 = jnp.asarray(env.f32("x", n))
+        t16 = t32.astype(jnp.bfloat16)
+        runs.append(Run("minifloat", "minifloat.from_dlpack(t)", lambda: mf.from_dlpack(t16),
+                        note="t from JAX"))
+        runs.append(Run("ml_dtypes", "no bf16 DLPack import", None))
+        runs.append(Run("numpy", "np.from_dlpack(float32 t)", lambda: np.from_dlpack(t32)))
+        if env.nk is not None:
+            runs.append(Run("numkong", "nk.from_dlpack(t)", lambda: env.nk.from_dlpack(t16),
+                            note="into nk.Tensor"))
     else:
-        runs.append(Run("minifloat", "needs torch to make the tensor", None))
+        runs.append(Run("minifloat", "needs torch or JAX to make the tensor", None))
     return Plan(runs)
 
 
@@ -324,7 +336,8 @@ def _register_all():
               lambda env: _build_matmul(env.mm_sizes[1], env),
               size=lambda env: f"{env.mm_sizes[1]}^3")
     _register("exp bf16", "exp of a bf16 array into a preallocated array", _build_exp)
-    _register("dlpack import bf16", "DLPack import of a 1024-element torch bf16 tensor",
+    _register("dlpack import bf16", "DLPack import of a 1024-element bf16 tensor (torch's, "
+              "else JAX's)",
               _build_dlpack, available=lambda: hasattr(mf, "from_dlpack"), size=lambda env: "")
     # minifloat.convert: add its cases here once the function exists (available=hasattr).
 

@@ -352,7 +352,7 @@ static PyMethodDef module_methods[] = {
      "The serial codec: float64 values -> codes (uint32)."},
     {"_oracle_decode", py_oracle_decode, METH_VARARGS, "The serial codec: codes -> float64."},
     {"_shortest", py_shortest, METH_VARARGS,
-     "The shortest float that rounds back to this scalar."},
+     "The float this scalar prints as: exact with <= 6 significant digits, else the shortest that rounds back."},
     {"_cast_is_safe", py_cast_safety, METH_VARARGS,
      "_cast_is_safe(a, b): every value of format a is a value of format b."},
     {"_kernel_reduce", py_kernel_reduce, METH_VARARGS,

@@ -315,13 +315,68 @@ decimal_value(long long m, int e, int *ok)
     return d;
 }
 
+/* values whose exact decimal has at most this many significant digits print
+ * exactly (the printing rule: docs/design.md) */
+#define MF_EXACT_PRINT_DIGITS 6
+
 /*
- * The shortest decimal that rounds back to `code` in the format, as a double
- * (whose own shortest digits it then has), the nearest to the value among
- * those of that length.  For each digit count p the candidates are the
- * nearest p-digit decimal and its two neighbours: at a power of two the
- * rounding interval is lopsided, and the nearest one may fall outside it
- * while a neighbour does not.  For the saturating formats (float6/float4)
+ * Does |v| (finite, nonzero) have an exact decimal expansion of at most
+ * `digits` significant digits (digits <= 9)?  |v| = M * 2^E with M odd: for
+ * E < 0 its digits are those of M * 5^-E (odd, so no trailing zero); for
+ * E >= 0 those of M * 2^E less the trailing zeros (factors of 5 in M paired
+ * with factors of 2).
+ */
+static int
+exact_digits_at_most(double v, int digits)
+{
+    uint64_t limit = 1;
+    for (int i = 0; i < digits; i++) {
+        limit *= 10;
+    }
+    int e;
+    double fr = frexp(fabs(v), &e);
+    uint64_t m = (uint64_t)ldexp(fr, 53);
+    int E = e - 53;
+    while (!(m & 1)) {
+        m >>= 1;
+        E++;
+    }
+    if (E < 0) {
+        for (int k = 0; k < -E; k++) {
+            if (m >= limit) {
+                return 0;
+            }
+            m *= 5;
+        }
+        return m < limit;
+    }
+    while (E > 0 && m % 5 == 0) {
+        m /= 5;
+        E--;
+    }
+    for (; E > 0; E--) {
+        if (m >= limit) {
+            return 0;
+        }
+        m *= 2;
+    }
+    return m < limit;
+}
+
+/*
+ * The decimal a value of the format prints as, as a double (whose own
+ * shortest digits it then has):
+ *  - the exact value when its decimal expansion has at most 6 significant
+ *    digits (448 in float8_e4m3fn prints as 448.0, not as the shorter 450.0
+ *    that also rounds back; 1.125 and 0.125 print exactly);
+ *  - otherwise the shortest decimal that rounds back to `code` in the format,
+ *    the nearest to the value among those of that length (bfloat16's
+ *    0.10009765625 prints as 0.1).
+ * Either way the printed decimal rounds back to `code`.  For the shortest
+ * search, for each digit count p the candidates are the nearest p-digit
+ * decimal and its two neighbours: at a power of two the rounding interval is
+ * lopsided, and the nearest one may fall outside it while a neighbour does
+ * not.  For the saturating formats (float6/float4)
  * digits from the midpoint above the largest value on are refused: they
  * round back only by saturation.
  */
@@ -329,7 +384,7 @@ double
 mf_shortest_double(const mf_format *f, uint32_t code)
 {
     double v = mf_decode_f64(f, code);
-    if (!isfinite(v) || v == 0.0) {
+    if (!isfinite(v) || v == 0.0 || exact_digits_at_most(v, MF_EXACT_PRINT_DIGITS)) {
         return v;
     }
     /* formats without inf and NaN (float6/float4) saturate, so their cast
@@ -569,7 +624,18 @@ scalar_as_integer_ratio(PyObject *self, PyObject *NPY_UNUSED(args))
     return res;
 }
 
+/* a real number is its own conjugate (NumPy < 2.4's ndarray.conjugate
+ * refuses dtypes it does not know to be numeric) */
+static PyObject *
+scalar_conjugate(PyObject *self, PyObject *NPY_UNUSED(args))
+{
+    Py_INCREF(self);
+    return self;
+}
+
 static PyMethodDef scalar_methods[] = {
+    {"conjugate", scalar_conjugate, METH_NOARGS, "The value itself (a real number)."},
+    {"conj", scalar_conjugate, METH_NOARGS, "The value itself (a real number)."},
     {"item", scalar_item, METH_VARARGS, "The value as a Python float (int for integer formats)."},
     {"tolist", scalar_item, METH_NOARGS, "Same as item()."},
     {"__reduce__", scalar_reduce, METH_NOARGS, NULL},

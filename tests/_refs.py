@@ -242,8 +242,21 @@ def ulps_apart(got_codes, want_codes):
 
 
 # --------------------------------------------------------------------------
-# shortest round-trip decimal (the reference for str/repr)
+# the printing rule (the reference for str/repr): the exact value when its
+# decimal has at most 6 significant digits, else the shortest round-trip
+# decimal
 # --------------------------------------------------------------------------
+EXACT_PRINT_DIGITS = 6
+
+
+def exact_sig_digits(x):
+    """Significant digits of the exact decimal expansion of a finite,
+    nonzero float (trailing zeros of integers not counted: 448.0 has 3,
+    100000.0 has 1)."""
+    import decimal
+
+    return len(decimal.Decimal(abs(x)).normalize().as_tuple().digits)
+
 def _round_code_py(v):
     """Round a positive float64 to a bfloat16 magnitude code (scalar, fast)."""
     import math
@@ -279,10 +292,10 @@ def shortest_decimal(code):
     raise AssertionError("no round-trip decimal")
 
 
-def shortest_str(code):
-    """The string NumPy would print for a float of this bfloat16 value: the
-    shortest round-trip decimal, laid out as NumPy lays out float64 (a
-    float64 with at most 4 significant digits prints exactly those)."""
+def print_str(code):
+    """The string a bfloat16 value prints as: its exact value when that has
+    at most 6 significant digits, else the shortest round-trip decimal,
+    laid out as Python lays out a float (repr)."""
     code = int(code)
     if (code & 0x7FFF) > 0x7F80:
         return "nan"
@@ -290,18 +303,20 @@ def shortest_str(code):
         return "-inf" if code & 0x8000 else "inf"
     if (code & 0x7FFF) == 0:
         return "-0.0" if code & 0x8000 else "0.0"
-    d, k = shortest_decimal(code)
-    val = float(f"{d}e{k}")
-    return str(np.float64(-val if code & 0x8000 else val))
+    val = float(decode_f64(np.uint16(code & 0x7FFF)))
+    if exact_sig_digits(val) > EXACT_PRINT_DIGITS:
+        d, k = shortest_decimal(code)
+        val = float(f"{d}e{k}")
+    return repr(-val if code & 0x8000 else val)
 
 
-_SHORTEST_CACHE = []
+_PRINT_CACHE = []
 
 
-def all_shortest_strs():
-    """shortest_str for every code (computed once per process: about 1 s)."""
-    if not _SHORTEST_CACHE:
-        pos = [shortest_str(c) for c in range(0x8000)]
+def all_print_strs():
+    """print_str for every code (computed once per process: about 1 s)."""
+    if not _PRINT_CACHE:
+        pos = [print_str(c) for c in range(0x8000)]
         neg = [p if p == "nan" else ("-" + p) for p in pos]
-        _SHORTEST_CACHE.extend(pos + neg)
-    return _SHORTEST_CACHE
+        _PRINT_CACHE.extend(pos + neg)
+    return _PRINT_CACHE

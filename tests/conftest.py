@@ -10,6 +10,15 @@ from minifloat import _core
 
 LEVELS = _core.kernel_levels()
 
+NUMPY_VERSION = np.lib.NumpyVersion(np.__version__)
+# NumPy >= 2.5 prints arrays of non-NumPy scalar types with str() of each
+# element (numpy#30798); older NumPy formats them as floats (aligned columns)
+NUMPY_PRINTS_ELEMENTS_WITH_STR = NUMPY_VERSION >= "2.5.0.dev0"
+# NumPy >= 2.5 computes np.dot / ndarray.dot of a user dtype with its dotfunc
+NUMPY_DOT_USES_DOTFUNC = NUMPY_VERSION >= "2.5.0.dev0"
+# NumPy >= 2.4: numpy.testing and ndarray.conjugate know a user dtype is numeric
+NUMPY_KNOWS_USER_NUMERIC = NUMPY_VERSION >= "2.4.0.dev0"
+
 
 def pytest_configure(config):
     # Tests start fresh interpreters with `python -c`, whose sys.path begins

@@ -14,6 +14,7 @@ import minifloat
 from minifloat import bfloat16 as bf16
 
 import _refs as R
+from conftest import NUMPY_DOT_USES_DOTFUNC
 
 BF = np.dtype(bf16)
 
@@ -252,6 +253,23 @@ def test_einsum_pure_views():
 def test_linalg_norm():
     x = np.array([3, 4], bf16)
     assert float(np.linalg.norm(x)) == 5.0
+    assert np.linalg.norm(x).dtype == BF
+
+
+def test_ndarray_dot_through_the_dotfunc(each_level):
+    """ndarray.dot (and np.dot where NumPy's own runs) calls the formats' dotfunc:
+    float32 accumulation, one rounding per output element."""
+    A, B = _ints((5, 4096), 23), _ints((4096, 3), 24)
+    want = _exact_codes(A.astype(np.float64), B.astype(np.float64))
+    for got in (A.astype(bf16).dot(B.astype(bf16)), np.dot(A.astype(bf16), B.astype(bf16)),
+                A.astype(bf16)[:, ::1].dot(np.asfortranarray(B.astype(bf16)))):
+        assert got.dtype == BF
+        assert np.array_equal(R.bits(got), want)
+    v = np.ones(8192, bf16)
+    assert float(v.dot(v)) == 8192.0              # a bfloat16 accumulator stops at 256
+    # strided operands
+    w = np.ones(3 * 8192, bf16)[::3]
+    assert float(w.dot(w)) == 8192.0
 
 
 def test_linalg_decompositions_compute_as_float32():

@@ -109,9 +109,10 @@ def test_dot_of_integer_formats():
     # NumPy's C dot (ndarray.dot, convolve) writes the operands' type: 147
     # wraps to 147 - 9*16 = 3 in int4, as np.int8's dot wraps in int8
     assert a.dot(a).dtype == a.dtype and int(a.dot(a)) == 3
-    # np.dot follows matmul's rule for the integer formats: int64, exact
-    # (docs/design.md, "Linear algebra")
-    assert np.dot(a, a) == 147
+    # np.dot is NumPy's own for them, so it agrees with ndarray.dot
+    assert np.dot(a, a).dtype == a.dtype and int(np.dot(a, a)) == 3
+    # matmul's rule for the integer formats is int64, exact
+    assert int(a @ a) == 147
 
 
 # ----------------------------------------------------------------- linalg

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import minifloat as mf
+from conftest import NUMPY_DOT_USES_DOTFUNC, NUMPY_PRINTS_ELEMENTS_WITH_STR, NUMPY_VERSION
 
 BF = mf.bfloat16
 
@@ -102,13 +103,54 @@ def test_einsum_mixed_and_integer_formats():
     assert np.einsum("i->", i4) == 21          # int64 arithmetic, no wrap-around
 
 
-def test_array_printing_uses_the_formats_shortest_digits():
+def test_array_printing_uses_the_formats_digits():
     a = np.array([0.1, 1.5, -2.0], BF)
-    assert repr(a) == "array([ 0.1,  1.5, -2. ], dtype=bfloat16)"
-    assert str(a) == "[ 0.1  1.5 -2. ]"
-    assert repr(np.array([1, 2], mf.float8_e4m3fn)) == "array([1., 2.], dtype=float8_e4m3fn)"
+    e4 = np.array([1, 2, 448], mf.float8_e4m3fn)
+    if NUMPY_PRINTS_ELEMENTS_WITH_STR:
+        # NumPy >= 2.5: str() of each element (numpy#30798), the scalars' rule
+        assert repr(a) == "array([0.1, 1.5, -2.0], dtype=bfloat16)"
+        assert str(a) == "[0.1 1.5 -2.0]"
+        assert repr(e4) == "array([1.0, 2.0, 448.0], dtype=float8_e4m3fn)"
+    else:
+        # older NumPy: its float layout (exponent notation from 10**precision on,
+        # as for float16), with the digits the patched Dragon4 gets
+        assert repr(a) == "array([ 0.1,  1.5, -2. ], dtype=bfloat16)"
+        assert str(a) == "[ 0.1  1.5 -2. ]"
+        assert repr(e4) == "array([1.00e+00, 2.00e+00, 4.48e+02], dtype=float8_e4m3fn)"
     assert "dtype=int4" in repr(np.array([1], mf.int4))
     assert np.format_float_positional(BF(0.1)) == "0.1"
+    assert np.format_float_positional(mf.float8_e4m3fn(448)) == "448."
+    assert np.format_float_scientific(BF(2.0**24)) == "1.68e+07"
+    assert np.format_float_positional(BF(0.1), unique=False, precision=12) == "0.100097656250"
+
+
+def test_patches_are_applied_only_where_numpy_has_the_hole():
+    applied = {t for _, t in mf._numpy_patches.applied}
+    not_needed = {t for _, t in mf._numpy_patches.not_needed}
+    assert not applied & not_needed
+    # holes every NumPy so far has: printing of user floats by np.format_float_*,
+    # einsum (numpy#32671), np.iinfo of int4
+    for target in ("numpy._core.arrayprint.dragon4_positional",
+                   "numpy._core.einsumfunc.c_einsum", "numpy.iinfo.__init__"):
+        assert target in applied, target
+    # NumPy's own vdot/inner work through the formats' dotfunc
+    assert {"numpy.vdot", "numpy.inner"} <= not_needed
+    # np.dot stays wrapped, for matrix products of the float formats only
+    assert "numpy.dot" in applied
+    a = np.full(2, 7, mf.int4)
+    assert np.dot(a, a).dtype == a.dtype and int(np.dot(a, a)) == 98 - 96   # NumPy's wrap
+
+
+def test_numpy_dot_of_float_formats_needs_no_patch():
+    code = ("import numpy as np, minifloat as mf\n"
+            "a = np.arange(6, dtype=mf.float8_e4m3fn).reshape(2, 3)\n"
+            "print(np.dot(a, a.T).astype(float).tolist(), np.linalg.norm(np.array([3, 4], "
+            "mf.bfloat16)))\n")
+    env = dict(os.environ, MINIFLOAT_NO_NUMPY_PATCHES="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         cwd="/")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[[5.0,", "14.0],", "[14.0,", "48.0]]", "5.0"]
 
 
 def test_mean_var_std_round_once():

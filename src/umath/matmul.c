@@ -24,6 +24,22 @@ pack_codes(const mf_format *f, const char *src, npy_intp rs, npy_intp cs,
         if (cs == sz) {
             memcpy(dst + i * c * sz, row, c * sz);
         }
+        else if (sz == 2) {
+            /* typed copies: a strided column (np.dot's per-element dotfunc
+             * calls gather one for every output) */
+            uint16_t *d = (uint16_t *)(dst + i * c * sz);
+            for (npy_intp j = 0; j < c; j++) {
+                uint16_t v;
+                memcpy(&v, row + j * cs, 2);
+                d[j] = v;
+            }
+        }
+        else if (sz == 1) {
+            uint8_t *d = (uint8_t *)(dst + i * c);
+            for (npy_intp j = 0; j < c; j++) {
+                d[j] = (uint8_t)row[j * cs];
+            }
+        }
         else {
             for (npy_intp j = 0; j < c; j++) {
                 memcpy(dst + (i * c + j) * sz, row + j * cs, sz);
@@ -186,11 +202,13 @@ mf_strided_dots(const mf_format *f, int out_f32, npy_intp N, npy_intp k,
              char *c0, npy_intp sc)
 {
     npy_intp sz = f->itemsize;
-    char *pa = PyMem_RawMalloc((size_t)(k * sz) + 1);
-    char *pb = PyMem_RawMalloc((size_t)(k * sz) + 1);
-    if (pa == NULL || pb == NULL) {
+    /* packing buffers, only when an operand is strided or misaligned */
+    char *pa = NULL, *pb = NULL;
+    int pack_a = sak != sz || (uintptr_t)a0 % (uintptr_t)sz || (uintptr_t)sa % (uintptr_t)sz;
+    int pack_b = sbk != sz || (uintptr_t)b0 % (uintptr_t)sz || (uintptr_t)sb % (uintptr_t)sz;
+    if ((pack_a && (pa = PyMem_RawMalloc((size_t)(k * sz) + 1)) == NULL)
+            || (pack_b && (pb = PyMem_RawMalloc((size_t)(k * sz) + 1)) == NULL)) {
         PyMem_RawFree(pa);
-        PyMem_RawFree(pb);
         NPY_ALLOW_C_API_DEF
         NPY_ALLOW_C_API
         PyErr_NoMemory();
@@ -201,11 +219,11 @@ mf_strided_dots(const mf_format *f, int out_f32, npy_intp N, npy_intp k,
     for (npy_intp o = 0; o < N; o++) {
         const char *a = a0 + o * sa;
         const char *b = b0 + o * sb;
-        if (sak != sz || (uintptr_t)a % (uintptr_t)sz) {
+        if (pack_a) {
             pack_codes(f, a, 0, sak, 1, k, pa);
             a = pa;
         }
-        if (sbk != sz || (uintptr_t)b % (uintptr_t)sz) {
+        if (pack_b) {
             pack_codes(f, b, 0, sbk, 1, k, pb);
             b = pb;
         }

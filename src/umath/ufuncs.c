@@ -15,6 +15,7 @@ dtype_for_letter(char t, PyArray_DTypeMeta *fmt_dtype)
         case '?': return mf_builtin_DType(NPY_BOOL);
         case 'i': return mf_builtin_DType(NPY_INT);
         case 'l': return mf_builtin_DType(NPY_LONG);
+        case 'd': return mf_builtin_DType(NPY_DOUBLE);
         default: return NULL;
     }
 }
@@ -76,8 +77,9 @@ int_format_fallback(const char *name, PyArray_DTypeMeta *common)
 
 /*
  * A comparison between a minifloat and a Python float or int compares
- * values: both operands go to float64, which holds every value of every
- * format and every Python float exactly.  NEP 50 would first convert the
+ * values: the Python number goes to float64, which holds every value of every
+ * format and every Python float exactly, and the float formats' "Md->?" /
+ * "dM->?" loops compare (integer formats: both operands float64).  NEP 50 would first convert the
  * Python number into the format, and there it can lose its value: 0.0 and
  * negative numbers become NaN in float8_e8m0fnu, 1e6 becomes NaN in
  * float8_e4m3fn, 100 is out of range of int4.  (NumPy compares Python ints
@@ -117,17 +119,19 @@ compare_with_python_number(PyUFuncObject *ufunc, PyArray_DTypeMeta *const op_dty
         }
     }
     int py0 = is_python_number(op_dtypes[0]), py1 = is_python_number(op_dtypes[1]);
-    if (py0 == py1 || mf_dtype_index(op_dtypes[py0 ? 1 : 0]) < 0) {
+    int fid = py0 == py1 ? -1 : mf_dtype_index(op_dtypes[py0 ? 1 : 0]);
+    if (fid < 0) {
         return 0;
     }
     PyArray_DTypeMeta *f64 = mf_builtin_DType(NPY_DOUBLE);
+    PyArray_DTypeMeta *m = mf_formats[fid].kind == MF_KIND_FLOAT ? op_dtypes[py0 ? 1 : 0] : f64;
     PyArray_DTypeMeta *b = mf_builtin_DType(NPY_BOOL);
-    Py_INCREF(f64);
-    Py_INCREF(f64);
-    Py_INCREF(b);
-    new_op_dtypes[0] = f64;
-    new_op_dtypes[1] = f64;
+    new_op_dtypes[0] = py0 ? f64 : m;
+    new_op_dtypes[1] = py0 ? m : f64;
     new_op_dtypes[2] = b;
+    for (int i = 0; i < 3; i++) {
+        Py_INCREF(new_op_dtypes[i]);
+    }
     return 1;
 }
 

@@ -124,6 +124,10 @@ def main():
         obs(f"reduce.mean.{n}", lambda a=a: np.mean(a()))
         obs(f"reduce.max.{n}", lambda a=a: np.max(a()))
         obs(f"matmul.{n}", lambda a=a, b=b: a() @ b())
+        obs(f"fft.rfft.{n}", lambda a=a: np.fft.rfft(a()))
+        obs(f"fft.fft.{n}", lambda a=a: np.fft.fft(a()))
+        obs(f"fft.ifft.{n}", lambda a=a: np.fft.ifft(a()))
+        obs(f"linalg.norm.{n}", lambda a=a: np.linalg.norm(a()))
         # comparisons
         obs(f"cmp.arrays.{n}", lambda a=a, b=b: (a() < b()).tolist())
         obs(f"cmp.nan.{n}", lambda n=n: (np.array([np.nan], T(n)) == np.array([np.nan], T(n))).tolist())

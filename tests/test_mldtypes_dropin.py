@@ -45,6 +45,8 @@ KNOWN = {
     "scalar.int*": "integer scalars follow NumPy's int8 range rule",
     "scalar.uint*": "integer scalars follow NumPy's int8 range rule",
     "print.*": "printing: shortest round-trip digits, NumPy 2 repr",
+    "fft.ifft.*": "np.fft.ifft/irfft and norm= raise TypeError",
+    "linalg.norm.*": "np.linalg.norm raises TypeError (Known limits)",
 }
 
 
@@ -87,5 +89,5 @@ def test_agreements_the_fixes_of_issue_7_brought(observations):
     for key in ("finfo.bfloat16.of_array", "finfo.float8_e8m0fnu.min_ge_0",
                 "dtype.attr.bfloat16", "dtype.attr.int4", "cmp.py.float8_e4m3fn.lt(1000000.0)",
                 "cmp.py.float8_e8m0fnu.lt(0.0)", "cmp.py.bfloat16.eq(0.1)", "cmp.py.int4.lt(100)",
-                "sign.bfloat16", "scalar.int1(3.7)"):
+                "sign.bfloat16", "scalar.int1(3.7)", "fft.rfft.bfloat16", "fft.fft.float8_e4m3fn"):
         assert real[key] == shim[key], (key, real[key], shim[key])

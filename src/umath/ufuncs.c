@@ -316,6 +316,65 @@ add_promoters(PyObject *ufunc, int nin, int nargs, PyArray_DTypeMeta *fmt_dtype,
     return 0;
 }
 
+/*
+ * np.fft's gufuncs (numpy.fft._pocketfft_umath: fft, ifft, rfft_n_even,
+ * rfft_n_odd, irfft) have float32/float64/longdouble loops only.  A
+ * minifloat operand runs the float64 loop (its values are exact there), and
+ * NumPy casts the result to the output np.fft allocated (complex64 for the
+ * float formats, by np.result_type): the same loop and result NumPy gives a
+ * float32 array, whose call with the scale factor 1 (a Python int) also
+ * runs the float64 loop.  So np.fft.rfft(x) == np.fft.rfft(x.astype(float32)).
+ */
+static int
+mf_fft_promoter(PyObject *ufunc_obj, PyArray_DTypeMeta *const NPY_UNUSED(op_dtypes[]),
+                PyArray_DTypeMeta *const signature[], PyArray_DTypeMeta *new_op_dtypes[])
+{
+    const char *name = ((PyUFuncObject *)ufunc_obj)->name;
+    const int real = NPY_DOUBLE, cplx = NPY_CDOUBLE;
+    int complex_in = strcmp(name, "fft") == 0 || strcmp(name, "ifft") == 0
+                     || strcmp(name, "irfft") == 0;
+    int want[3] = {complex_in ? cplx : real, real, strcmp(name, "irfft") == 0 ? real : cplx};
+    for (int i = 0; i < 3; i++) {
+        PyArray_DTypeMeta *d = signature[i] ? signature[i] : mf_builtin_DType(want[i]);
+        Py_INCREF(d);
+        new_op_dtypes[i] = d;
+    }
+    return 0;
+}
+
+static int
+add_fft_promoters(void)
+{
+    PyObject *fftmod = PyImport_ImportModule("numpy.fft._pocketfft_umath");
+    if (fftmod == NULL) {
+        PyErr_Clear();          /* no np.fft gufuncs in this NumPy: nothing to do */
+        return 0;
+    }
+    PyObject *capsule = PyCapsule_New((void *)mf_fft_promoter, "numpy._ufunc_promoter", NULL);
+    if (capsule == NULL) {
+        Py_DECREF(fftmod);
+        return -1;
+    }
+    static const char *names[] = {"fft", "ifft", "rfft_n_even", "rfft_n_odd", "irfft"};
+    int rc = 0;
+    for (int i = 0; i < 5 && rc == 0; i++) {
+        PyObject *u = PyObject_GetAttrString(fftmod, names[i]);
+        if (u == NULL) {
+            PyErr_Clear();
+            continue;
+        }
+        if (PyObject_TypeCheck(u, &PyUFunc_Type) && ((PyUFuncObject *)u)->nargs == 3) {
+            for (int fid = 0; fid < MF_NUM_PUBLIC_FORMATS && rc == 0; fid++) {
+                rc = add_pattern(u, 3, 0, (PyObject *)&mf_dtypes[fid], NULL, capsule);
+            }
+        }
+        Py_DECREF(u);
+    }
+    Py_DECREF(capsule);
+    Py_DECREF(fftmod);
+    return rc;
+}
+
 int
 mf_init_ufuncs(PyObject *module)
 {
@@ -418,5 +477,5 @@ mf_init_ufuncs(PyObject *module)
         }
     }
     Py_DECREF(capsule);
-    return 0;
+    return add_fft_promoters();
 }

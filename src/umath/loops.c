@@ -1,6 +1,8 @@
 /*
  * The strided loops behind every minifloat ufunc loop (see umath.h).
  */
+#include <float.h>
+#include <math.h>
 #include "umath.h"
 #include "../kernels/scalar_ops.h"
 
@@ -539,6 +541,127 @@ sign_loop(PyArrayMethod_Context *NPY_UNUSED(context), char *const data[],
     return 0;
 }
 
+/*
+ * A float format compared with float64 (what a Python number becomes, see
+ * ufuncs.c), by value.  The decoded values are float32 (exact), so against
+ * one number y the comparison is a float32 one: y itself when float32 holds
+ * it, else its float32 neighbours lo < y < hi (x < y is x <= lo, x > y is
+ * x >= hi, x == y is never true).  Elementwise against float64 arrays the
+ * values are compared as doubles.  The comparisons are C99's quiet ones
+ * (isless, ...): a NaN raises no "invalid" flag, as in NumPy's loops.
+ */
+static int
+mf_cmp_apply(mf_cmp_op op, double a, double b)
+{
+    switch (op) {
+        case MF_CMP_EQ: return a == b;
+        case MF_CMP_NE: return a != b;
+        case MF_CMP_LT: return isless(a, b);
+        case MF_CMP_LE: return islessequal(a, b);
+        case MF_CMP_GT: return isgreater(a, b);
+        default: return isgreaterequal(a, b);
+    }
+}
+
+/* x op y for float32 x as x op2 y2 in float32; -1, or the constant result */
+static int
+mf_cmp_to_f32(mf_cmp_op op, double y, mf_cmp_op *op2, float *y2)
+{
+    *op2 = op;
+    if (isnan(y)) {
+        return op == MF_CMP_NE;
+    }
+    float lo, hi;
+    if (y > FLT_MAX && !isinf(y)) {
+        lo = FLT_MAX;
+        hi = INFINITY;
+    }
+    else if (y < -FLT_MAX && !isinf(y)) {
+        lo = -INFINITY;
+        hi = -FLT_MAX;
+    }
+    else {
+        float yf = (float)y;
+        if ((double)yf == y) {
+            *y2 = yf;
+            return -1;
+        }
+        lo = (double)yf < y ? yf : nextafterf(yf, -INFINITY);
+        hi = (double)yf > y ? yf : nextafterf(yf, INFINITY);
+    }
+    switch (op) {
+        case MF_CMP_EQ: return 0;
+        case MF_CMP_NE: return 1;
+        case MF_CMP_LT:
+        case MF_CMP_LE: *op2 = MF_CMP_LE; *y2 = lo; return -1;
+        default: *op2 = MF_CMP_GE; *y2 = hi; return -1;
+    }
+}
+
+#define MF_CMP_F32(EXPR)                                                                \
+    for (npy_intp i = 0; i < len; i++) {                                               \
+        float a = buf[i];                                                              \
+        o[i] = (char)(EXPR);                                                           \
+    }
+
+static int
+cmp64_loop(PyArrayMethod_Context *NPY_UNUSED(context), char *const data[],
+           npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *auxdata)
+{
+    mf_loop_aux *aux = (mf_loop_aux *)auxdata;
+    const mf_format *f = aux->fmt;
+    int mfirst = aux->def->sig[0] == 'M';
+    mf_cmp_op op = (mf_cmp_op)aux->def->op;
+    const char *pm = data[mfirst ? 0 : 1], *pd = data[mfirst ? 1 : 0];
+    npy_intp sm = strides[mfirst ? 0 : 1], sd = strides[mfirst ? 1 : 0];
+    char *po = data[2];
+    npy_intp so = strides[2], n = dimensions[0];
+    float buf[BLOCK];
+    char obuf[BLOCK];
+    /* with the format's operand first: y < x is x > y */
+    static const mf_cmp_op flipped[] = {MF_CMP_EQ, MF_CMP_NE, MF_CMP_GT, MF_CMP_GE,
+                                        MF_CMP_LT, MF_CMP_LE};
+    mf_cmp_op xop = mfirst ? op : flipped[op];
+    for (npy_intp start = 0; start < n; start += BLOCK) {
+        npy_intp len = n - start < BLOCK ? n - start : BLOCK;
+        decode_block(f, pm + start * sm, sm, buf, len);
+        char *o = so == 1 ? po + start : obuf;
+        if (sd == 0) {
+            double y;
+            memcpy(&y, pd, sizeof(double));
+            mf_cmp_op op2;
+            float b = 0.0f;
+            int k = mf_cmp_to_f32(xop, y, &op2, &b);
+            if (k >= 0) {
+                memset(o, k, (size_t)len);
+            }
+            else {
+                switch (op2) {
+                    case MF_CMP_EQ: MF_CMP_F32(a == b) break;
+                    case MF_CMP_NE: MF_CMP_F32(a != b) break;
+                    case MF_CMP_LT: MF_CMP_F32(isless(a, b)) break;
+                    case MF_CMP_LE: MF_CMP_F32(islessequal(a, b)) break;
+                    case MF_CMP_GT: MF_CMP_F32(isgreater(a, b)) break;
+                    default: MF_CMP_F32(isgreaterequal(a, b)) break;
+                }
+            }
+        }
+        else {
+            for (npy_intp i = 0; i < len; i++) {
+                double y;
+                memcpy(&y, pd + (start + i) * sd, sizeof(double));
+                o[i] = (char)mf_cmp_apply(xop, (double)buf[i], y);
+            }
+        }
+        if (o == obuf) {
+            for (npy_intp i = 0; i < len; i++) {
+                po[(start + i) * so] = obuf[i];
+            }
+        }
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------- get_loop */
 
 _Thread_local PyArrayMethod_Context *mf_reduction_context = NULL;
@@ -629,10 +752,14 @@ mf_generic_get_loop(int def_index, PyArrayMethod_Context *context, int NPY_UNUSE
         case MF_LOOP_NEXTAFTER: *out_loop = nextafter_loop; break;
         case MF_LOOP_SPACING: *out_loop = spacing_loop; break;
         case MF_LOOP_SIGN: *out_loop = mf_sign_bit(aux->fmt) ? sign_loop : generic_loop; break;
+        case MF_LOOP_CMP64: *out_loop = cmp64_loop; break;
         default: *out_loop = generic_loop; break;
     }
     *out_transferdata = (NpyAuxData *)aux;
     *flags = 0;   /* NumPy checks the FP status after the loop */
+    if (*out_loop == sign_loop || *out_loop == cmp64_loop) {
+        *flags = NPY_METH_NO_FLOATINGPOINT_ERRORS;   /* bit operations, quiet compares */
+    }
     return 0;
 }
 

@@ -83,6 +83,20 @@ const mf_ufunc_def mf_ufunc_defs[] = {
     {"clip", "MMM->M", "fff->f", MF_LOOP_VIA_F32, 0, 0, 0, 0},
     {"nextafter", "MM->M", NULL, MF_LOOP_NEXTAFTER, 0, 0, 0, 0},
     {"spacing", "M->M", NULL, MF_LOOP_SPACING, 0, 0, 0, 0},
+    /* a float format against float64 (a Python float or int is given float64 by
+     * the promoter: comparisons compare values, ufuncs.c) */
+    {"equal", "Md->?", NULL, MF_LOOP_CMP64, MF_CMP_EQ, 0, 0, 0},
+    {"equal", "dM->?", NULL, MF_LOOP_CMP64, MF_CMP_EQ, 0, 0, 0},
+    {"not_equal", "Md->?", NULL, MF_LOOP_CMP64, MF_CMP_NE, 0, 0, 0},
+    {"not_equal", "dM->?", NULL, MF_LOOP_CMP64, MF_CMP_NE, 0, 0, 0},
+    {"less", "Md->?", NULL, MF_LOOP_CMP64, MF_CMP_LT, 0, 0, 0},
+    {"less", "dM->?", NULL, MF_LOOP_CMP64, MF_CMP_LT, 0, 0, 0},
+    {"less_equal", "Md->?", NULL, MF_LOOP_CMP64, MF_CMP_LE, 0, 0, 0},
+    {"less_equal", "dM->?", NULL, MF_LOOP_CMP64, MF_CMP_LE, 0, 0, 0},
+    {"greater", "Md->?", NULL, MF_LOOP_CMP64, MF_CMP_GT, 0, 0, 0},
+    {"greater", "dM->?", NULL, MF_LOOP_CMP64, MF_CMP_GT, 0, 0, 0},
+    {"greater_equal", "Md->?", NULL, MF_LOOP_CMP64, MF_CMP_GE, 0, 0, 0},
+    {"greater_equal", "dM->?", NULL, MF_LOOP_CMP64, MF_CMP_GE, 0, 0, 0},
     /* integer formats (int4, uint2, ...): NumPy's int32 loops, results wrap */
     {"add", "MM->M", "ii->i", MF_LOOP_INT, 0, 1, 0, 1},
     {"subtract", "MM->M", "ii->i", MF_LOOP_INT, 0, 0, 0, 0},
@@ -119,7 +133,7 @@ const mf_ufunc_def mf_ufunc_defs[] = {
     {"logical_not", "M->?", "i->?", MF_LOOP_INT, 0, 0, 0, 0},
     {"clip", "MMM->M", "iii->i", MF_LOOP_INT, 0, 0, 0, 0},
 };
-const int mf_num_ufunc_defs = 111;
+const int mf_num_ufunc_defs = 123;
 
 /* one get_loop / get_reduction_initial per table row */
 #define MF_GL(i)                                                                            \
@@ -240,6 +254,18 @@ MF_GL(107)
 MF_GL(108)
 MF_GL(109)
 MF_GL(110)
+MF_GL(111)
+MF_GL(112)
+MF_GL(113)
+MF_GL(114)
+MF_GL(115)
+MF_GL(116)
+MF_GL(117)
+MF_GL(118)
+MF_GL(119)
+MF_GL(120)
+MF_GL(121)
+MF_GL(122)
 
-static PyArrayMethod_GetLoop *get_loops[] = {get_loop_0, get_loop_1, get_loop_2, get_loop_3, get_loop_4, get_loop_5, get_loop_6, get_loop_7, get_loop_8, get_loop_9, get_loop_10, get_loop_11, get_loop_12, get_loop_13, get_loop_14, get_loop_15, get_loop_16, get_loop_17, get_loop_18, get_loop_19, get_loop_20, get_loop_21, get_loop_22, get_loop_23, get_loop_24, get_loop_25, get_loop_26, get_loop_27, get_loop_28, get_loop_29, get_loop_30, get_loop_31, get_loop_32, get_loop_33, get_loop_34, get_loop_35, get_loop_36, get_loop_37, get_loop_38, get_loop_39, get_loop_40, get_loop_41, get_loop_42, get_loop_43, get_loop_44, get_loop_45, get_loop_46, get_loop_47, get_loop_48, get_loop_49, get_loop_50, get_loop_51, get_loop_52, get_loop_53, get_loop_54, get_loop_55, get_loop_56, get_loop_57, get_loop_58, get_loop_59, get_loop_60, get_loop_61, get_loop_62, get_loop_63, get_loop_64, get_loop_65, get_loop_66, get_loop_67, get_loop_68, get_loop_69, get_loop_70, get_loop_71, get_loop_72, get_loop_73, get_loop_74, get_loop_75, get_loop_76, get_loop_77, get_loop_78, get_loop_79, get_loop_80, get_loop_81, get_loop_82, get_loop_83, get_loop_84, get_loop_85, get_loop_86, get_loop_87, get_loop_88, get_loop_89, get_loop_90, get_loop_91, get_loop_92, get_loop_93, get_loop_94, get_loop_95, get_loop_96, get_loop_97, get_loop_98, get_loop_99, get_loop_100, get_loop_101, get_loop_102, get_loop_103, get_loop_104, get_loop_105, get_loop_106, get_loop_107, get_loop_108, get_loop_109, get_loop_110};
-static PyArrayMethod_GetReductionInitial *red_inits[] = {red_init_0, red_init_1, red_init_2, red_init_3, red_init_4, red_init_5, red_init_6, red_init_7, red_init_8, red_init_9, red_init_10, red_init_11, red_init_12, red_init_13, red_init_14, red_init_15, red_init_16, red_init_17, red_init_18, red_init_19, red_init_20, red_init_21, red_init_22, red_init_23, red_init_24, red_init_25, red_init_26, red_init_27, red_init_28, red_init_29, red_init_30, red_init_31, red_init_32, red_init_33, red_init_34, red_init_35, red_init_36, red_init_37, red_init_38, red_init_39, red_init_40, red_init_41, red_init_42, red_init_43, red_init_44, red_init_45, red_init_46, red_init_47, red_init_48, red_init_49, red_init_50, red_init_51, red_init_52, red_init_53, red_init_54, red_init_55, red_init_56, red_init_57, red_init_58, red_init_59, red_init_60, red_init_61, red_init_62, red_init_63, red_init_64, red_init_65, red_init_66, red_init_67, red_init_68, red_init_69, red_init_70, red_init_71, red_init_72, red_init_73, red_init_74, red_init_75, red_init_76, red_init_77, red_init_78, red_init_79, red_init_80, red_init_81, red_init_82, red_init_83, red_init_84, red_init_85, red_init_86, red_init_87, red_init_88, red_init_89, red_init_90, red_init_91, red_init_92, red_init_93, red_init_94, red_init_95, red_init_96, red_init_97, red_init_98, red_init_99, red_init_100, red_init_101, red_init_102, red_init_103, red_init_104, red_init_105, red_init_106, red_init_107, red_init_108, red_init_109, red_init_110};
+static PyArrayMethod_GetLoop *get_loops[] = {get_loop_0, get_loop_1, get_loop_2, get_loop_3, get_loop_4, get_loop_5, get_loop_6, get_loop_7, get_loop_8, get_loop_9, get_loop_10, get_loop_11, get_loop_12, get_loop_13, get_loop_14, get_loop_15, get_loop_16, get_loop_17, get_loop_18, get_loop_19, get_loop_20, get_loop_21, get_loop_22, get_loop_23, get_loop_24, get_loop_25, get_loop_26, get_loop_27, get_loop_28, get_loop_29, get_loop_30, get_loop_31, get_loop_32, get_loop_33, get_loop_34, get_loop_35, get_loop_36, get_loop_37, get_loop_38, get_loop_39, get_loop_40, get_loop_41, get_loop_42, get_loop_43, get_loop_44, get_loop_45, get_loop_46, get_loop_47, get_loop_48, get_loop_49, get_loop_50, get_loop_51, get_loop_52, get_loop_53, get_loop_54, get_loop_55, get_loop_56, get_loop_57, get_loop_58, get_loop_59, get_loop_60, get_loop_61, get_loop_62, get_loop_63, get_loop_64, get_loop_65, get_loop_66, get_loop_67, get_loop_68, get_loop_69, get_loop_70, get_loop_71, get_loop_72, get_loop_73, get_loop_74, get_loop_75, get_loop_76, get_loop_77, get_loop_78, get_loop_79, get_loop_80, get_loop_81, get_loop_82, get_loop_83, get_loop_84, get_loop_85, get_loop_86, get_loop_87, get_loop_88, get_loop_89, get_loop_90, get_loop_91, get_loop_92, get_loop_93, get_loop_94, get_loop_95, get_loop_96, get_loop_97, get_loop_98, get_loop_99, get_loop_100, get_loop_101, get_loop_102, get_loop_103, get_loop_104, get_loop_105, get_loop_106, get_loop_107, get_loop_108, get_loop_109, get_loop_110, get_loop_111, get_loop_112, get_loop_113, get_loop_114, get_loop_115, get_loop_116, get_loop_117, get_loop_118, get_loop_119, get_loop_120, get_loop_121, get_loop_122};
+static PyArrayMethod_GetReductionInitial *red_inits[] = {red_init_0, red_init_1, red_init_2, red_init_3, red_init_4, red_init_5, red_init_6, red_init_7, red_init_8, red_init_9, red_init_10, red_init_11, red_init_12, red_init_13, red_init_14, red_init_15, red_init_16, red_init_17, red_init_18, red_init_19, red_init_20, red_init_21, red_init_22, red_init_23, red_init_24, red_init_25, red_init_26, red_init_27, red_init_28, red_init_29, red_init_30, red_init_31, red_init_32, red_init_33, red_init_34, red_init_35, red_init_36, red_init_37, red_init_38, red_init_39, red_init_40, red_init_41, red_init_42, red_init_43, red_init_44, red_init_45, red_init_46, red_init_47, red_init_48, red_init_49, red_init_50, red_init_51, red_init_52, red_init_53, red_init_54, red_init_55, red_init_56, red_init_57, red_init_58, red_init_59, red_init_60, red_init_61, red_init_62, red_init_63, red_init_64, red_init_65, red_init_66, red_init_67, red_init_68, red_init_69, red_init_70, red_init_71, red_init_72, red_init_73, red_init_74, red_init_75, red_init_76, red_init_77, red_init_78, red_init_79, red_init_80, red_init_81, red_init_82, red_init_83, red_init_84, red_init_85, red_init_86, red_init_87, red_init_88, red_init_89, red_init_90, red_init_91, red_init_92, red_init_93, red_init_94, red_init_95, red_init_96, red_init_97, red_init_98, red_init_99, red_init_100, red_init_101, red_init_102, red_init_103, red_init_104, red_init_105, red_init_106, red_init_107, red_init_108, red_init_109, red_init_110, red_init_111, red_init_112, red_init_113, red_init_114, red_init_115, red_init_116, red_init_117, red_init_118, red_init_119, red_init_120, red_init_121, red_init_122};

@@ -15,6 +15,7 @@ dtype_for_letter(char t, PyArray_DTypeMeta *fmt_dtype)
         case '?': return mf_builtin_DType(NPY_BOOL);
         case 'i': return mf_builtin_DType(NPY_INT);
         case 'l': return mf_builtin_DType(NPY_LONG);
+        case 'd': return mf_builtin_DType(NPY_DOUBLE);
         default: return NULL;
     }
 }
@@ -76,8 +77,9 @@ int_format_fallback(const char *name, PyArray_DTypeMeta *common)
 
 /*
  * A comparison between a minifloat and a Python float or int compares
- * values: both operands go to float64, which holds every value of every
- * format and every Python float exactly.  NEP 50 would first convert the
+ * values: the Python number goes to float64, which holds every value of every
+ * format and every Python float exactly, and the float formats' "Md->?" /
+ * "dM->?" loops compare (integer formats: both operands float64).  NEP 50 would first convert the
  * Python number into the format, and there it can lose its value: 0.0 and
  * negative numbers become NaN in float8_e8m0fnu, 1e6 becomes NaN in
  * float8_e4m3fn, 100 is out of range of int4.  (NumPy compares Python ints
@@ -117,17 +119,19 @@ compare_with_python_number(PyUFuncObject *ufunc, PyArray_DTypeMeta *const op_dty
         }
     }
     int py0 = is_python_number(op_dtypes[0]), py1 = is_python_number(op_dtypes[1]);
-    if (py0 == py1 || mf_dtype_index(op_dtypes[py0 ? 1 : 0]) < 0) {
+    int fid = py0 == py1 ? -1 : mf_dtype_index(op_dtypes[py0 ? 1 : 0]);
+    if (fid < 0) {
         return 0;
     }
     PyArray_DTypeMeta *f64 = mf_builtin_DType(NPY_DOUBLE);
+    PyArray_DTypeMeta *m = mf_formats[fid].kind == MF_KIND_FLOAT ? op_dtypes[py0 ? 1 : 0] : f64;
     PyArray_DTypeMeta *b = mf_builtin_DType(NPY_BOOL);
-    Py_INCREF(f64);
-    Py_INCREF(f64);
-    Py_INCREF(b);
-    new_op_dtypes[0] = f64;
-    new_op_dtypes[1] = f64;
+    new_op_dtypes[0] = py0 ? f64 : m;
+    new_op_dtypes[1] = py0 ? m : f64;
     new_op_dtypes[2] = b;
+    for (int i = 0; i < 3; i++) {
+        Py_INCREF(new_op_dtypes[i]);
+    }
     return 1;
 }
 
@@ -319,6 +323,65 @@ add_promoters(PyObject *ufunc, int nin, int nargs, PyArray_DTypeMeta *fmt_dtype,
     return 0;
 }
 
+/*
+ * np.fft's gufuncs (numpy.fft._pocketfft_umath: fft, ifft, rfft_n_even,
+ * rfft_n_odd, irfft) have float32/float64/longdouble loops only.  A
+ * minifloat operand runs the float64 loop (its values are exact there), and
+ * NumPy casts the result to the output np.fft allocated (complex64 for the
+ * float formats, by np.result_type): the same loop and result NumPy gives a
+ * float32 array, whose call with the scale factor 1 (a Python int) also
+ * runs the float64 loop.  So np.fft.rfft(x) == np.fft.rfft(x.astype(float32)).
+ */
+static int
+mf_fft_promoter(PyObject *ufunc_obj, PyArray_DTypeMeta *const NPY_UNUSED(op_dtypes[]),
+                PyArray_DTypeMeta *const signature[], PyArray_DTypeMeta *new_op_dtypes[])
+{
+    const char *name = ((PyUFuncObject *)ufunc_obj)->name;
+    const int real = NPY_DOUBLE, cplx = NPY_CDOUBLE;
+    int complex_in = strcmp(name, "fft") == 0 || strcmp(name, "ifft") == 0
+                     || strcmp(name, "irfft") == 0;
+    int want[3] = {complex_in ? cplx : real, real, strcmp(name, "irfft") == 0 ? real : cplx};
+    for (int i = 0; i < 3; i++) {
+        PyArray_DTypeMeta *d = signature[i] ? signature[i] : mf_builtin_DType(want[i]);
+        Py_INCREF(d);
+        new_op_dtypes[i] = d;
+    }
+    return 0;
+}
+
+static int
+add_fft_promoters(void)
+{
+    PyObject *fftmod = PyImport_ImportModule("numpy.fft._pocketfft_umath");
+    if (fftmod == NULL) {
+        PyErr_Clear();          /* no np.fft gufuncs in this NumPy: nothing to do */
+        return 0;
+    }
+    PyObject *capsule = PyCapsule_New((void *)mf_fft_promoter, "numpy._ufunc_promoter", NULL);
+    if (capsule == NULL) {
+        Py_DECREF(fftmod);
+        return -1;
+    }
+    static const char *names[] = {"fft", "ifft", "rfft_n_even", "rfft_n_odd", "irfft"};
+    int rc = 0;
+    for (int i = 0; i < 5 && rc == 0; i++) {
+        PyObject *u = PyObject_GetAttrString(fftmod, names[i]);
+        if (u == NULL) {
+            PyErr_Clear();
+            continue;
+        }
+        if (PyObject_TypeCheck(u, &PyUFunc_Type) && ((PyUFuncObject *)u)->nargs == 3) {
+            for (int fid = 0; fid < MF_NUM_PUBLIC_FORMATS && rc == 0; fid++) {
+                rc = add_pattern(u, 3, 0, (PyObject *)&mf_dtypes[fid], NULL, capsule);
+            }
+        }
+        Py_DECREF(u);
+    }
+    Py_DECREF(capsule);
+    Py_DECREF(fftmod);
+    return rc;
+}
+
 int
 mf_init_ufuncs(PyObject *module)
 {
@@ -421,7 +484,7 @@ mf_init_ufuncs(PyObject *module)
         }
     }
     Py_DECREF(capsule);
-    return 0;
+    return add_fft_promoters();
 }
 
 /*

@@ -20,7 +20,7 @@
 
 /* operand letters in a loop signature:
  *   M  the minifloat format of the loop
- *   ?  bool   i  int32 (C int)   l  C long */
+ *   ?  bool   i  int32 (C int)   l  C long   d  float64 */
 typedef enum {
     MF_LOOP_VIA_F32 = 0,   /* NumPy's float32 loop between decode and encode */
     MF_LOOP_ARITH,         /* + - * /: fused kernels when contiguous */
@@ -29,7 +29,18 @@ typedef enum {
     MF_LOOP_INT,           /* integer formats: NumPy's int32 loop, wrap-around */
     MF_LOOP_SIGN,          /* sign operations on the codes' bits (NaN payloads kept);
                             * formats without a sign bit (e8m0): NumPy's float32 loop */
+    MF_LOOP_CMP64,         /* a comparison with a float64 operand, by value */
 } mf_loop_kind;
+
+/* the `op` of an MF_LOOP_CMP64 row */
+typedef enum {
+    MF_CMP_EQ = 0,
+    MF_CMP_NE,
+    MF_CMP_LT,
+    MF_CMP_LE,
+    MF_CMP_GT,
+    MF_CMP_GE,
+} mf_cmp_op;
 
 /* the `op` of an MF_LOOP_SIGN row */
 typedef enum {

@@ -6,6 +6,8 @@
     minifloat bench --levels            minifloat rows under every kernel level too
     minifloat bench --markdown          the tables as Markdown
     minifloat bench --write-docs        also put the tables into docs/benchmarks.md
+    minifloat bench --numpy-overhead    plain NumPy float32 calls with and without
+                                        `import minifloat` (fresh processes)
 
 Each case is one operation done by every library that can do it, on the same
 values.  A time is the minimum over repeats of the mean of a batch of calls;
@@ -1015,6 +1017,9 @@ def parse_args(argv):
     p.add_argument("--torch-threads", type=int, default=None, metavar="T",
                    help="torch's multi-threaded rows (default: torch's default thread count)")
     p.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
+    p.add_argument("--numpy-overhead", action="store_true",
+                   help="time plain NumPy float32 calls (np.sum, np.dot, np.mean, np.einsum, ...) "
+                        "in fresh processes with and without `import minifloat`, and exit")
     p.add_argument("--write-docs", nargs="?", const=str(DOCS_PATH), default=None, metavar="PATH",
                    help="write the Markdown tables into docs/benchmarks.md (or PATH)")
     o = p.parse_args(argv)
@@ -1032,6 +1037,9 @@ def main(argv=None):
     if argv[:1] == ["--"]:        # "minifloat bench -- --quick": the CLI passes the "--" on
         argv = argv[1:]
     opts = parse_args(argv)
+    if opts.numpy_overhead:
+        print(render_overhead(numpy_overhead(opts.quick), opts.markdown))
+        return 0
     if opts.list:
         for c in CASES:
             print(f"{c.name:<24} {c.title}" + ("" if c.available() else "  [not available]"))
@@ -1051,6 +1059,78 @@ def main(argv=None):
         print(f"wrote {opts.write_docs}", file=sys.stderr)
     return 0
 
+
+
+# ------------------------------------------- what importing minifloat costs NumPy
+
+_OVERHEAD_CHILD = r"""
+import json, sys, time
+import numpy as np
+if sys.argv[1] == "1":
+    import minifloat
+rng = np.random.default_rng(0)
+out = {}
+for n in (16, 1024):
+    a = rng.standard_normal(n).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    m = rng.standard_normal((8, n // 8)).astype(np.float32)
+    calls = {
+        "np.sum(a)": lambda: np.sum(a),
+        "a.sum()": lambda: a.sum(),
+        "np.mean(a)": lambda: np.mean(a),
+        "np.dot(a, b)": lambda: np.dot(a, b),
+        "np.dot(m, m.T)": lambda: np.dot(m, m.T),
+        "np.einsum('i,i->', a, b)": lambda: np.einsum("i,i->", a, b),
+        "a + b": lambda: a + b,
+        "np.max(a)": lambda: np.max(a),
+    }
+    reps = int(sys.argv[2])
+    for name, fn in calls.items():
+        best = float("inf")
+        for _ in range(reps):
+            k = 2000
+            t = time.perf_counter()
+            for _ in range(k):
+                fn()
+            best = min(best, (time.perf_counter() - t) / k)
+        out[f"{name} [n={n}]"] = best
+print(json.dumps(out))
+"""
+
+
+def numpy_overhead(quick=False, rounds=None):
+    """Times of plain NumPy float32 calls on small arrays in fresh processes,
+    without and with `import minifloat` (alternating, the minimum of each):
+    {call: (seconds without, seconds with)}."""
+    import json
+    import subprocess
+
+    rounds = rounds or (1 if quick else 4)
+    reps = "2" if quick else "7"
+    best = {}
+    for _ in range(rounds):
+        for with_mf in ("0", "1"):
+            res = subprocess.run([sys.executable, "-c", _OVERHEAD_CHILD, with_mf, reps],
+                                 capture_output=True, text=True, check=True, cwd=os.path.expanduser("~"))
+            for k, v in json.loads(res.stdout).items():
+                pair = best.setdefault(k, [float("inf"), float("inf")])
+                pair[int(with_mf)] = min(pair[int(with_mf)], v)
+    return {k: tuple(v) for k, v in best.items()}
+
+
+def render_overhead(times, markdown=False):
+    head = ("call (float32)", "without minifloat", "with minifloat", "ratio")
+    rows = [(k, f"{a * 1e9:.0f} ns", f"{b * 1e9:.0f} ns", f"{b / a:.2f}") for k, (a, b) in times.items()]
+    lines = [f"# plain NumPy calls with and without `import minifloat` "
+             f"(NumPy {np.__version__}, {_cpu_model()}; ratio = with / without)"]
+    if markdown:
+        lines += ["| " + " | ".join(head) + " |", "|---|---|---|---|"]
+        lines += ["| `" + r[0] + "` | " + " | ".join(r[1:]) + " |" for r in rows]
+    else:
+        w = [max(len(r[i]) for r in rows + [head]) for i in range(4)]
+        fmt = "  ".join(f"{{:<{x}}}" for x in w)
+        lines += [fmt.format(*head)] + [fmt.format(*r) for r in rows]
+    return "\n".join(lines)
 
 if __name__ == "__main__":
     sys.exit(main())

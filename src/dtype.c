@@ -201,6 +201,7 @@ mf_getitem(PyArray_Descr *descr, char *dataptr)
     return mf_scalar_from_code((int)f->id, mf_load_code(f, dataptr));
 }
 
+#ifdef NPY_DT_get_constant   /* headers of NumPy >= 2.4 */
 /* np.finfo (NumPy >= 2.4 asks the DType for these) */
 static int
 mf_get_constant(PyArray_Descr *descr, int constant_id, void *ptr)
@@ -283,6 +284,7 @@ mf_get_constant(PyArray_Descr *descr, int constant_id, void *ptr)
     mf_store_code(f, (char *)ptr, code);
     return 1;
 }
+#endif
 
 static PyType_Slot dtype_slots[] = {
     {NPY_DT_ensure_canonical, (void *)mf_ensure_canonical},
@@ -292,7 +294,9 @@ static PyType_Slot dtype_slots[] = {
     {NPY_DT_default_descr, (void *)mf_default_descr},
     {NPY_DT_setitem, (void *)mf_setitem},
     {NPY_DT_getitem, (void *)mf_getitem},
+#ifdef NPY_DT_get_constant
     {NPY_DT_get_constant, (void *)mf_get_constant},
+#endif
     {0, NULL},
 };
 
@@ -486,6 +490,7 @@ register_dtype(PyArray_DTypeMeta *DType, PyArrayDTypeMeta_Spec *spec, PyArray_De
     init_from_spec_fn *init_from_spec = (init_from_spec_fn *)PyArray_API[362];
     unsigned int runtime = PyArray_GetNDArrayCFeatureVersion();
     translate_arrfuncs_slots(spec->slots, runtime);
+#ifdef NPY_DT_get_constant
     if (runtime < 0x15) {
         /* get_constant (np.finfo) is new in NumPy 2.4; minifloat.finfo
          * works without it */
@@ -496,6 +501,7 @@ register_dtype(PyArray_DTypeMeta *DType, PyArrayDTypeMeta_Spec *spec, PyArray_De
             sl[i] = sl[i + 1];      /* shifts the terminator down too */
         }
     }
+#endif
     if (runtime >= 0x16) {
         /* the proto slot first, then ours (the array has room: see format_slots) */
         PyType_Slot *sl = spec->slots;

@@ -16,17 +16,16 @@ MINIFLOAT_NO_NUMPY_PATCHES=1 (the holes then come back).
                  the float64 digits 0.10009765625) in np.format_float_* and,
                  where NumPy formats arrays of user floats with its float64
                  Dragon4 (NumPy < 2.5), in arrays; ``dtype=bfloat16``
-    dot          np.dot (and np.tensordot, which calls it) of two matrices
-                 of a float format: NumPy calls the dotfunc once per output
-                 element, 60-100x slower than np.matmul's GEMM, where this
-                 sends them; np.vdot/np.inner only where NumPy's own fails
+    dot          np.dot, np.vdot, np.inner: only where NumPy's own fails
+                 (none since the formats' ArrFuncs have a dotfunc)
     einsum       np.einsum: NumPy's C einsum indexes its loop tables with the
                  type number, which new-style dtypes do not have
     statistics   mean/var/std: accumulate in float32 and round once, as NumPy
                  already does for float16 means
     reductions   sums and products of the integer formats (int4, ...) default
-                 to int64/uint64, NumPy's rule for its small integers (NumPy
-                 applies it to its own type numbers only)
+                 to int64/uint64, NumPy's rule for its small integers; the
+                 C core does it with a (None, F, None) promoter, so this
+                 applies only where that does not take (never so far)
     isdtype      (a registry, not a wrapper) np.isdtype knows the types in
                  numerictypes.allTypes/sctypes only (numpy#27545)
     linalg       (a registry, not a wrapper) np.linalg takes the types in
@@ -210,15 +209,9 @@ def _patch_dot():
         dt = getattr(x, "dtype", None)
         return dt is not None and type(dt) in dot_holes
 
-    def _matrices(a, b):
-        # NumPy's own np.dot of two matrices of a user dtype calls the
-        # dotfunc once per output element (60-100x slower than the GEMM)
-        return (getattr(a, "ndim", 0) >= 2 and getattr(b, "ndim", 0) >= 2
-                and (_is_mf_float(a) or _is_mf_float(b)))
-
     @functools.wraps(_orig_dot)
     def dot(a, b, out=None):
-        if _in_holes(a) or _in_holes(b) or _in_holes(out) or _matrices(a, b):
+        if _in_holes(a) or _in_holes(b) or _in_holes(out):
             return _mf_dot(a, b, out)
         return _orig_dot(a, b, out)
 
@@ -254,9 +247,11 @@ def _patch_dot():
             return res.reshape(a.shape[:-1] + b.shape[:-1])
         return orig_inner(a, b)
 
-    # always: the matrix-product case is a hole of speed on every NumPy
-    for mod in (np, multiarray, numeric):
-        _replace(mod, "dot", dot, "dot")
+    if dot_holes:
+        for mod in (np, multiarray, numeric):
+            _replace(mod, "dot", dot, "dot")
+    else:
+        not_needed.append(("dot", "numpy.dot"))
     for name, wrapper in (("vdot", vdot), ("inner", inner)):
         if _dot_holes(getattr(np, name)):
             _replace(np, name, wrapper, "dot")
@@ -284,6 +279,14 @@ def _patch_einsum():
     def c_einsum(*operands, **kwargs):
         dtype = kwargs.get("dtype")
         out = kwargs.get("out")
+        if dtype is None and out is None:
+            # the common call, on NumPy arrays and subscripts: no work here
+            for op in operands:
+                t = type(op)
+                if not (t is str or (t is np.ndarray and type(op.dtype) not in _ALL_DTYPES)):
+                    break
+            else:
+                return orig(*operands, **kwargs)
         idx = _einsum_arrays(operands) if operands else []
         ops = list(operands)
         for i in idx:

@@ -133,10 +133,10 @@ def test_patches_are_applied_only_where_numpy_has_the_hole():
     for target in ("numpy._core.arrayprint.dragon4_positional",
                    "numpy._core.einsumfunc.c_einsum", "numpy.iinfo.__init__"):
         assert target in applied, target
-    # NumPy's own vdot/inner work through the formats' dotfunc
-    assert {"numpy.vdot", "numpy.inner"} <= not_needed
-    # np.dot stays wrapped, for matrix products of the float formats only
-    assert "numpy.dot" in applied
+    # NumPy's own dot/vdot/inner work through the formats' dotfunc, and the
+    # integer formats' sums and products take int64 through a promoter
+    assert {"numpy.dot", "numpy.vdot", "numpy.inner",
+            "numpy._core.fromnumeric._wrapreduction"} <= not_needed
     a = np.full(2, 7, mf.int4)
     assert np.dot(a, a).dtype == a.dtype and int(np.dot(a, a)) == 98 - 96   # NumPy's wrap
 

@@ -153,11 +153,20 @@ mf_promoter(PyObject *ufunc_obj, PyArray_DTypeMeta *const op_dtypes[],
     if (op_dtypes[0] == NULL) {
         /* a reduction: dtype= if given, else the operand's DType, throughout */
         PyArray_DTypeMeta *d = op_dtypes[1];
+        int fixed = 0;
         for (int i = 0; i < nargs; i++) {
             if (signature[i] != NULL) {
                 d = signature[i];
+                fixed = 1;
                 break;
             }
+        }
+        /* sums and products of the integer formats: int64/uint64, NumPy's
+         * rule for its small integers (which it applies by type number) */
+        int id = mf_dtype_index(d);
+        if (!fixed && id >= 0 && mf_formats[id].kind != MF_KIND_FLOAT
+                && (strcmp(ufunc->name, "add") == 0 || strcmp(ufunc->name, "multiply") == 0)) {
+            d = mf_builtin_DType(mf_formats[id].kind == MF_KIND_UINT ? NPY_UINT64 : NPY_INT64);
         }
         for (int i = 0; i < nargs; i++) {
             Py_INCREF(d);
@@ -458,6 +467,16 @@ mf_init_ufuncs(PyObject *module)
                 if (!seen) {
                     promoted[npromoted++] = def->ufunc;
                     if (add_promoters(ufunc, nin, nargs, F, capsule) < 0) {
+                        Py_DECREF(ufunc);
+                        Py_DECREF(capsule);
+                        return -1;
+                    }
+                    /* (None, F, None): a reduction of F (only patterns with
+                     * None first match one); for sums and products of the
+                     * integer formats mf_promoter picks int64/uint64 */
+                    if (is_int && nargs == 3 && (strcmp(def->ufunc, "add") == 0
+                                                 || strcmp(def->ufunc, "multiply") == 0)
+                            && add_pattern(ufunc, 3, 1, (PyObject *)F, NULL, capsule) < 0) {
                         Py_DECREF(ufunc);
                         Py_DECREF(capsule);
                         return -1;

@@ -473,13 +473,28 @@ mf_init_ufuncs(PyObject *module)
                     }
                     /* (None, F, None): a reduction of F (only patterns with
                      * None first match one); for sums and products of the
-                     * integer formats mf_promoter picks int64/uint64 */
+                     * integer formats mf_promoter picks int64/uint64.  With
+                     * (G, None, None) it would tie on (G, F): every (G, F)
+                     * gets its own, more specific pattern, registered
+                     * first (NumPy's dispatcher gives up at the first tie
+                     * it meets, in registration order). */
                     if (is_int && nargs == 3 && (strcmp(def->ufunc, "add") == 0
-                                                 || strcmp(def->ufunc, "multiply") == 0)
-                            && add_pattern(ufunc, 3, 1, (PyObject *)F, NULL, capsule) < 0) {
-                        Py_DECREF(ufunc);
-                        Py_DECREF(capsule);
-                        return -1;
+                                                 || strcmp(def->ufunc, "multiply") == 0)) {
+                        int rc = 0;
+                        for (int g = 0; g < MF_NUM_PUBLIC_FORMATS && rc == 0; g++) {
+                            if (g != fid) {
+                                rc = add_pattern(ufunc, 3, 1, (PyObject *)F,
+                                                 (PyObject *)&mf_dtypes[g], capsule);
+                            }
+                        }
+                        if (rc == 0) {
+                            rc = add_pattern(ufunc, 3, 1, (PyObject *)F, NULL, capsule);
+                        }
+                        if (rc < 0) {
+                            Py_DECREF(ufunc);
+                            Py_DECREF(capsule);
+                            return -1;
+                        }
                     }
                 }
                 Py_DECREF(ufunc);

@@ -106,7 +106,9 @@ def _patch_arrayprint():
     bf16 = _core.bfloat16
     # NumPy formats the float64 digits 0.10009765625 of bfloat16's 0.1
     dragon4_hole = _numpy_fails(lambda: np.format_float_positional(bf16(0.1)) == "0.1")
-    repr_hole = _numpy_fails(lambda: orig_short_repr(np.dtype(bf16)) == "bfloat16")
+    # every format's name, unquoted (NumPy quotes names that are not alphanumeric)
+    repr_hole = _numpy_fails(lambda: all(orig_short_repr(f["dtype"]) == f["name"]
+                                         for f in _core.formats()))
 
     def _digits_source(x, kwargs):
         # the decimal x prints as (exact up to 6 significant digits, else the

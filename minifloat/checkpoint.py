@@ -78,7 +78,7 @@ def _chunks(f, name, chunk=CHUNK):
 
 def _as_real(c):
     if c.dtype.kind == "c":
-        return np.abs(c).astype(np.float64)      # complex: statistics of |x|
+        return np.abs(c.astype(np.complex128))   # complex: statistics of |x|
     if c.dtype == np.float64 or c.dtype.kind in "iub":
         return c.astype(np.float64)
     return c.astype(np.float32)

@@ -321,7 +321,7 @@ def _cmd_inspect(args):
             import matplotlib
         except ImportError:
             raise UserError("--plot needs matplotlib: pip install 'minifloat[plot]'") from None
-        bins = np.linspace(-48, 24, 289)
+        bins = np.linspace(-150, 130, 1121)     # log2|x|, quarter-octave bins
     files = list(args.files)
     tmp = None
     if not files:
@@ -407,12 +407,16 @@ def _plot(reports, target, bins, out):
     fig, axes = plt.subplots(nrows, cols, figsize=(5 * cols, 2.6 * nrows), squeeze=False)
     sub, norm, big = checkpoint._limits(target)
     centers = (bins[:-1] + bins[1:]) / 2
+    used = [i for _, t in rows if t["hist"].any() for i in np.flatnonzero(t["hist"])[[0, -1]]]
+    lo = min([math.log2(sub) - 2] + [bins[i] for i in used])
+    hi = max([math.log2(big) + 2] + [bins[i + 1] for i in used])
     for ax, (path, t) in zip(axes.flat, rows):
         ax.bar(centers, t["hist"], width=bins[1] - bins[0], color="#4477aa")
         ax.axvspan(math.log2(sub), math.log2(norm), color="#ffcc66", alpha=0.3, label="subnormal")
         ax.axvspan(math.log2(norm), math.log2(big), color="#88cc88", alpha=0.25, label="normal")
         ax.axvline(math.log2(sub) - 1, color="#cc3311", lw=0.8)
         ax.axvline(math.log2(big), color="#cc3311", lw=0.8)
+        ax.set_xlim(lo, hi)
         ax.set_title(f"{t['name']} ({t['dtype']})", fontsize=8)
         ax.tick_params(labelsize=7)
     for ax in list(axes.flat)[len(rows):]:

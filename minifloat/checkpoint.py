@@ -76,12 +76,28 @@ def _chunks(f, name, chunk=CHUNK):
         yield _unpack(data[b0:b1], st.DTYPES[info.dtype], (m,))
 
 
-def _as_real(c):
+_scratch = {}
+
+
+def _buf(key, dtype, n):
+    """A reused scratch array (fresh allocations each chunk cost page faults)."""
+    b = _scratch.get(key)
+    if b is None or b.size < n or b.dtype != dtype:
+        b = _scratch[key] = np.empty(max(n, CHUNK), dtype)
+    return b[:n]
+
+
+def _as_real(c, key=None):
+    """The values of chunk `c` as float32 (exact, for formats up to 32 bits)
+    or float64; complex: |x|.  With `key`, into a reused scratch buffer."""
     if c.dtype.kind == "c":
         return np.abs(c.astype(np.complex128))   # complex: statistics of |x|
-    if c.dtype == np.float64 or c.dtype.kind in "iub":
-        return c.astype(np.float64)
-    return c.astype(np.float32)
+    dt = np.float64 if c.dtype == np.float64 or c.dtype.kind in "iub" else np.float32
+    if key is None:
+        return c.astype(dt)
+    out = _buf(key, dt, c.size)
+    np.copyto(out, c.reshape(-1), casting="unsafe")
+    return out
 
 
 # --------------------------------------------------------------------------- statistics
@@ -107,51 +123,62 @@ class Stats:
         self.hist = None if bins is None else np.zeros(len(bins) - 1, np.int64)
 
     def add(self, chunk):
-        x = _as_real(chunk)
+        x = _as_real(chunk, "x")   # float32 (exact) for formats up to 32 bits, else float64
         self.n += x.size
-        fin = np.isfinite(x)
-        if fin.all():
+        if not x.size:
+            return
+        mn, mx = x.min(), x.max()             # NaN propagates: finite min and max, all finite
+        if np.isfinite(mn) and np.isfinite(mx):
             xf = x
         else:
+            fin = np.isfinite(x)
             nan = int(np.count_nonzero(np.isnan(x)))
             self.nan += nan
             self.inf += x.size - nan - int(np.count_nonzero(fin))
             xf = x[fin]
+            if not xf.size:
+                return
+            mn, mx = xf.min(), xf.max()
         k = xf.size
-        if k:
-            x64 = xf.astype(np.float64)
-            cmean = float(np.sum(x64)) / k
-            d = x64 - cmean
-            cm2 = float(np.dot(d, d))
-            n0 = self.finite
-            tot = n0 + k
-            delta = cmean - self.mean
-            self.mean += delta * k / tot
-            self.m2 += cm2 + delta * delta * n0 * k / tot
-            self.finite = tot
-            self.min = min(self.min, float(xf.min()))
-            self.max = max(self.max, float(xf.max()))
-            if self.hist is not None:
-                nz = np.abs(x64[x64 != 0])
-                self.hist += np.histogram(np.log2(nz), self.bins)[0]
-        if self.target is not None and k and chunk.dtype.kind != "c":
-            src = chunk if fin.all() else chunk[fin]
+        x64 = _buf("x64", np.float64, k)
+        np.copyto(x64, xf)
+        cmean = float(np.sum(x64)) / k
+        d = np.subtract(x64, cmean, out=_buf("d", np.float64, k))
+        cm2 = float(np.dot(d, d))
+        n0 = self.finite
+        tot = n0 + k
+        delta = cmean - self.mean
+        self.mean += delta * k / tot
+        self.m2 += cm2 + delta * delta * n0 * k / tot
+        self.finite = tot
+        self.min = min(self.min, float(mn))
+        self.max = max(self.max, float(mx))
+        if self.hist is not None:
+            nz = np.abs(x64[x64 != 0])
+            self.hist += np.histogram(np.log2(nz), self.bins)[0]
+        if self.target is not None and chunk.dtype.kind != "c":
+            # xf holds the source values exactly, so one rounding to the target
+            # (and float32 -> target is the fast path for every source format)
+            yt = _buf("yt", self.tdtype, k)
+            y = _buf("y", np.float64, k)
             with np.errstate(over="ignore", invalid="ignore"):
-                y = src.astype(self.tdtype).astype(np.float64)
-            yfin = np.isfinite(y)
-            self.over += int(y.size - np.count_nonzero(yfin))
-            if not yfin.all():
+                np.copyto(yt, xf, casting="unsafe")
+                np.copyto(y, yt, casting="unsafe")
+            ymin, ymax = y.min(), y.max()
+            xs = x64
+            if not (np.isfinite(ymin) and np.isfinite(ymax)):
+                yfin = np.isfinite(y)
+                self.over += int(y.size - np.count_nonzero(yfin))
                 y, xs = y[yfin], x64[yfin]
-            else:
-                xs = x64
-            zero_y = y == 0
-            nz_x = xs != 0
-            self.ftz += int(np.count_nonzero(zero_y & nz_x))
-            e = y - xs
-            keep = nz_x & ~zero_y
-            self.lossy += int(np.count_nonzero(np.abs(e[keep]) > self.lossy_rel * np.abs(xs[keep])))
-            self.err2 += float(np.dot(e, e))
             self.ref2 += float(np.dot(xs, xs))
+            ftz = int(np.count_nonzero((y == 0) & (xs != 0)))
+            self.ftz += ftz
+            e = np.subtract(y, xs, out=y)
+            self.err2 += float(np.dot(e, e))
+            # |e| > r|x| also holds for every flushed value (|e| = |x|); never for x = 0
+            ax = np.abs(xs, out=_buf("d", np.float64, xs.size))
+            ax *= self.lossy_rel
+            self.lossy += int(np.count_nonzero(np.abs(e, out=e) > ax)) - ftz
 
     def merge_target(self, other):
         """Add another tensor's target columns into these (file totals)."""
@@ -297,9 +324,10 @@ def _cast_chunks(f, name, tdt, saturate, rounding, seed, row, tot, progress):
         if rounding == "stochastic":
             s = (np.random.SeedSequence([seed, k]).generate_state(1, np.uint64)[0]
                  if seed is not None else None)
+        x = _as_real(c)          # exact; float32 -> target is the fast cast path
         with np.errstate(over="ignore", invalid="ignore"):
-            y = _convert(c, tdt, saturate=saturate, rounding=rounding, seed=s)
-        x64 = c.astype(np.float64)
+            y = _convert(x, tdt, saturate=saturate, rounding=rounding, seed=s)
+        x64 = x.astype(np.float64)
         y64 = y.astype(np.float64)
         ok = np.isfinite(x64) & np.isfinite(y64)
         if not ok.all():

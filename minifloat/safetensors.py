@@ -267,8 +267,8 @@ class SafeOpen:
         base = os.path.dirname(self.path)
         for shard in dict.fromkeys(wm.values()):
             sp = os.path.join(base, shard)
-            if os.path.dirname(os.path.normpath(shard)) not in ("",):
-                raise ValueError(f"{self.path}: shard {shard!r} is not a file name in the "
+            if os.path.isabs(shard) or ".." in shard.replace("\\", "/").split("/"):
+                raise ValueError(f"{self.path}: shard {shard!r} is not a path inside the "
                                  f"index's folder")
             self._open_file(sp)
         for name, shard in wm.items():

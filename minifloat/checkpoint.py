@@ -117,6 +117,7 @@ class Stats:
         if target is not None:
             self.tdtype = _target_dtype(target)
             self.lossy_rel = 2.0 ** (-_precision_bits(target) / 2)
+            self.tnorm = _limits(target)[1]
         self.over = self.ftz = self.lossy = 0
         self.err2 = self.ref2 = 0.0
         self.bins = bins
@@ -157,28 +158,37 @@ class Stats:
             nz = np.abs(x64[x64 != 0])
             self.hist += np.histogram(np.log2(nz), self.bins)[0]
         if self.target is not None and chunk.dtype.kind != "c":
-            # xf holds the source values exactly, so one rounding to the target
-            # (and float32 -> target is the fast path for every source format)
-            yt = _buf("yt", self.tdtype, k)
-            y = _buf("y", np.float64, k)
-            with np.errstate(over="ignore", invalid="ignore"):
-                np.copyto(yt, xf, casting="unsafe")
-                np.copyto(y, yt, casting="unsafe")
-            ymin, ymax = y.min(), y.max()
-            xs = x64
-            if not (np.isfinite(ymin) and np.isfinite(ymax)):
-                yfin = np.isfinite(y)
-                self.over += int(y.size - np.count_nonzero(yfin))
-                y, xs = y[yfin], x64[yfin]
-            self.ref2 += float(np.dot(xs, xs))
-            ftz = int(np.count_nonzero((y == 0) & (xs != 0)))
+            self._add_target(xf, x64)
+
+    def _add_target(self, xf, x64):
+        # xf holds the source values exactly (float32 or float64), so one
+        # rounding to the target; float32 -> target -> float32 are fast casts
+        k = xf.size
+        yt = _buf("yt", self.tdtype, k)
+        y = _buf("y", xf.dtype, k)
+        with np.errstate(over="ignore", invalid="ignore"):
+            np.copyto(yt, xf, casting="unsafe")
+            np.copyto(y, yt, casting="unsafe")
+        ymin, ymax = y.min(), y.max()
+        xs, xs64 = xf, x64
+        if not (np.isfinite(ymin) and np.isfinite(ymax)):
+            yfin = np.isfinite(y)
+            self.over += int(k - np.count_nonzero(yfin))
+            y, xs, xs64 = y[yfin], xf[yfin], x64[yfin]
+        self.ref2 += float(np.dot(xs64, xs64))
+        e = np.subtract(y, xs, out=y)          # exact: y is 0 or within a factor 2 of x
+        e64 = _buf("d", np.float64, e.size)
+        np.copyto(e64, e)
+        self.err2 += float(np.dot(e64, e64))
+        # flushing and precision loss happen only below the target's smallest
+        # normal (above it the relative error is at most 2^-p)
+        small = np.abs(xs) < self.tnorm
+        if small.any():
+            xm, em = xs64[small], e64[small]
+            ftz = int(np.count_nonzero((xm != 0) & (em == -xm)))     # cast(x) == 0
             self.ftz += ftz
-            e = np.subtract(y, xs, out=y)
-            self.err2 += float(np.dot(e, e))
-            # |e| > r|x| also holds for every flushed value (|e| = |x|); never for x = 0
-            ax = np.abs(xs, out=_buf("d", np.float64, xs.size))
-            ax *= self.lossy_rel
-            self.lossy += int(np.count_nonzero(np.abs(e, out=e) > ax)) - ftz
+            # |e| > r|x| also holds for each flushed value (|e| = |x|), never for x = 0
+            self.lossy += int(np.count_nonzero(np.abs(em) > self.lossy_rel * np.abs(xm))) - ftz
 
     def merge_target(self, other):
         """Add another tensor's target columns into these (file totals)."""
@@ -324,21 +334,26 @@ def _cast_chunks(f, name, tdt, saturate, rounding, seed, row, tot, progress):
         if rounding == "stochastic":
             s = (np.random.SeedSequence([seed, k]).generate_state(1, np.uint64)[0]
                  if seed is not None else None)
-        x = _as_real(c)          # exact; float32 -> target is the fast cast path
+        x = _as_real(c, "cx")    # exact; float32 -> target is the fast cast path
+        y = _buf("cy", tdt, x.size)
         with np.errstate(over="ignore", invalid="ignore"):
-            y = _convert(x, tdt, saturate=saturate, rounding=rounding, seed=s)
-        x64 = x.astype(np.float64)
-        y64 = y.astype(np.float64)
-        ok = np.isfinite(x64) & np.isfinite(y64)
-        if not ok.all():
-            x64, y64 = x64[ok], y64[ok]
-        e = y64 - x64
-        err2 += float(np.dot(e, e))
-        ref2 += float(np.dot(x64, x64))
+            _convert(x, tdt, saturate=saturate, rounding=rounding, seed=s, out=y)
+        yb = _buf("cyb", x.dtype, x.size)
+        np.copyto(yb, y, casting="unsafe")
+        xs = x
+        if not all(np.isfinite(v) for v in (x.min(), x.max(), yb.min(), yb.max())):
+            ok = np.isfinite(x) & np.isfinite(yb)
+            xs, yb = x[ok], yb[ok]
+        e = np.subtract(yb, xs, out=yb)
+        w = _buf("c64", np.float64, e.size)
+        np.copyto(w, e)
+        err2 += float(np.dot(w, w))
+        np.copyto(w, xs)
+        ref2 += float(np.dot(w, w))
         if progress is not None:
             progress(c.size * bits // 8)
-        yield memoryview(_pack(y)) if sub else memoryview(np.ascontiguousarray(y).view(np.uint8)
-                                                          .reshape(-1))
+        # y is a scratch buffer: write() consumes each chunk before asking for the next
+        yield memoryview(_pack(y)) if sub else memoryview(y.view(np.uint8))
     row["rel_rms_error"] = math.sqrt(err2 / ref2) if ref2 > 0 else 0.0
     tot["err2"] += err2
     tot["ref2"] += ref2

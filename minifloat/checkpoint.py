@@ -117,7 +117,6 @@ class Stats:
         if target is not None:
             self.tdtype = _target_dtype(target)
             self.lossy_rel = 2.0 ** (-_precision_bits(target) / 2)
-            self.tnorm = _limits(target)[1]
         self.over = self.ftz = self.lossy = 0
         self.err2 = self.ref2 = 0.0
         self.bins = bins
@@ -176,19 +175,22 @@ class Stats:
             self.over += int(k - np.count_nonzero(yfin))
             y, xs, xs64 = y[yfin], xf[yfin], x64[yfin]
         self.ref2 += float(np.dot(xs64, xs64))
+        zeros = int(np.count_nonzero(y == 0))
+        # flushed: cast(x) == 0 != x (a format with a zero casts 0 to 0)
+        ftz = zeros - int(np.count_nonzero(xs == 0)) if zeros else 0
+        self.ftz += ftz
         e = np.subtract(y, xs, out=y)          # exact: y is 0 or within a factor 2 of x
         e64 = _buf("d", np.float64, e.size)
         np.copyto(e64, e)
         self.err2 += float(np.dot(e64, e64))
-        # flushing and precision loss happen only below the target's smallest
-        # normal (above it the relative error is at most 2^-p)
-        small = np.abs(xs) < self.tnorm
-        if small.any():
-            xm, em = xs64[small], e64[small]
-            ftz = int(np.count_nonzero((xm != 0) & (em == -xm)))     # cast(x) == 0
-            self.ftz += ftz
-            # |e| > r|x| also holds for each flushed value (|e| = |x|), never for x = 0
-            self.lossy += int(np.count_nonzero(np.abs(em) > self.lossy_rel * np.abs(xm))) - ftz
+        # lost more than half the precision: |e| > r|x| (in float64, no rounding
+        # on the way); that also holds for each flushed value (|e| = |x|),
+        # counted as flushed only.  (Boolean selection of the values below the
+        # smallest normal was slower than these whole-array passes.)
+        ax = np.abs(xs64, out=_buf("ax", np.float64, e.size))
+        ax *= self.lossy_rel
+        np.abs(e64, out=e64)
+        self.lossy += int(np.count_nonzero(np.greater(e64, ax, out=_buf("gt", np.bool_, e.size)))) - ftz
 
     def merge_target(self, other):
         """Add another tensor's target columns into these (file totals)."""

@@ -397,7 +397,8 @@ class _Slice:
         bits = _BITS[info.dtype]
         tup = idx if isinstance(idx, tuple) else (idx,)
         first = tup[0] if tup else slice(None)
-        if shape and (row * bits) % 8 == 0 and isinstance(first, (int, np.integer, slice)):
+        if (shape and (row * bits) % 8 == 0 and isinstance(first, (int, np.integer, slice))
+                and not isinstance(first, (bool, np.bool_))):
             n0 = shape[0]
             if isinstance(first, slice):
                 rng = range(*first.indices(n0))

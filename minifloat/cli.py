@@ -1,6 +1,11 @@
 """The minifloat command line.
 
-    minifloat info                  version, formats, kernel level
+    minifloat inspect [FILE ...] [--json] [--target FORMAT] [--plot OUT.png]
+                                    what is in a safetensors checkpoint, and what
+                                    a cast to FORMAT would cost (no FILE: a demo)
+    minifloat convert IN OUT --to FORMAT [--saturate] [--rounding R] [--only PATTERN]
+                                    cast a checkpoint's floating-point tensors
+    minifloat info                  the environment: versions, kernel level, integrations
     minifloat formats [--markdown]  the format table (docs/formats.md)
     minifloat promotion [--markdown] the promotion table (docs/promotion.md)
     minifloat bench [options]       the benchmark (see minifloat.bench)
@@ -9,17 +14,41 @@ import argparse
 import os
 import sys
 
+import numpy as np
+
 
 def _cmd_info(args):
+    import importlib.metadata
+    import importlib.util
+
     import numpy as np
 
     import minifloat
     from minifloat import _core
 
-    print(f"minifloat {minifloat.__version__} (NumPy {np.__version__}, Python {sys.version.split()[0]})")
+    print(f"minifloat {minifloat.__version__} (NumPy {np.__version__}, Python {sys.version.split()[0]},"
+          f" {sys.platform})")
     print(f"kernel level: {_core.get_kernel_level()}   (available here: {', '.join(_core.kernel_levels())};"
           f" set MINIFLOAT_KERNEL_LEVEL to force one)")
-    print()
+    print(f"formats: {', '.join(f['name'] for f in _core.formats())}   (`minifloat formats`)")
+    print("integrations:")
+    for dist, what in (("torch", "from_dlpack/to_torch, safetensors round trips"),
+                       ("jax", "from_dlpack/to_jax"), ("ml_dtypes", "casts with ml_dtypes' arrays"),
+                       ("safetensors", "reference for minifloat.safetensors"),
+                       ("numkong", "minifloat bench"), ("matplotlib", "minifloat inspect --plot"),
+                       ("tqdm", "progress bars in inspect/convert")):
+        try:
+            v = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            v = "not installed" if importlib.util.find_spec(dist) is None else "installed"
+        print(f"  {dist:<12} {v:<16} {what}")
+    return 0
+
+
+def _format_table():
+    import minifloat
+    from minifloat import _core
+
     rows = []
     for f in _core.formats():
         if f["kind"] == "float":
@@ -124,7 +153,7 @@ def _cmd_formats(args):
     if args.markdown:
         print(text, end="")
     else:
-        return _cmd_info(args)
+        return _format_table()
     return 0
 
 
@@ -139,6 +168,10 @@ def _cmd_bench(args):
     return bench.main(args.bench_args)
 
 
+class UserError(Exception):
+    """A mistake in what the user asked for: one line on stderr, exit 2."""
+
+
 def main(argv=None):
     try:
         return _main(argv)
@@ -147,6 +180,25 @@ def main(argv=None):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except KeyboardInterrupt:
+        print("minifloat: interrupted", file=sys.stderr)
+        return 130
+    except (UserError, ValueError, TypeError, KeyError, OSError) as e:
+        # a user's mistake (a missing or malformed file, a bad option value):
+        # one line, no traceback.  MINIFLOAT_DEBUG=1 shows the traceback.
+        if os.environ.get("MINIFLOAT_DEBUG"):
+            raise
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+        if isinstance(e, OSError) and e.filename is not None:
+            msg = f"{e.filename}: {e.strerror}"
+        print(f"minifloat: error: {msg}", file=sys.stderr)
+        return 2
+
+
+def _version():
+    import minifloat
+
+    return minifloat.__version__
 
 
 def _main(argv):
@@ -159,8 +211,40 @@ def _main(argv):
         return bench.main(argv[1:])
     parser = argparse.ArgumentParser(prog="minifloat", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"minifloat {_version()}")
     sub = parser.add_subparsers(dest="command")
-    p_info = sub.add_parser("info", help="version, formats and their parameters, kernel level")
+    p_insp = sub.add_parser("inspect", help="what is in a safetensors checkpoint (no FILE: a demo)",
+                            description="A row per tensor (dtype, shape, size, min, max, mean, std "
+                            "of the finite values, NaN and inf counts) and totals per file.  "
+                            "With no FILE, a small demo checkpoint written to a temporary folder.")
+    p_insp.add_argument("files", nargs="*", metavar="FILE",
+                        help="a .safetensors file or a sharded checkpoint's .index.json")
+    p_insp.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    p_insp.add_argument("--target", metavar="FORMAT",
+                        help="also show what casting to FORMAT (e.g. float8_e4m3fn) would cost: "
+                        "the share of values that overflow, flush to zero or lose more than half "
+                        "their precision, and the relative RMS error")
+    p_insp.add_argument("--plot", metavar="OUT.png",
+                        help="histograms of log2|x| per tensor against the target format's range "
+                        "(needs matplotlib: pip install 'minifloat[plot]')")
+    p_insp.set_defaults(func=_cmd_inspect)
+    p_conv = sub.add_parser("convert", help="cast a checkpoint's floating-point tensors",
+                            description="Cast the floating-point tensors of IN to FORMAT (integer "
+                            "and bool tensors are copied), streaming, and write OUT atomically; "
+                            "prints the relative RMS error per tensor and overall.")
+    p_conv.add_argument("input", metavar="IN")
+    p_conv.add_argument("output", metavar="OUT")
+    p_conv.add_argument("--to", required=True, metavar="FORMAT")
+    p_conv.add_argument("--saturate", action="store_true",
+                        help="values beyond the format's range become its largest value "
+                        "(torch's behaviour) instead of inf/NaN")
+    p_conv.add_argument("--rounding", choices=["nearest", "stochastic"], default="nearest")
+    p_conv.add_argument("--seed", type=int, help="with --rounding stochastic: reproducible output")
+    p_conv.add_argument("--only", metavar="PATTERN",
+                        help="cast only the tensors whose name matches this glob (e.g. '*.weight')")
+    p_conv.add_argument("--json", action="store_true", help="the report as JSON")
+    p_conv.set_defaults(func=_cmd_convert)
+    p_info = sub.add_parser("info", help="the environment: versions, kernel level, integrations")
     p_info.set_defaults(func=_cmd_info)
     p_formats = sub.add_parser("formats", help="the format table")
     p_formats.add_argument("--markdown", action="store_true", help="as docs/formats.md")
@@ -176,3 +260,207 @@ def _main(argv):
     if args.command is None:
         args = parser.parse_args(["info"])
     return args.func(args)
+
+
+# --------------------------------------------------------------------------- inspect / convert
+
+def _progress(total, desc, enabled):
+    """A tqdm bar on a terminal (when tqdm is installed and the work is big
+    enough to wait for); otherwise nothing."""
+    if not enabled or total < (64 << 20) or not sys.stderr.isatty():
+        return None, lambda: None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None, lambda: None
+    bar = tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024,
+               file=sys.stderr, leave=False)
+    return bar.update, bar.close
+
+
+def _num(v):
+    if v is None:
+        return "-"
+    if isinstance(v, float) and (v != 0 and (abs(v) >= 1e5 or abs(v) < 1e-3)):
+        return f"{v:.3e}"
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def _bytes(n):
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+def _pct(v):
+    return "-" if v is None else (f"{100 * v:.2f}%" if v else "0")
+
+
+def _table(head, rows):
+    widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
+    right = [i >= 3 for i in range(len(head))]
+    def line(r):
+        return "  ".join(str(c).rjust(w) if rt else str(c).ljust(w)
+                         for c, w, rt in zip(r, widths, right)).rstrip()
+    return [line(head), line(["-" * w for w in widths])] + [line(r) for r in rows]
+
+
+def _cmd_inspect(args):
+    import json
+    import tempfile
+
+    from . import checkpoint, safetensors as st
+
+    if args.target is not None and args.target not in checkpoint.TARGETS:
+        raise UserError(f"unknown --target format {args.target!r}; one of: "
+                        f"{', '.join(checkpoint.TARGETS)}")
+    bins = None
+    if args.plot:
+        try:
+            import matplotlib
+        except ImportError:
+            raise UserError("--plot needs matplotlib: pip install 'minifloat[plot]'") from None
+        bins = np.linspace(-150, 130, 1121)     # log2|x|, quarter-octave bins
+    files = list(args.files)
+    tmp = None
+    if not files:
+        tmp = tempfile.TemporaryDirectory(prefix="minifloat-demo-")
+        files = [checkpoint.write_demo(tmp.name)]
+        if not args.json:
+            print(f"(no FILE given: a demo checkpoint, {files[0]}; "
+                  f"try `minifloat inspect --target float8_e4m3fn`)\n")
+    try:
+        reports = []
+        for path in files:
+            with st.open(path) as f:
+                total = sum(f.info(k).end - f.info(k).begin for k in f.keys())
+            update, close = _progress(total, os.path.basename(path), not args.json)
+            try:
+                rep = checkpoint.inspect_file(path, args.target, update, bins)
+            finally:
+                close()
+            reports.append(rep)
+            if not args.json:
+                _print_inspect(rep, args.target)
+        if args.plot:
+            _plot(reports, args.target or "float8_e4m3fn", bins, args.plot)
+            if not args.json:
+                print(f"histograms written to {args.plot}")
+        if args.json:
+            for rep in reports:
+                for row in rep["tensors"]:
+                    row.pop("hist", None)
+            json.dump({"minifloat": _version(), "target": args.target, "files": reports},
+                      sys.stdout, indent=1, allow_nan=False, default=_json_default)
+            print()
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    return 0
+
+
+def _json_default(o):
+    raise TypeError(f"not JSON: {type(o).__name__}")
+
+
+def _print_inspect(rep, target):
+    head = ["tensor", "dtype", "shape", "size", "min", "max", "mean", "std", "nan", "inf"]
+    if target:
+        head += ["overflow", "to zero", "prec.loss", "rel.RMS"]
+    rows = []
+    for t in rep["tensors"]:
+        r = [t["name"], t["dtype"], "x".join(map(str, t["shape"])) or "()", _bytes(t["bytes"]),
+             _num(t["min"]), _num(t["max"]), _num(t["mean"]), _num(t["std"]), t["nan"], t["inf"]]
+        if target:
+            g = t.get("target")
+            r += (["-"] * 4 if g is None else
+                  [_pct(g["overflow"]), _pct(g["flush_to_zero"]), _pct(g["precision_loss"]),
+                   _num(g["rel_rms_error"])])
+        rows.append(r)
+    print(rep["path"])
+    for line in _table(head, rows):
+        print("  " + line)
+    tot = rep["totals"]
+    print(f"  total: {tot['tensors']} tensors, {tot['elements']:,} values, {_bytes(tot['bytes'])}")
+    if target:
+        g = tot["target"]
+        print(f"  as {target}: {_pct(g['overflow'])} overflow, {_pct(g['flush_to_zero'])} flush to "
+              f"zero, {_pct(g['precision_loss'])} lose more than half their precision; relative "
+              f"RMS error {_num(g['rel_rms_error'])}")
+    print()
+
+
+def _plot(reports, target, bins, out):
+    import math
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from . import checkpoint
+
+    rows = [(rep["path"], t) for rep in reports for t in rep["tensors"] if "hist" in t]
+    n = max(len(rows), 1)
+    cols = min(3, n)
+    nrows = math.ceil(n / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(5 * cols, 2.6 * nrows), squeeze=False)
+    sub, norm, big = checkpoint._limits(target)
+    centers = (bins[:-1] + bins[1:]) / 2
+    used = [i for _, t in rows if t["hist"].any() for i in np.flatnonzero(t["hist"])[[0, -1]]]
+    lo = min([math.log2(sub) - 2] + [bins[i] for i in used])
+    hi = max([math.log2(big) + 2] + [bins[i + 1] for i in used])
+    for ax, (path, t) in zip(axes.flat, rows):
+        ax.bar(centers, t["hist"], width=bins[1] - bins[0], color="#4477aa")
+        ax.axvspan(math.log2(sub), math.log2(norm), color="#ffcc66", alpha=0.3, label="subnormal")
+        ax.axvspan(math.log2(norm), math.log2(big), color="#88cc88", alpha=0.25, label="normal")
+        ax.axvline(math.log2(sub) - 1, color="#cc3311", lw=0.8)
+        ax.axvline(math.log2(big), color="#cc3311", lw=0.8)
+        ax.set_xlim(lo, hi)
+        ax.set_title(f"{t['name']} ({t['dtype']})", fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[len(rows):]:
+        ax.axis("off")
+    if rows:
+        axes.flat[0].legend(fontsize=7)
+    fig.suptitle(f"log2|x| per tensor against {target}'s range", fontsize=10)
+    fig.supxlabel("log2|x|", fontsize=8)
+    fig.tight_layout()
+    tmp = out + ".tmp.png"
+    fig.savefig(tmp, dpi=90)
+    plt.close(fig)
+    os.replace(tmp, out)
+
+
+def _cmd_convert(args):
+    import json
+
+    from . import checkpoint, safetensors as st
+
+    if args.to not in checkpoint.CONVERT_TARGETS:
+        raise UserError(f"--to must be one of {', '.join(checkpoint.CONVERT_TARGETS)}; "
+                        f"got {args.to!r}")
+    if args.seed is not None and args.rounding != "stochastic":
+        raise UserError("--seed is only used with --rounding stochastic")
+    if not os.path.exists(args.input):
+        raise UserError(f"{args.input}: no such file")
+    with st.open(args.input) as f:
+        total = sum(f.info(k).end - f.info(k).begin for k in f.keys())
+    update, close = _progress(total, os.path.basename(args.input), not args.json)
+    try:
+        rows, overall = checkpoint.convert_file(args.input, args.output, args.to,
+                                                saturate=args.saturate, rounding=args.rounding,
+                                                only=args.only, seed=args.seed, progress=update)
+    finally:
+        close()
+    if args.json:
+        json.dump({"input": args.input, "output": args.output, "to": args.to, "tensors": rows,
+                   "rel_rms_error": overall}, sys.stdout, indent=1)
+        print()
+        return 0
+    table = [[r["name"], r["from"], r["to"],
+              "copied" if r["rel_rms_error"] is None else _num(r["rel_rms_error"])] for r in rows]
+    for line in _table(["tensor", "from", "to", "rel.RMS"], table):
+        print(line)
+    print(f"overall relative RMS error {_num(overall)}; wrote {args.output}")
+    return 0

@@ -1,0 +1,396 @@
+"""What `minifloat inspect` and `minifloat convert` do, as functions.
+
+    inspect_file(path, target=None)   statistics per tensor (and what a cast
+                                       to `target` would cost), streaming
+    convert_file(src, dst, to, ...)    cast the floating-point tensors of a
+                                       checkpoint, streaming, atomically
+    write_demo(folder)                 the small demo checkpoint
+
+Everything streams tensor by tensor in chunks of CHUNK values, so memory stays
+bounded whatever the checkpoint's size (the file is memory-mapped; its pages
+are the operating system's cache, not this process's memory).
+"""
+import fnmatch
+import math
+import os
+
+import numpy as np
+
+from . import _core
+from . import safetensors as st
+from .convert import convert as _convert, pack as _pack, unpack as _unpack
+
+CHUNK = 1 << 18          # values per chunk: 2 MiB of float64, stays in cache
+
+_FORMATS = {f["name"]: f for f in _core.formats()}
+# floating-point codes; F8_E8M0 holds block scales (powers of two), never cast
+FLOAT_CODES = {c for c in st.DTYPES if c.startswith(("F", "BF")) and c != "F8_E8M0"}
+#: the formats --target may name (every minifloat float format, and NumPy's)
+TARGETS = [n for n, f in _FORMATS.items() if f["kind"] == "float"] + ["float16", "float32"]
+
+
+def _target_dtype(name):
+    if name in _FORMATS and _FORMATS[name]["kind"] == "float":
+        return _FORMATS[name]["dtype"]
+    if name in ("float16", "float32"):
+        return np.dtype(name)
+    raise ValueError(f"unknown target format {name!r}; one of: {', '.join(TARGETS)}")
+
+
+#: the formats convert's --to may name: minifloat's that safetensors can store
+CONVERT_TARGETS = [n for n in TARGETS if n in _FORMATS and st.code_of(_target_dtype(n))]
+
+
+def _precision_bits(name):
+    """Significand bits (with the implicit one) of a float format."""
+    if name in _FORMATS:
+        return _FORMATS[name]["mant_bits"] + 1
+    return {"float16": 11, "float32": 24}[name]
+
+
+def _limits(name):
+    from ._finfo import finfo
+
+    fi = finfo(_target_dtype(name))
+    return float(fi.smallest_subnormal), float(fi.smallest_normal), float(fi.max)
+
+
+# --------------------------------------------------------------------------- chunks
+
+def _chunks(f, name, chunk=CHUNK):
+    """The tensor's values, flat, in chunks of `chunk` values (views of the
+    mapping for byte-sized dtypes; sub-byte ones unpacked chunk by chunk)."""
+    info = f.info(name)
+    bits = st._BITS[info.dtype]
+    if bits >= 8:
+        flat = f.get_tensor(name).reshape(-1)
+        for i in range(0, flat.size, chunk):
+            yield flat[i:i + chunk]
+        return
+    data, _ = f._raw(name)
+    n = math.prod(info.shape)
+    step = chunk - chunk % 8                     # 8 values fill whole bytes at 4 and 6 bits
+    for i in range(0, n, step):
+        m = min(step, n - i)
+        b0, b1 = i * bits // 8, (i * bits + m * bits + 7) // 8
+        yield _unpack(data[b0:b1], st.DTYPES[info.dtype], (m,))
+
+
+_scratch = {}
+
+
+def _buf(key, dtype, n):
+    """A reused scratch array (fresh allocations each chunk cost page faults)."""
+    b = _scratch.get(key)
+    if b is None or b.size < n or b.dtype != dtype:
+        b = _scratch[key] = np.empty(max(n, CHUNK), dtype)
+    return b[:n]
+
+
+def _as_real(c, key=None):
+    """The values of chunk `c` as float32 (exact, for formats up to 32 bits)
+    or float64; complex: |x|.  With `key`, into a reused scratch buffer."""
+    if c.dtype.kind == "c":
+        return np.abs(c.astype(np.complex128))   # complex: statistics of |x|
+    dt = np.float64 if c.dtype == np.float64 or c.dtype.kind in "iub" else np.float32
+    if key is None:
+        return c.astype(dt)
+    out = _buf(key, dt, c.size)
+    np.copyto(out, c.reshape(-1), casting="unsafe")
+    return out
+
+
+# --------------------------------------------------------------------------- statistics
+
+class Stats:
+    """Running statistics of one tensor (or a file's totals of the target
+    columns).  min/max/mean/std are over the finite values; NaN and inf are
+    counted.  Mean and variance merge chunk by chunk (Chan et al.)."""
+
+    def __init__(self, target=None, bins=None):
+        self.n = self.nan = self.inf = self.finite = 0
+        self.min = math.inf
+        self.max = -math.inf
+        self.mean = 0.0
+        self.m2 = 0.0
+        self.target = target
+        if target is not None:
+            self.tdtype = _target_dtype(target)
+            self.lossy_rel = 2.0 ** (-_precision_bits(target) / 2)
+        self.over = self.ftz = self.lossy = 0
+        self.err2 = self.ref2 = 0.0
+        self.bins = bins
+        self.hist = None if bins is None else np.zeros(len(bins) - 1, np.int64)
+
+    def add(self, chunk):
+        x = _as_real(chunk, "x")   # float32 (exact) for formats up to 32 bits, else float64
+        self.n += x.size
+        if not x.size:
+            return
+        mn, mx = x.min(), x.max()             # NaN propagates: finite min and max, all finite
+        if np.isfinite(mn) and np.isfinite(mx):
+            xf = x
+        else:
+            fin = np.isfinite(x)
+            nan = int(np.count_nonzero(np.isnan(x)))
+            self.nan += nan
+            self.inf += x.size - nan - int(np.count_nonzero(fin))
+            xf = x[fin]
+            if not xf.size:
+                return
+            mn, mx = xf.min(), xf.max()
+        k = xf.size
+        x64 = _buf("x64", np.float64, k)
+        np.copyto(x64, xf)
+        cmean = float(np.sum(x64)) / k
+        d = np.subtract(x64, cmean, out=_buf("d", np.float64, k))
+        cm2 = float(np.dot(d, d))
+        n0 = self.finite
+        tot = n0 + k
+        delta = cmean - self.mean
+        self.mean += delta * k / tot
+        self.m2 += cm2 + delta * delta * n0 * k / tot
+        self.finite = tot
+        self.min = min(self.min, float(mn))
+        self.max = max(self.max, float(mx))
+        if self.hist is not None:
+            nz = np.abs(x64[x64 != 0])
+            self.hist += np.histogram(np.log2(nz), self.bins)[0]
+        if self.target is not None and chunk.dtype.kind != "c":
+            self._add_target(xf, x64)
+
+    def _add_target(self, xf, x64):
+        # xf holds the source values exactly (float32 or float64), so one
+        # rounding to the target; float32 -> target -> float32 are fast casts
+        k = xf.size
+        yt = _buf("yt", self.tdtype, k)
+        y = _buf("y", xf.dtype, k)
+        with np.errstate(over="ignore", invalid="ignore"):
+            np.copyto(yt, xf, casting="unsafe")
+            np.copyto(y, yt, casting="unsafe")
+        ymin, ymax = y.min(), y.max()
+        xs, xs64 = xf, x64
+        if not (np.isfinite(ymin) and np.isfinite(ymax)):
+            yfin = np.isfinite(y)
+            self.over += int(k - np.count_nonzero(yfin))
+            y, xs, xs64 = y[yfin], xf[yfin], x64[yfin]
+        self.ref2 += float(np.dot(xs64, xs64))
+        zeros = int(np.count_nonzero(y == 0))
+        # flushed: cast(x) == 0 != x (a format with a zero casts 0 to 0)
+        ftz = zeros - int(np.count_nonzero(xs == 0)) if zeros else 0
+        self.ftz += ftz
+        e = np.subtract(y, xs, out=y)          # exact: y is 0 or within a factor 2 of x
+        e64 = _buf("d", np.float64, e.size)
+        np.copyto(e64, e)
+        self.err2 += float(np.dot(e64, e64))
+        # lost more than half the precision: |e| > r|x| (in float64, no rounding
+        # on the way); that also holds for each flushed value (|e| = |x|),
+        # counted as flushed only.  (Boolean selection of the values below the
+        # smallest normal was slower than these whole-array passes.)
+        ax = np.abs(xs64, out=_buf("ax", np.float64, e.size))
+        ax *= self.lossy_rel
+        np.abs(e64, out=e64)
+        self.lossy += int(np.count_nonzero(np.greater(e64, ax, out=_buf("gt", np.bool_, e.size)))) - ftz
+
+    def merge_target(self, other):
+        """Add another tensor's target columns into these (file totals)."""
+        self.n += other.n
+        self.finite += other.finite
+        self.over += other.over
+        self.ftz += other.ftz
+        self.lossy += other.lossy
+        self.err2 += other.err2
+        self.ref2 += other.ref2
+
+    @property
+    def std(self):
+        return math.sqrt(self.m2 / self.finite) if self.finite else math.nan
+
+    def target_dict(self):
+        share = (lambda c: c / self.finite) if self.finite else (lambda c: None)
+        return {"format": self.target,
+                "overflow": share(self.over),
+                "flush_to_zero": share(self.ftz),
+                "precision_loss": share(self.lossy),
+                "rel_rms_error": (math.sqrt(self.err2 / self.ref2) if self.ref2 > 0
+                                  else (0.0 if self.finite else None))}
+
+    def as_dict(self):
+        ok = self.finite > 0
+        d = {"min": self.min if ok else None, "max": self.max if ok else None,
+             "mean": self.mean if ok else None, "std": self.std if ok else None,
+             "nan": self.nan, "inf": self.inf}
+        if self.target is not None:
+            d["target"] = self.target_dict()
+        return d
+
+
+def inspect_file(path, target=None, progress=None, bins=None):
+    """Statistics of every tensor of a safetensors file (or index), streaming.
+
+    Returns a dict: path, metadata, tensors (a list of dicts: name, dtype (the
+    safetensors code), numpy_dtype, shape, elements, bytes, min, max, mean,
+    std, nan, inf and, with `target`, target: overflow, flush_to_zero,
+    precision_loss (shares of the finite values) and rel_rms_error) and totals.
+    `progress(nbytes)` is called as bytes are read.  With `bins` (edges in
+    log2|x|), each tensor also has "hist" (counts; not in JSON output).
+    """
+    if target is not None:
+        _target_dtype(target)
+    out = {"path": os.fspath(path), "tensors": []}
+    with st.open(path) as f:
+        out["metadata"] = f.metadata()
+        total = Stats(target)
+        nbytes = elements = 0
+        for name in f.keys():
+            info = f.info(name)
+            is_float = info.dtype in FLOAT_CODES          # the casts convert would do
+            s = Stats(target if is_float else None, bins)
+            size = info.end - info.begin
+            for c in _chunks(f, name):
+                s.add(c)
+                if progress is not None:
+                    progress(c.size * st._BITS[info.dtype] // 8)
+            n = math.prod(info.shape)
+            row = {"name": name, "dtype": info.dtype, "numpy_dtype": str(st.DTYPES[info.dtype]),
+                   "shape": list(info.shape), "elements": n, "bytes": size}
+            row.update(s.as_dict())
+            if target is not None and not is_float:
+                row["target"] = None                       # integers and bool are never cast
+            if s.hist is not None:
+                row["hist"] = s.hist
+            out["tensors"].append(row)
+            nbytes += size
+            elements += n
+            if target is not None and is_float:
+                total.merge_target(s)
+        out["totals"] = {"tensors": len(out["tensors"]), "elements": elements, "bytes": nbytes}
+        if target is not None:
+            out["totals"]["target"] = total.target_dict()
+    return out
+
+
+# --------------------------------------------------------------------------- convert
+
+def convert_file(src, dst, to, *, saturate=False, rounding="nearest", only=None, seed=None,
+                 progress=None):
+    """Cast the floating-point tensors of safetensors file `src` to format
+    `to` and write `dst` (atomically), streaming chunk by chunk.  Integer and
+    bool tensors, and with `only` (a glob on names, e.g. "*.weight") the
+    tensors it does not match, are copied unchanged.  Returns a list of dicts
+    (name, from, to, rel_rms_error or None where copied) and the overall
+    relative RMS error."""
+    if to not in CONVERT_TARGETS:
+        raise ValueError(f"--to must be a format safetensors stores: {', '.join(CONVERT_TARGETS)}; "
+                         f"got {to!r}")
+    tdt = _target_dtype(to)
+    tcode = st.code_of(tdt)
+    src, dst = os.fspath(src), os.fspath(dst)
+    if str(src).endswith(".json"):
+        raise ValueError(f"{src}: convert takes one .safetensors file, not a sharded index "
+                         f"(convert each shard)")
+    if os.path.abspath(src) == os.path.abspath(dst) or (
+            os.path.exists(dst) and os.path.samefile(src, dst)):
+        raise ValueError(f"refusing to overwrite the input {src}; give another output file")
+    rows = []
+    tot = {"err2": 0.0, "ref2": 0.0}
+    base_seed = None if seed is None else int(seed)
+    with st.open(src) as f:
+        specs = []
+        for name in f.keys():
+            info = f.info(name)
+            cast = info.dtype in FLOAT_CODES and (only is None or fnmatch.fnmatchcase(name, only))
+            row = {"name": name, "from": info.dtype, "to": tcode if cast else info.dtype,
+                   "rel_rms_error": None}
+            rows.append(row)
+            if not cast:
+                data, _ = f._raw(name)
+                specs.append((name, info.dtype, info.shape, _copy_chunks(data, progress)))
+                continue
+            n = math.prod(info.shape)
+            if st._BITS[tcode] < 8 and (n * st._BITS[tcode]) % 8:
+                raise ValueError(f"{src}: tensor {name!r}: {n} values of {to} do not fill whole "
+                                 f"bytes, which safetensors needs; leave it out with --only")
+            specs.append((name, tcode, info.shape,
+                          _cast_chunks(f, name, tdt, saturate, rounding, base_seed, row, tot,
+                                       progress)))
+        st.write(dst, specs, f.metadata() or None)
+    overall = math.sqrt(tot["err2"] / tot["ref2"]) if tot["ref2"] > 0 else 0.0
+    return rows, overall
+
+
+def _copy_chunks(data, progress, chunk=1 << 24):
+    for i in range(0, data.size, chunk):
+        c = data[i:i + chunk]
+        if progress is not None:
+            progress(c.size)
+        yield memoryview(c)
+
+
+def _cast_chunks(f, name, tdt, saturate, rounding, seed, row, tot, progress):
+    err2 = ref2 = 0.0
+    sub = st._BITS[st.code_of(tdt)] < 8
+    bits = st._BITS[f.info(name).dtype]
+    for k, c in enumerate(_chunks(f, name)):
+        s = None
+        if rounding == "stochastic":
+            s = (np.random.SeedSequence([seed, k]).generate_state(1, np.uint64)[0]
+                 if seed is not None else None)
+        x = _as_real(c, "cx")    # exact; float32 -> target is the fast cast path
+        y = _buf("cy", tdt, x.size)
+        with np.errstate(over="ignore", invalid="ignore"):
+            _convert(x, tdt, saturate=saturate, rounding=rounding, seed=s, out=y)
+        yb = _buf("cyb", x.dtype, x.size)
+        np.copyto(yb, y, casting="unsafe")
+        xs = x
+        if not all(np.isfinite(v) for v in (x.min(), x.max(), yb.min(), yb.max())):
+            ok = np.isfinite(x) & np.isfinite(yb)
+            xs, yb = x[ok], yb[ok]
+        e = np.subtract(yb, xs, out=yb)
+        w = _buf("c64", np.float64, e.size)
+        np.copyto(w, e)
+        err2 += float(np.dot(w, w))
+        np.copyto(w, xs)
+        ref2 += float(np.dot(w, w))
+        if progress is not None:
+            progress(c.size * bits // 8)
+        # y is a scratch buffer: write() consumes each chunk before asking for the next
+        yield memoryview(_pack(y)) if sub else memoryview(y.view(np.uint8))
+    row["rel_rms_error"] = math.sqrt(err2 / ref2) if ref2 > 0 else 0.0
+    tot["err2"] += err2
+    tot["ref2"] += ref2
+
+
+# --------------------------------------------------------------------------- demo
+
+DEMO_NAME = "demo.safetensors"
+
+
+def demo_tensors():
+    """The demo checkpoint's tensors: a tiny transformer-shaped model with
+    realistic value ranges (a few outliers, some tiny values), generated
+    deterministically (seed 0) so every run shows the same numbers."""
+    rng = np.random.default_rng(0)
+    bf16 = _FORMATS["bfloat16"]["dtype"]
+    t = {}
+    t["embed_tokens.weight"] = (rng.standard_normal((512, 64)) * 0.02).astype(np.float32).astype(bf16)
+    for i in range(2):
+        p = f"layers.{i}."
+        q = rng.standard_normal((64, 64)) * 0.05
+        q[rng.integers(0, 64, 4), rng.integers(0, 64, 4)] = 600.0   # outliers e4m3fn cannot hold
+        t[p + "attn.q_proj.weight"] = q.astype(np.float32).astype(bf16)
+        t[p + "mlp.up_proj.weight"] = (rng.standard_normal((128, 64)) * 1e-3).astype(np.float32) \
+            .astype(bf16)                                           # tiny: flush to zero in fp8
+        t[p + "input_layernorm.weight"] = (1 + 0.1 * rng.standard_normal(64)).astype(np.float32)
+    t["lm_head.weight"] = (rng.standard_normal((512, 64)) * 0.02).astype(np.float32) \
+        .astype(_FORMATS["float8_e4m3fn"]["dtype"])
+    t["lm_head.weight_scale"] = np.array([1 / 64], np.float32)
+    t["position_ids"] = np.arange(128, dtype=np.int64)
+    return t
+
+
+def write_demo(folder):
+    """Write the demo checkpoint into `folder`; returns its path."""
+    path = os.path.join(folder, DEMO_NAME)
+    st.save(path, demo_tensors(), metadata={"format": "pt", "source": "minifloat demo (seed 0)"})
+    return path

@@ -1,0 +1,573 @@
+"""Read and write safetensors checkpoints with the true dtypes.
+
+    tensors = minifloat.safetensors.load("model.safetensors")      # read-only views of the file
+    with minifloat.safetensors.open("model.safetensors") as f:      # lazy, like safe_open
+        f.keys(); f.metadata(); f.get_tensor("w"); f.get_slice("w")[:10]
+    minifloat.safetensors.save("out.safetensors", {"w": w}, metadata={"format": "np"})
+
+A ``model.safetensors.index.json`` path (a sharded checkpoint) works wherever a
+file does.  Each safetensors dtype is read as its own NumPy dtype (BF16 as
+bfloat16, F8_E4M3 as float8_e4m3fn, ...; the table is ``DTYPES`` and
+docs/safetensors.md).  With ``mmap=True`` byte-sized tensors are read-only
+views of the mapped file (no copy); sub-byte tensors (F4, F6_E2M3, F6_E3M2),
+which safetensors stores packed, are unpacked into one byte per value (a
+copy).  Every header is validated before any tensor byte is read
+(:func:`parse_header`); a malformed file raises ValueError naming the file and
+the tensor.
+"""
+import builtins
+import json
+import mmap as _mmap
+import os
+import struct
+import tempfile
+from collections import namedtuple
+
+import numpy as np
+
+from . import _core
+from .convert import pack as _pack, unpack as _unpack
+
+__all__ = ["load", "open", "save", "parse_header", "DTYPES", "MAX_HEADER_SIZE"]
+
+#: safetensors' own limit on the JSON header (safetensors/src/tensor.rs)
+MAX_HEADER_SIZE = 100_000_000
+
+_FORMATS = {f["name"]: f for f in _core.formats()}
+
+# safetensors dtype code -> (NumPy dtype, bits per element).  The order is
+# safetensors' Dtype enum (increasing alignment), which its writer sorts by.
+_CODES = [
+    ("BOOL", np.dtype(np.bool_), 8),
+    ("F4", _FORMATS["float4_e2m1fn"]["dtype"], 4),
+    ("F6_E2M3", _FORMATS["float6_e2m3fn"]["dtype"], 6),
+    ("F6_E3M2", _FORMATS["float6_e3m2fn"]["dtype"], 6),
+    ("U8", np.dtype("u1"), 8),
+    ("I8", np.dtype("i1"), 8),
+    ("F8_E5M2", _FORMATS["float8_e5m2"]["dtype"], 8),
+    ("F8_E4M3", _FORMATS["float8_e4m3fn"]["dtype"], 8),
+    ("F8_E8M0", _FORMATS["float8_e8m0fnu"]["dtype"], 8),
+    ("F8_E4M3FNUZ", _FORMATS["float8_e4m3fnuz"]["dtype"], 8),
+    ("F8_E5M2FNUZ", _FORMATS["float8_e5m2fnuz"]["dtype"], 8),
+    ("I16", np.dtype("<i2"), 16),
+    ("U16", np.dtype("<u2"), 16),
+    ("F16", np.dtype("<f2"), 16),
+    ("BF16", _FORMATS["bfloat16"]["dtype"], 16),
+    ("I32", np.dtype("<i4"), 32),
+    ("U32", np.dtype("<u4"), 32),
+    ("F32", np.dtype("<f4"), 32),
+    ("C64", np.dtype("<c8"), 64),
+    ("F64", np.dtype("<f8"), 64),
+    ("I64", np.dtype("<i8"), 64),
+    ("U64", np.dtype("<u8"), 64),
+]
+#: safetensors dtype code -> NumPy dtype (minifloat's for the low-precision ones)
+DTYPES = {code: dt for code, dt, _ in _CODES}
+_BITS = {code: bits for code, _, bits in _CODES}
+_RANK = {code: i for i, (code, _, _) in enumerate(_CODES)}
+# dtype name -> code; minifloat's names are ml_dtypes' names, so ml_dtypes'
+# arrays (same encodings) are saved too
+_NAME_TO_CODE = {str(dt) if type(dt).__module__ == "minifloat.dtypes" else dt.name: code
+                 for code, dt, _ in _CODES}
+_NAME_TO_CODE["bool"] = "BOOL"
+
+#: one tensor of a header: safetensors dtype code, shape (elements), and the
+#: byte span [begin, end) relative to the start of the data (after the header)
+TensorInfo = namedtuple("TensorInfo", "dtype shape begin end")
+
+
+def _nbytes(code, shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n * _BITS[code] // 8, n * _BITS[code] % 8 == 0
+
+
+def _is_index(path):
+    return str(path).endswith(".json")
+
+
+# --------------------------------------------------------------------------- header
+
+def parse_header(buf, file_size, path="<buffer>"):
+    """Parse and validate a safetensors header.
+
+    buf:       the file's first bytes: the 8-byte little-endian header length
+               N followed by (at least) the N header bytes; the whole file is
+               fine too.
+    file_size: the file's size in bytes (the spans must cover the data exactly).
+    path:      named in error messages.
+
+    Returns ``(data_start, tensors, metadata)``: the offset of the data in the
+    file (8 + N), a dict name -> :class:`TensorInfo` in file order, and the
+    ``__metadata__`` dict (str -> str; empty when absent).
+
+    Raises ValueError, naming `path` and the tensor, for: a file too short, a
+    header length past the end of the file or above safetensors' 100 MB limit,
+    bad UTF-8 or JSON, a header that is not a JSON object, duplicate names,
+    non-string metadata, an unknown dtype, a bad shape or bad offsets, a shape
+    whose size does not match its byte span, a sub-byte tensor that does not
+    fill whole bytes, and spans that overlap, leave holes or run past the end
+    of the file.  Pure Python; reads nothing but `buf`.
+    """
+    where = f"{os.fspath(path) if not isinstance(path, str) else path}"
+
+    def bad(msg, name=None):
+        return ValueError(f"{where}: {'tensor ' + repr(name) + ': ' if name is not None else ''}"
+                          f"{msg} (not a valid safetensors file)")
+
+    buf = memoryview(buf).cast("B") if not isinstance(buf, (bytes, bytearray)) else buf
+    if file_size < 8 or len(buf) < 8:
+        raise bad(f"file is {file_size} bytes long; a safetensors file starts with an 8-byte "
+                  f"header length")
+    (n,) = struct.unpack("<Q", bytes(buf[:8]))
+    if n > MAX_HEADER_SIZE:
+        raise bad(f"header length {n} is above safetensors' limit of {MAX_HEADER_SIZE} bytes")
+    if 8 + n > file_size:
+        raise bad(f"header length {n} runs past the end of the file ({file_size} bytes)")
+    if 8 + n > len(buf):
+        raise ValueError(f"{where}: parse_header was given {len(buf)} bytes; the header needs {8 + n}")
+    raw = bytes(buf[8:8 + n])
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise bad(f"header is not UTF-8 ({e.reason} at byte {8 + e.start})") from None
+    if not text.startswith("{"):
+        raise bad("header does not start with '{'")
+
+    def no_duplicates(pairs):
+        d = {}
+        for k, v in pairs:
+            if k in d:
+                raise bad("name appears twice in the header", k)
+            d[k] = v
+        return d
+
+    def no_constant(s):          # NaN, Infinity: not JSON
+        raise bad(f"header is not JSON ({s} is not a JSON value)")
+
+    try:
+        header = json.loads(text, object_pairs_hook=no_duplicates, parse_constant=no_constant)
+    except json.JSONDecodeError as e:
+        raise bad(f"header is not JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    except RecursionError:
+        raise bad("header is not JSON (nested too deeply)") from None
+    if not isinstance(header, dict):
+        raise bad("header is not a JSON object")
+
+    metadata = header.pop("__metadata__", None)
+    if metadata is None:
+        metadata = {}
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise bad("__metadata__ must map strings to strings")
+
+    infos = []
+    for name, entry in header.items():
+        if not isinstance(entry, dict):
+            raise bad("entry is not a JSON object", name)
+        missing = [k for k in ("dtype", "shape", "data_offsets") if k not in entry]
+        if missing:
+            raise bad(f"entry has no {', '.join(missing)}", name)
+        code, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+        if not isinstance(code, str) or code not in _BITS:
+            raise bad(f"unknown dtype {code!r} (known: {', '.join(_BITS)})", name)
+        if (not isinstance(shape, list)
+                or not all(type(d) is int and 0 <= d < 2**64 for d in shape)):
+            raise bad(f"shape {shape!r} is not a list of non-negative integers", name)
+        if (not isinstance(offsets, list) or len(offsets) != 2
+                or not all(type(o) is int and 0 <= o < 2**64 for o in offsets)):
+            raise bad(f"data_offsets {offsets!r} is not a pair of non-negative integers", name)
+        begin, end = offsets
+        if end < begin:
+            raise bad(f"data_offsets [{begin}, {end}] end before they begin", name)
+        size, whole = _nbytes(code, shape)
+        if not whole:
+            raise bad(f"{code} tensor of shape {tuple(shape)} does not fill whole bytes", name)
+        if end - begin != size:
+            raise bad(f"{code} tensor of shape {tuple(shape)} takes {size} bytes but its "
+                      f"data_offsets [{begin}, {end}] span {end - begin}", name)
+        infos.append((name, TensorInfo(code, tuple(shape), begin, end)))
+
+    infos.sort(key=lambda t: (t[1].begin, t[1].end))
+    data_size = file_size - 8 - n
+    pos = 0
+    for name, info in infos:
+        if info.begin < pos:
+            raise bad(f"data_offsets [{info.begin}, {info.end}] overlap the previous tensor's "
+                      f"(which ends at {pos})", name)
+        if info.begin > pos:
+            raise bad(f"data_offsets [{info.begin}, {info.end}] leave a hole after byte {pos} "
+                      f"of the data", name)
+        if info.end > data_size:
+            raise bad(f"data_offsets [{info.begin}, {info.end}] run past the end of the file "
+                      f"(the data is {data_size} bytes)", name)
+        pos = info.end
+    if pos != data_size:
+        raise bad(f"the tensors cover {pos} bytes of data but the file holds {data_size}")
+    return 8 + n, dict(infos), metadata
+
+
+def _read_header(f, path):
+    size = os.fstat(f.fileno()).st_size
+    head = f.read(8)
+    if len(head) == 8:
+        (n,) = struct.unpack("<Q", head)
+        if n <= MAX_HEADER_SIZE and 8 + n <= size:
+            head += f.read(n)
+    return parse_header(head, size, path)
+
+
+# --------------------------------------------------------------------------- reading
+
+def _tensor_from_bytes(data, info):
+    """data: uint8 array of exactly the tensor's bytes -> the tensor."""
+    dt = DTYPES[info.dtype]
+    if _BITS[info.dtype] < 8:
+        return _unpack(data, dt, info.shape)
+    return data.view(dt).reshape(info.shape)
+
+
+class SafeOpen:
+    """A safetensors file (or a sharded checkpoint's index), opened lazily:
+    only the header is read until a tensor is asked for.  Use as a context
+    manager, like ``safetensors.safe_open``."""
+
+    def __init__(self, path, *, mmap=True):
+        self.path = os.fspath(path)
+        self._mmap = mmap
+        self._files = {}          # file path -> [data_start, tensors, mapped buffer or None]
+        self._meta_of = {}        # file path -> its __metadata__
+        self._where = {}          # tensor name -> file path
+        if _is_index(self.path):
+            self._open_index()
+        else:
+            self._open_file(self.path)
+            self._where = {k: self.path for k in self._files[self.path][1]}
+            self._metadata = self._meta_of[self.path]
+
+    def _open_file(self, path):
+        with builtins.open(path, "rb") as f:
+            start, tensors, meta = _read_header(f, path)
+        self._files[path] = [start, tensors, None]
+        self._meta_of[path] = meta
+
+    def _open_index(self):
+        try:
+            with builtins.open(self.path, "rb") as f:
+                index = json.loads(f.read().decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(f"{self.path}: not a safetensors index ({e})") from None
+        wm = index.get("weight_map") if isinstance(index, dict) else None
+        if not isinstance(wm, dict) or not all(isinstance(v, str) for v in wm.values()):
+            raise ValueError(f"{self.path}: a safetensors index needs a \"weight_map\" of "
+                             f"tensor name -> shard file name")
+        meta = index.get("metadata") or {}
+        self._metadata = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in meta.items()} \
+            if isinstance(meta, dict) else {}
+        base = os.path.dirname(self.path)
+        for shard in dict.fromkeys(wm.values()):
+            sp = os.path.join(base, shard)
+            if os.path.isabs(shard) or ".." in shard.replace("\\", "/").split("/"):
+                raise ValueError(f"{self.path}: shard {shard!r} is not a path inside the "
+                                 f"index's folder")
+            self._open_file(sp)
+        for name, shard in wm.items():
+            sp = os.path.join(base, shard)
+            if name not in self._files[sp][1]:
+                raise ValueError(f"{self.path}: tensor {name!r}: the index puts it in {shard}, "
+                                 f"which has no such tensor")
+            self._where[name] = sp
+
+    # -- the safe_open API
+    def keys(self):
+        """Tensor names, in file order (shard by shard for an index)."""
+        return list(self._where)
+
+    def metadata(self):
+        """The ``__metadata__`` dict (an index's "metadata", values as strings)."""
+        return dict(self._metadata)
+
+    def info(self, name):
+        """The :class:`TensorInfo` of `name` (dtype code, shape, byte span)."""
+        return self._files[self._shard(name)][1][name]
+
+    def dtype(self, name):
+        return DTYPES[self.info(name).dtype]
+
+    def files(self):
+        """The files that hold the tensors (one, or an index's shards)."""
+        return list(self._files)
+
+    def _shard(self, name):
+        try:
+            return self._where[name]
+        except KeyError:
+            raise KeyError(f"{self.path}: no tensor named {name!r}") from None
+
+    def _buffer(self, path):
+        """The whole file as a read-only uint8 array over its mapping."""
+        ent = self._files[path]
+        if ent[2] is None:
+            with builtins.open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                ent[2] = np.frombuffer(_mmap.mmap(f.fileno(), 0, access=_mmap.ACCESS_READ), np.uint8)
+            if ent[2].size != size:
+                raise ValueError(f"{path}: the file changed size while being opened")
+        return ent[2]
+
+    def _raw(self, name):
+        """The tensor's stored bytes (uint8): a view of the mapping, or with
+        mmap=False a fresh writable copy read from the file."""
+        path = self._shard(name)
+        start, tensors, _ = self._files[path]
+        info = tensors[name]
+        if self._mmap:
+            return self._buffer(path)[start + info.begin:start + info.end], info
+        n = info.end - info.begin
+        data = bytearray(n)
+        with builtins.open(path, "rb") as f:
+            f.seek(start + info.begin)
+            got = f.readinto(data)
+        if got != n:
+            raise ValueError(f"{path}: tensor {name!r}: the file ends early (it changed since "
+                             f"it was opened)")
+        return np.frombuffer(data, np.uint8), info
+
+    def get_tensor(self, name):
+        """The tensor `name`: with mmap a read-only view of the file for
+        byte-sized dtypes; sub-byte dtypes are unpacked (a copy)."""
+        data, info = self._raw(name)
+        return _tensor_from_bytes(data, info)
+
+    def get_slice(self, name):
+        """A lazy handle: ``get_slice(name)[index]`` reads only the bytes the
+        index needs (and returns a copy); ``.get_shape()``, ``.get_dtype()``."""
+        return _Slice(self, name)
+
+    def close(self):
+        for ent in self._files.values():
+            ent[2] = None         # a mapping stays alive while views of it do
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __iter__(self):
+        return iter(self.keys())
+
+    def __len__(self):
+        return len(self._where)
+
+    def __contains__(self, name):
+        return name in self._where
+
+
+class _Slice:
+    def __init__(self, f, name):
+        self._f, self._name = f, name
+        self._info = f.info(name)
+
+    def get_shape(self):
+        return list(self._info.shape)
+
+    def get_dtype(self):
+        return self._info.dtype
+
+    @property
+    def shape(self):
+        return self._info.shape
+
+    @property
+    def dtype(self):
+        return DTYPES[self._info.dtype]
+
+    def __getitem__(self, idx):
+        info = self._info
+        if _BITS[info.dtype] >= 8:
+            # a view of the mapping: indexing touches only the pages it needs
+            return np.array(self._f.get_tensor(self._name)[idx])
+        # sub-byte: unpack only the rows (along axis 0) the index can touch
+        data, _ = self._f._raw(self._name)
+        shape = info.shape
+        row = 1
+        for d in shape[1:]:
+            row *= d
+        bits = _BITS[info.dtype]
+        tup = idx if isinstance(idx, tuple) else (idx,)
+        first = tup[0] if tup else slice(None)
+        if (shape and (row * bits) % 8 == 0 and isinstance(first, (int, np.integer, slice))
+                and not isinstance(first, (bool, np.bool_))):
+            n0 = shape[0]
+            if isinstance(first, slice):
+                rng = range(*first.indices(n0))
+                lo, hi = (min(rng), max(rng) + 1) if len(rng) else (0, 0)
+                start, stop, step = first.indices(n0)
+                new_first = slice(start - lo, (stop - lo) if stop - lo >= 0 else None, step)
+            else:
+                i = int(first) + (n0 if first < 0 else 0)
+                if not 0 <= i < n0:
+                    raise IndexError(f"index {int(first)} is out of bounds for axis 0 with size {n0}")
+                lo, hi, new_first = i, i + 1, 0
+            rb = row * bits // 8
+            part = _unpack(data[lo * rb:hi * rb], DTYPES[info.dtype], (hi - lo,) + shape[1:])
+            return np.array(part[(new_first,) + tup[1:]])
+        return np.array(_tensor_from_bytes(data, info)[idx])
+
+
+def open(path, *, mmap=True):   # noqa: A001  (the module's name for safe_open)
+    """Open a safetensors file or a ``model.safetensors.index.json`` lazily
+    (only headers are read); see :class:`SafeOpen`."""
+    return SafeOpen(path, mmap=mmap)
+
+
+def load(path, *, mmap=True):
+    """Load every tensor of a safetensors file (or of a sharded checkpoint's
+    ``*.index.json``) as a dict name -> ndarray with the true dtypes.
+
+    mmap=True:  byte-sized tensors are read-only views of the memory-mapped
+                file (no copy; nothing is read until used).  Sub-byte tensors
+                (F4, F6_*) are unpacked to one byte per value, a copy.
+    mmap=False: the file is read into memory; the arrays are writable.
+    """
+    f = SafeOpen(path, mmap=mmap)
+    return {name: f.get_tensor(name) for name in f.keys()}
+
+
+# --------------------------------------------------------------------------- writing
+
+def code_of(dtype):
+    """The safetensors dtype code of a NumPy dtype (minifloat's, NumPy's in
+    either byte order, or ml_dtypes' formats by name), or None where
+    safetensors has none."""
+    dt = np.dtype(dtype)
+    if type(dt).__module__ == "minifloat.dtypes":
+        return _NAME_TO_CODE.get(str(dt))
+    if dt.names is None and dt.kind in "biufc":
+        return _NAME_TO_CODE.get(dt.newbyteorder("=").name)
+    return _NAME_TO_CODE.get(dt.name)
+
+
+def _chunks_of(a, code, chunk=1 << 24):
+    """The bytes safetensors stores for array `a` (whose dtype has `code`)."""
+    dt = DTYPES[code]
+    if a.dtype.byteorder == ">":
+        a = a.astype(a.dtype.newbyteorder("<"))      # safetensors is little-endian
+    if a.dtype != dt:
+        a = np.ascontiguousarray(a).view(dt)         # ml_dtypes' twin: the same bytes
+    if _BITS[code] < 8:
+        yield memoryview(_pack(a))
+        return
+    flat = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+    for i in range(0, flat.size, chunk):
+        yield memoryview(flat[i:i + chunk])
+
+
+def write(path, specs, metadata=None):
+    """Write a safetensors file atomically from ``specs``: a list of
+    ``(name, code, shape, chunks)`` where ``chunks`` is an iterable of
+    bytes-like objects holding the tensor's stored bytes (so a converter can
+    stream).  Tensors are laid out as safetensors' writer lays them out (by
+    decreasing alignment, then name).  The file appears only once complete:
+    it is written to a temporary file in the same folder, then renamed."""
+    path = os.fspath(path)
+    if metadata is not None:
+        if not isinstance(metadata, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+            raise TypeError("metadata must be a dict of str -> str (as safetensors requires)")
+    specs = sorted(specs, key=lambda s: (-_RANK[s[1]], s[0]))
+    names = [s[0] for s in specs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"{path}: duplicate tensor names")
+    header = {}
+    if metadata:
+        header["__metadata__"] = metadata
+    off = 0
+    for name, code, shape, _ in specs:
+        if not isinstance(name, str):
+            raise TypeError(f"tensor names must be str; got {name!r}")
+        if name == "__metadata__":
+            raise ValueError(f"{path}: '__metadata__' is reserved in safetensors and cannot name "
+                             f"a tensor")
+        size, whole = _nbytes(code, shape)
+        if not whole:
+            raise ValueError(f"{path}: tensor {name!r}: {code} with shape {tuple(shape)} does not "
+                             f"fill whole bytes; safetensors stores whole bytes (give it an even "
+                             f"number of 4-bit values, a multiple of 4 of 6-bit values)")
+        header[name] = {"dtype": code, "shape": [int(d) for d in shape],
+                        "data_offsets": [off, off + size]}
+        off += size
+    hb = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    hb += b" " * (-len(hb) % 8)
+    if len(hb) > MAX_HEADER_SIZE:
+        raise ValueError(f"{path}: the header would be {len(hb)} bytes, above safetensors' "
+                         f"limit of {MAX_HEADER_SIZE}")
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
+    try:
+        with builtins.open(fd, "wb") as out:
+            out.write(struct.pack("<Q", len(hb)))
+            out.write(hb)
+            for name, code, shape, chunks in specs:
+                begin, end = header[name]["data_offsets"]
+                size, got = end - begin, 0
+                for c in chunks:
+                    got += out.write(c)
+                if got != size:
+                    raise ValueError(f"{path}: tensor {name!r}: {got} bytes written, "
+                                     f"{size} expected")
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def save(path, tensors, metadata=None):
+    """Save a dict name -> array as a safetensors file, atomically (a
+    temporary file, then a rename: an interrupted save leaves no broken file).
+
+    Every dtype safetensors has can be saved: bool, (u)int8-64, float16/32/64,
+    complex64, and minifloat's (or ml_dtypes') bfloat16, float8_e4m3fn,
+    float8_e5m2, float8_e8m0fnu, float8_e4m3fnuz, float8_e5m2fnuz,
+    float6_e2m3fn, float6_e3m2fn and float4_e2m1fn (packed as safetensors
+    packs them).  `metadata`: dict str -> str, stored as ``__metadata__``.
+    The file is what ``safetensors.torch.load_file`` reads back bit for bit.
+    """
+    if not isinstance(tensors, dict):
+        raise TypeError(f"tensors must be a dict of name -> array; got {type(tensors).__name__}")
+    specs = []
+    for name, a in tensors.items():
+        if not isinstance(a, np.ndarray):
+            a = np.asarray(a)
+        code = code_of(a.dtype)
+        if code is None:
+            raise TypeError(f"{os.fspath(path)}: tensor {name!r}: safetensors has no dtype for "
+                            f"{a.dtype} (it stores {', '.join(str(d) for d in DTYPES.values())})")
+        specs.append((name, code, a.shape, _chunks_of(a, code)))
+    write(path, specs, metadata)
+
+
+def save_index(path, weight_map, metadata=None):
+    """Write a ``model.safetensors.index.json`` (atomically) for shards
+    already saved next to it: weight_map is tensor name -> shard file name."""
+    path = os.fspath(path)
+    body = {"metadata": dict(metadata or {}), "weight_map": dict(sorted(weight_map.items()))}
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
+    try:
+        with builtins.open(fd, "w", encoding="utf-8") as out:
+            json.dump(body, out, indent=2)
+            out.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

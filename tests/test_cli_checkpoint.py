@@ -1,0 +1,218 @@
+"""`minifloat inspect` and `minifloat convert`, end to end: the real console
+script on files written by torch, --json compared with float64 statistics
+computed here independently, convert's output read back with safetensors.torch."""
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import minifloat as mf
+import minifloat.safetensors as mst
+
+
+def _script():
+    exe = Path(sys.executable).parent / "minifloat"
+    if exe.exists():
+        return [str(exe)]
+    found = shutil.which("minifloat")
+    return [found] if found else [sys.executable, "-m", "minifloat"]
+
+
+def run(*args, check=True):
+    out = subprocess.run(_script() + [str(a) for a in args], capture_output=True, text=True,
+                         env={**os.environ, "COLUMNS": "200"})
+    if check:
+        assert out.returncode == 0, out.stderr
+        assert "Traceback" not in out.stderr
+    return out
+
+
+def stats64(x):
+    """The statistics inspect reports, computed directly in float64."""
+    x = np.asarray(x, np.float64).reshape(-1)
+    f = x[np.isfinite(x)]
+    return {"min": f.min(), "max": f.max(), "mean": f.mean(), "std": f.std(),
+            "nan": int(np.isnan(x).sum()), "inf": int(np.isinf(x).sum())}
+
+
+def target64(x, ml_type, mant_bits):
+    """overflow / flush-to-zero / precision-loss shares and relative RMS error
+    of a cast, with ml_dtypes doing the cast and float64 the arithmetic."""
+    x = np.asarray(x, np.float64).reshape(-1)
+    x = x[np.isfinite(x)]
+    with np.errstate(over="ignore", invalid="ignore"):
+        y = x.astype(ml_type).astype(np.float64)
+    ok = np.isfinite(y)
+    over = (~ok).sum()
+    xs, ys = x[ok], y[ok]
+    ftz = ((ys == 0) & (xs != 0)).sum()
+    keep = (ys != 0) & (xs != 0)
+    lossy = (np.abs(ys - xs)[keep] > 2.0 ** (-(mant_bits + 1) / 2) * np.abs(xs[keep])).sum()
+    rms = math.sqrt(((ys - xs) ** 2).sum() / (xs ** 2).sum())
+    n = x.size
+    return {"overflow": over / n, "flush_to_zero": ftz / n, "precision_loss": lossy / n,
+            "rel_rms_error": rms}
+
+
+def close(a, b, rel=1e-9):
+    return a == pytest.approx(b, rel=rel, abs=1e-300)
+
+
+@pytest.fixture(scope="module")
+def torch_file(tmp_path_factory):
+    torch = pytest.importorskip("torch")
+    storch = pytest.importorskip("safetensors.torch")
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(300, 70, generator=g, dtype=torch.float64) * 3
+    x[0, :5] = torch.tensor([1000.0, -1e-7, 3e-3, 0.0, 1e-30], dtype=torch.float64)
+    t = {"w64": x, "w32": x.float(), "w16": (x / 10).half(), "wbf": x.bfloat16(),
+         "w8": x.clamp(-400, 400).to(torch.float8_e4m3fn),
+         "w5": x.to(torch.float8_e5m2),
+         "nan32": torch.tensor([1.0, float("nan"), float("inf"), -2.0, float("-inf")]),
+         "i32": torch.arange(-50, 50, dtype=torch.int32), "u8": torch.arange(200, dtype=torch.uint8),
+         "flags": torch.arange(10) % 3 == 0, "c": torch.randn(7, generator=g, dtype=torch.complex64),
+         "scales": torch.full((4,), 0.25).to(torch.float8_e8m0fnu),
+         "empty": torch.zeros(0, 3, dtype=torch.bfloat16)}
+    p = tmp_path_factory.mktemp("ckpt") / "model.safetensors"
+    storch.save_file(t, str(p), metadata={"format": "pt"})
+    return p, t
+
+
+def test_inspect_demo_and_version():
+    out = run("inspect")
+    assert "demo" in out.stdout and "embed_tokens.weight" in out.stdout and "BF16" in out.stdout
+    out = run("inspect", "--json", "--target", "float8_e4m3fn")
+    rep = json.loads(out.stdout)
+    (f,) = rep["files"]
+    assert f["totals"]["tensors"] == len(f["tensors"]) >= 5
+    assert f["totals"]["target"]["overflow"] > 0 and f["totals"]["target"]["flush_to_zero"] > 0
+    assert run("--version").stdout.strip() == f"minifloat {mf.__version__}"
+    info, formats = run("info").stdout, run("formats").stdout
+    assert info != formats and "integrations" in info and "smallest normal" in formats
+
+
+def test_inspect_json_matches_float64(torch_file):
+    torch = pytest.importorskip("torch")
+    ml = pytest.importorskip("ml_dtypes")
+    p, t = torch_file
+    rep = json.loads(run("inspect", p, "--json", "--target", "float8_e4m3fn").stdout)
+    (f,) = rep["files"]
+    assert f["metadata"] == {"format": "pt"}
+    rows = {r["name"]: r for r in f["tensors"]}
+    assert set(rows) == set(t)
+    for name, x in t.items():
+        r = rows[name]
+        assert r["shape"] == list(x.shape) and r["elements"] == x.numel()
+        if x.numel() == 0:
+            assert r["min"] is None and r["std"] is None
+            continue
+        xd = x.to(torch.complex128).abs() if x.is_complex() else x.double()
+        s = stats64(xd.numpy())
+        for k in ("nan", "inf"):
+            assert r[k] == s[k], (name, k)
+        for k in ("min", "max", "mean", "std"):
+            assert close(r[k], s[k]), (name, k, r[k], s[k])
+        if x.dtype.is_floating_point and x.dtype != torch.float8_e8m0fnu:
+            want = target64(xd.numpy(), ml.float8_e4m3fn, 3)
+            for k, v in want.items():
+                assert close(r["target"][k], v, 1e-9), (name, k, r["target"][k], v)
+        else:
+            assert r["target"] is None            # never cast: integers, bool, complex, scales
+    assert rows["w32"]["target"]["overflow"] > 0 and rows["w32"]["target"]["flush_to_zero"] > 0
+    assert f["totals"]["bytes"] == p.stat().st_size - 8 - int.from_bytes(p.read_bytes()[:8], "little")
+
+
+def test_inspect_text_and_plot(torch_file, tmp_path):
+    p, _ = torch_file
+    out = run("inspect", p, "--target", "float6_e2m3fn")
+    assert "wbf" in out.stdout and "total: 13 tensors" in out.stdout and "as float6_e2m3fn" in out.stdout
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "h.png"
+    run("inspect", p, "--plot", png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_inspect_sharded(tmp_path):
+    mst.save(tmp_path / "a.safetensors", {"x": np.arange(4, dtype=np.float32)})
+    mst.save(tmp_path / "b.safetensors", {"y": np.ones(3, mf.bfloat16)})
+    mst.save_index(tmp_path / "model.safetensors.index.json", {"x": "a.safetensors", "y": "b.safetensors"})
+    rep = json.loads(run("inspect", tmp_path / "model.safetensors.index.json", "--json").stdout)
+    rows = {r["name"]: r for r in rep["files"][0]["tensors"]}
+    assert rows["x"]["max"] == 3 and rows["y"]["mean"] == 1 and rep["files"][0]["totals"]["tensors"] == 2
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["inspect", "/nonexistent/x.safetensors"], "No such file"),
+    (["inspect", "--target", "float9"], "unknown --target"),
+    (["convert", "a", "b", "--to", "int4"], "--to must be"),
+])
+def test_errors_are_one_line(args, msg):
+    out = run(*args, check=False)
+    assert out.returncode == 2 and msg in out.stderr
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_malformed_file_is_one_line(tmp_path):
+    p = tmp_path / "bad.safetensors"
+    p.write_bytes(b"\x10\0\0\0\0\0\0\0{\"a\": {}}       ")
+    out = run("inspect", p, check=False)
+    assert out.returncode == 2 and str(p) in out.stderr and "'a'" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_convert(torch_file, tmp_path):
+    torch = pytest.importorskip("torch")
+    storch = pytest.importorskip("safetensors.torch")
+    p, t = torch_file
+    out_p = tmp_path / "fp8.safetensors"
+    out = run("convert", p, out_p, "--to", "float8_e4m3fn", "--saturate", "--json")
+    rep = json.loads(out.stdout)
+    back = storch.load_file(str(out_p))
+    rows = {r["name"]: r for r in rep["tensors"]}
+    err2 = ref2 = 0.0
+    for name, x in t.items():
+        y = back[name]
+        cast = x.dtype.is_floating_point and x.dtype != torch.float8_e8m0fnu
+        if not cast:                          # integers, bool, complex, scales: copied
+            assert y.dtype == x.dtype and torch.equal(y.view(torch.uint8) if y.dtype != torch.bool
+                                                      else y, x.view(torch.uint8) if x.dtype != torch.bool
+                                                      else x)
+            assert rows[name]["rel_rms_error"] is None
+            continue
+        assert y.dtype == torch.float8_e4m3fn and y.shape == x.shape
+        # torch's own saturating cast of the same values, bit for bit
+        xs = x.double().clamp(-448, 448) if x.dtype != torch.float64 else x.clamp(-448, 448)
+        if x.dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float8_e5m2,
+                       torch.float8_e4m3fn):
+            xs = x.float().clamp(-448, 448)
+        ok = torch.isfinite(x.double())
+        want = xs.to(torch.float8_e4m3fn)
+        assert torch.equal(y.view(torch.uint8)[ok], want.view(torch.uint8)[ok]), name
+        xd, yd = x.double()[ok], y.double()[ok]
+        e2, r2 = float(((yd - xd) ** 2).sum()), float((xd ** 2).sum())
+        if r2:
+            assert close(rows[name]["rel_rms_error"], math.sqrt(e2 / r2), 1e-9), name
+        err2, ref2 = err2 + e2, ref2 + r2
+    assert close(rep["rel_rms_error"], math.sqrt(err2 / ref2), 1e-9)
+    # --only: just the matching tensors; text output
+    out = run("convert", p, out_p, "--to", "bfloat16", "--only", "w3*")
+    assert "overall relative RMS error" in out.stdout
+    back = storch.load_file(str(out_p))
+    assert back["w32"].dtype == torch.bfloat16 and back["w64"].dtype == torch.float64
+    assert torch.equal(back["w32"], t["w32"].bfloat16())
+    # stochastic rounding with a seed is reproducible; refuses to overwrite its input
+    a, b = tmp_path / "s1.safetensors", tmp_path / "s2.safetensors"
+    for q in (a, b):
+        run("convert", p, q, "--to", "float4_e2m1fn", "--rounding", "stochastic", "--seed", "7",
+            "--only", "w[36]*")
+    assert a.read_bytes() == b.read_bytes()
+    assert storch.load_file(str(a))["w32"].dtype == torch.float4_e2m1fn_x2
+    before = p.read_bytes()
+    out = run("convert", p, p, "--to", "bfloat16", check=False)
+    assert out.returncode == 2 and "refusing to overwrite" in out.stderr and p.read_bytes() == before

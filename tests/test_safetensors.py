@@ -1,0 +1,431 @@
+"""minifloat.safetensors: true dtypes, zero-copy loads, lazy access, atomic
+saves, sharded checkpoints, header validation (and a fuzz of the parser),
+round trips with the real safetensors package (where installed)."""
+import json
+import os
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st_
+
+import minifloat as mf
+import minifloat.safetensors as mst
+
+# safetensors' Dtype enum (safetensors/src/tensor.rs), in its order
+SAFETENSORS_DTYPES = ["BOOL", "F4", "F6_E2M3", "F6_E3M2", "U8", "I8", "F8_E5M2", "F8_E4M3",
+                      "F8_E8M0", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16", "U16", "F16", "BF16", "I32",
+                      "U32", "F32", "C64", "F64", "I64", "U64"]
+
+
+def raw_file(path, header, data=b"", pad=True):
+    """Write a safetensors file from a header (dict, or str/bytes taken as is)."""
+    if isinstance(header, dict):
+        hb = json.dumps(header).encode()
+    elif isinstance(header, str):
+        hb = header.encode()
+    else:
+        hb = header
+    if pad:
+        hb += b" " * (-len(hb) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(hb)) + hb + data)
+    return path
+
+
+def some_tensors():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    return {
+        "bf16": x.astype(mf.bfloat16),
+        "e4m3": x.astype(mf.float8_e4m3fn),
+        "e5m2": x.astype(mf.float8_e5m2),
+        "e8m0": np.abs(x).astype(mf.float8_e8m0fnu),
+        "e4m3fnuz": x.astype(mf.float8_e4m3fnuz),
+        "e5m2fnuz": x.astype(mf.float8_e5m2fnuz),
+        "f6a": x.astype(mf.float6_e2m3fn),
+        "f6b": x.astype(mf.float6_e3m2fn),
+        "f4": x.astype(mf.float4_e2m1fn),
+        "f16": x.astype(np.float16),
+        "f32": x,
+        "f64": x.astype(np.float64),
+        "c64": (x + 1j * x).astype(np.complex64),
+        "i8": np.arange(-12, 12, dtype=np.int8).reshape(4, 6),
+        "u8": np.arange(24, dtype=np.uint8).reshape(4, 6),
+        "i16": np.arange(24, dtype=np.int16), "u16": np.arange(24, dtype=np.uint16),
+        "i32": np.arange(24, dtype=np.int32), "u32": np.arange(24, dtype=np.uint32),
+        "i64": np.arange(24, dtype=np.int64) - 2**40, "u64": np.arange(24, dtype=np.uint64) + 2**63,
+        "bool": np.arange(24).reshape(2, 12) % 3 == 0,
+        "scalar": np.array(3.5, np.float32),
+        "empty": np.zeros((0, 3), mf.bfloat16),
+    }
+
+
+def same_bits(a, b):
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def test_dtype_table_is_safetensors_enum():
+    assert list(mst.DTYPES) == SAFETENSORS_DTYPES
+    assert mst.DTYPES["BF16"] == np.dtype(mf.bfloat16)
+    assert mst.DTYPES["F8_E4M3"] == np.dtype(mf.float8_e4m3fn)
+    assert mst.DTYPES["F8_E8M0"] == np.dtype(mf.float8_e8m0fnu)
+    assert mst.DTYPES["F4"] == np.dtype(mf.float4_e2m1fn)
+    for code, dt in mst.DTYPES.items():
+        assert mst.code_of(dt) == code
+    assert mst.code_of(np.dtype(">f4")) == "F32"
+    assert mst.code_of(np.complex128) is None and mst.code_of(mf.int4) is None
+
+
+def test_round_trip_every_dtype(tmp_path):
+    t = some_tensors()
+    p = tmp_path / "m.safetensors"
+    mst.save(p, t, metadata={"format": "np", "note": "ü"})
+    for mmap in (True, False):
+        back = mst.load(p, mmap=mmap)
+        assert set(back) == set(t)
+        for k in t:
+            assert same_bits(back[k], t[k]), k
+    with mst.open(p) as f:
+        assert f.metadata() == {"format": "np", "note": "ü"}
+        assert sorted(f.keys()) == sorted(t)
+
+
+def test_mmap_is_zero_copy_and_read_only(tmp_path):
+    p = tmp_path / "m.safetensors"
+    mst.save(p, some_tensors())
+    with mst.open(p) as f:
+        whole = f._buffer(str(p))
+        for k in f.keys():
+            a = f.get_tensor(k)
+            if f.info(k).dtype in ("F4", "F6_E2M3", "F6_E3M2"):
+                assert not np.shares_memory(a, whole)        # unpacked: a copy (documented)
+            elif a.size:
+                assert np.shares_memory(a, whole), k
+                assert not a.flags.writeable
+    loaded = mst.load(p)
+    assert not loaded["bf16"].flags.writeable
+    copy = mst.load(p, mmap=False)
+    assert copy["bf16"].flags.writeable and not np.shares_memory(copy["bf16"], loaded["bf16"])
+
+
+def test_byte_order_and_ml_dtypes_arrays(tmp_path):
+    p = tmp_path / "m.safetensors"
+    x = np.arange(6, dtype=">f4")
+    mst.save(p, {"x": x})
+    assert same_bits(mst.load(p)["x"], x.astype("<f4"))
+    ml = pytest.importorskip("ml_dtypes")
+    y = np.arange(6, dtype=np.float32).astype(ml.bfloat16)
+    mst.save(p, {"y": y, "f4": np.zeros(4, ml.float4_e2m1fn) + 1})
+    back = mst.load(p)
+    assert back["y"].dtype == mf.bfloat16 and back["y"].tobytes() == y.tobytes()
+    assert back["f4"].astype(np.float32).tolist() == [1.0] * 4
+
+
+def test_save_refuses(tmp_path):
+    p = tmp_path / "m.safetensors"
+    with pytest.raises(TypeError, match="complex128"):
+        mst.save(p, {"c": np.zeros(2, np.complex128)})
+    with pytest.raises(TypeError, match="int4"):
+        mst.save(p, {"c": np.zeros(2, mf.int4)})
+    with pytest.raises(ValueError, match="whole bytes"):
+        mst.save(p, {"f4": np.zeros(3, mf.float4_e2m1fn)})
+    with pytest.raises(TypeError, match="metadata"):
+        mst.save(p, {"a": np.zeros(2)}, metadata={"n": 1})
+    with pytest.raises(ValueError, match="reserved"):
+        mst.save(p, {"__metadata__": np.zeros(2)})
+    assert not p.exists()
+
+
+def test_save_is_atomic(tmp_path):
+    p = tmp_path / "m.safetensors"
+    mst.save(p, {"a": np.arange(4, dtype=np.float32)})
+    before = p.read_bytes()
+
+    def broken():
+        yield b"\0" * 8
+        raise RuntimeError("disk on fire")
+
+    with pytest.raises(RuntimeError):
+        mst.write(p, [("a", "F32", (4,), broken())])
+    assert p.read_bytes() == before                   # the old file, untouched
+    assert os.listdir(tmp_path) == ["m.safetensors"]  # no temporary file left
+
+
+def test_get_slice_reads_what_it_needs(tmp_path, monkeypatch):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((10, 8, 4)).astype(np.float32)
+    t = {"f32": x, "bf16": x.astype(mf.bfloat16), "f4": x.astype(mf.float4_e2m1fn),
+         "f6": x.astype(mf.float6_e3m2fn)}
+    p = tmp_path / "m.safetensors"
+    mst.save(p, t)
+    idxs = [np.s_[3], np.s_[-1], np.s_[2:5], np.s_[::-3], np.s_[7:2:-2], np.s_[1:3, 2:, ::2],
+            np.s_[..., 1], np.s_[5:5], np.s_[:, [1, 3]], np.s_[4, 3, 2]]
+    with mst.open(p) as f:
+        for k, a in t.items():
+            s = f.get_slice(k)
+            assert s.get_shape() == [10, 8, 4] and s.get_dtype() == mst.code_of(a.dtype)
+            for idx in idxs:
+                assert same_bits(np.asarray(s[idx]), np.asarray(a[idx])), (k, idx)
+    odd = {"f4": (np.arange(18, dtype=np.float32) % 7).reshape(6, 3).astype(mf.float4_e2m1fn),
+           "f6": np.arange(8, dtype=np.float32).reshape(4, 2).astype(mf.float6_e2m3fn)}
+    mst.save(tmp_path / "odd.safetensors", odd)       # rows that do not fill whole bytes
+    with mst.open(tmp_path / "odd.safetensors") as g:
+        for k, a in odd.items():
+            for idx in (np.s_[1], np.s_[1:3], np.s_[::-1, 1], np.s_[-1]):
+                assert same_bits(np.asarray(g.get_slice(k)[idx]), np.asarray(a[idx])), (k, idx)
+    with mst.open(p) as f:
+        seen = []
+        real = mst._unpack
+        monkeypatch.setattr(mst, "_unpack", lambda b, *a: seen.append(b.size) or real(b, *a))
+        f.get_slice("f4")[3]
+        assert seen == [16]               # one row of 32 four-bit values, not 160 bytes
+        with pytest.raises(IndexError):
+            f.get_slice("f4")[10]
+        with pytest.raises(KeyError, match="nope"):
+            f.get_tensor("nope")
+
+
+def test_sharded_index(tmp_path):
+    t = some_tensors()
+    names = sorted(t)
+    a, b = names[::2], names[1::2]
+    mst.save(tmp_path / "model-00001-of-00002.safetensors", {k: t[k] for k in a})
+    mst.save(tmp_path / "model-00002-of-00002.safetensors", {k: t[k] for k in b})
+    wm = {k: "model-00001-of-00002.safetensors" for k in a}
+    wm.update({k: "model-00002-of-00002.safetensors" for k in b})
+    idx = tmp_path / "model.safetensors.index.json"
+    mst.save_index(idx, wm, {"total_size": "123"})
+    back = mst.load(idx)
+    assert set(back) == set(t) and all(same_bits(back[k], t[k]) for k in t)
+    with mst.open(idx) as f:
+        assert f.metadata() == {"total_size": "123"} and len(f.files()) == 2
+        assert same_bits(f.get_slice("f32")[1:3], t["f32"][1:3])
+    wm["ghost"] = "model-00001-of-00002.safetensors"
+    mst.save_index(idx, wm)
+    with pytest.raises(ValueError, match="ghost"):
+        mst.load(idx)
+
+
+# --------------------------------------------------------------------------- validation
+
+def _ok_header():
+    return {"__metadata__": {"a": "b"},
+            "w": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
+            "v": {"dtype": "BF16", "shape": [4], "data_offsets": [16, 24]}}
+
+
+BAD = [
+    # (header or raw bytes, data, message, tensor named)
+    ({"w": {"dtype": "F31", "shape": [2], "data_offsets": [0, 8]}}, 8, "unknown dtype", "w"),
+    ({"w": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}, 8, "takes 12 bytes", "w"),
+    ({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+      "v": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}, 12, "overlap", "v"),
+    ({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+      "v": {"dtype": "F32", "shape": [2], "data_offsets": [12, 20]}}, 20, "hole", "v"),
+    ({"w": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}}, 8, "end before", "w"),
+    ({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}, 8, "past the end", "w"),
+    ({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, 12, "cover 8 bytes", None),
+    ({"w": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}}, 8, "shape", "w"),
+    ({"w": {"dtype": "F32", "shape": [2.0], "data_offsets": [0, 8]}}, 8, "shape", "w"),
+    ({"w": {"dtype": "F32", "shape": [True], "data_offsets": [0, 4]}}, 4, "shape", "w"),
+    ({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0]}}, 8, "data_offsets", "w"),
+    ({"w": {"dtype": "F32", "shape": [2]}}, 8, "no data_offsets", "w"),
+    ({"w": [1, 2]}, 0, "not a JSON object", "w"),
+    ({"w": {"dtype": "F4", "shape": [3], "data_offsets": [0, 1]}}, 1, "whole bytes", "w"),
+    ({"w": {"dtype": "F32", "shape": [2**40, 2**40], "data_offsets": [0, 8]}}, 8, "takes", "w"),
+    ({"__metadata__": {"a": 1}}, 0, "__metadata__", None),
+    ('{"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, '
+     '"w": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}', 8, "twice", "w"),
+    ('{"w": ', 0, "not JSON", None),
+    ('{"w": NaN}', 0, "not JSON", None),
+    ("[1, 2]", 0, "start with", None),
+    ("[" * 100000, 0, "start with", None),
+    ('{"a":' * 100000, 0, "not JSON", None),
+    (b'{"\xff": 1}', 0, "UTF-8", None),
+]
+
+
+@pytest.mark.parametrize("header, ndata, msg, name", BAD)
+def test_invalid_headers_raise_value_error(tmp_path, header, ndata, msg, name):
+    p = raw_file(tmp_path / "bad.safetensors", header, b"\0" * ndata)
+    for fn in (mst.load, mst.open):
+        with pytest.raises(ValueError, match=msg) as e:
+            fn(p)
+        assert str(p) in str(e.value)
+        if name is not None:
+            assert f"tensor {name!r}" in str(e.value)
+
+
+def test_invalid_lengths(tmp_path):
+    p = tmp_path / "bad.safetensors"
+    p.write_bytes(b"\1\2\3")
+    with pytest.raises(ValueError, match="3 bytes long"):
+        mst.load(p)
+    p.write_bytes(struct.pack("<Q", 1000) + b"{}")
+    with pytest.raises(ValueError, match="past the end of the file"):
+        mst.load(p)
+    p.write_bytes(struct.pack("<Q", 2**63) + b"{}")
+    with pytest.raises(ValueError, match="limit"):
+        mst.load(p)
+    p.write_bytes(struct.pack("<Q", 2) + b"{}")
+    assert mst.load(p) == {}
+    raw_file(p, _ok_header(), b"\0" * 24)
+    assert set(mst.load(p)) == {"w", "v"}
+
+
+# --------------------------------------------------------------------------- fuzz
+
+def _corpus():
+    """A small corpus of files (valid and nearly valid) to mutate."""
+    out = []
+    for header, data in [(_ok_header(), 24), ({}, 0),
+                         ({"e": {"dtype": "BF16", "shape": [0, 4], "data_offsets": [0, 0]},
+                           "s": {"dtype": "F4", "shape": [2, 2], "data_offsets": [0, 2]}}, 2),
+                         ({"a": {"dtype": "F6_E2M3", "shape": [4], "data_offsets": [0, 3]},
+                           "b": {"dtype": "U8", "shape": [], "data_offsets": [3, 4]}}, 4)]:
+        hb = json.dumps(header).encode()
+        hb += b" " * (-len(hb) % 8)
+        out.append(struct.pack("<Q", len(hb)) + hb + bytes(range(data)))
+    return out
+
+
+CORPUS = _corpus()
+
+
+def _check_parse(buf):
+    try:
+        start, tensors, meta = mst.parse_header(buf, len(buf), "fuzz")
+    except ValueError as e:
+        assert str(e).startswith("fuzz")
+        return None
+    # what it accepts is consistent: spans tile the data exactly
+    pos = 0
+    for info in sorted(tensors.values(), key=lambda i: (i.begin, i.end)):
+        assert info.begin == pos and info.end >= info.begin
+        pos = info.end
+    assert start + pos == len(buf)
+    assert all(isinstance(v, str) for v in meta.values())
+    return tensors
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st_.sampled_from(CORPUS), st_.lists(st_.tuples(st_.integers(0, 10**6), st_.integers(0, 255)),
+                                           max_size=6), st_.integers(0, 10**6), st_.booleans())
+def test_fuzz_parse_header_mutations(base, edits, cut, truncate):
+    buf = bytearray(base)
+    for pos, val in edits:
+        buf[pos % len(buf)] = val
+    if truncate:
+        buf = buf[:cut % (len(buf) + 1)]
+    _check_parse(bytes(buf))
+
+
+@st_.composite
+def _headers(draw):
+    """A valid header (and its data size), then perhaps one field spoilt."""
+    names = draw(st_.lists(st_.text(max_size=3), max_size=4, unique=True))
+    header, off = {}, 0
+    for name in names:
+        code = draw(st_.sampled_from(SAFETENSORS_DTYPES))
+        shape = draw(st_.lists(st_.integers(0, 4), max_size=3))
+        size, whole = mst._nbytes(code, shape)
+        if not whole:
+            shape = shape + [8]
+            size, _ = mst._nbytes(code, shape)
+        header[name] = {"dtype": code, "shape": shape, "data_offsets": [off, off + size]}
+        off += size
+    spoil = draw(st_.sampled_from(["none", "dtype", "shape", "begin", "end", "data", "swap"]))
+    if names and spoil != "none":
+        e = header[draw(st_.sampled_from(names))]
+        if spoil == "dtype":
+            e["dtype"] = draw(st_.sampled_from(SAFETENSORS_DTYPES + ["F31", "bf16"]))
+        elif spoil == "shape":
+            e["shape"] = draw(st_.lists(st_.integers(0, 9), max_size=3))
+        elif spoil in ("begin", "end"):
+            e["data_offsets"][spoil == "end"] = draw(st_.integers(0, off + 8))
+        elif spoil == "swap":
+            e["data_offsets"].reverse()
+    if spoil == "data":
+        off = draw(st_.integers(0, off + 8))
+    return header, off
+
+
+@settings(max_examples=200, deadline=None)
+@given(_headers())
+def test_fuzz_parse_header_agrees_with_safetensors(case):
+    header, ndata = case
+    hb = json.dumps(header).encode()
+    buf = struct.pack("<Q", len(hb)) + hb + b"\0" * ndata
+    ours = _check_parse(buf)
+    try:
+        from safetensors import deserialize
+    except ImportError:
+        return
+    try:
+        deserialize(buf)
+        theirs = True
+    except Exception:
+        theirs = False
+    assert (ours is not None) == theirs, (header, ndata)
+
+
+# --------------------------------------------------------------------------- the real library
+
+def _torch_tensors(torch):
+    g = torch.Generator().manual_seed(0)
+    dts = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.uint16, torch.int32, torch.uint32,
+           torch.int64, torch.uint64, torch.float16, torch.bfloat16, torch.float32, torch.float64,
+           torch.complex64, torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz,
+           torch.float8_e5m2fnuz, torch.float8_e8m0fnu, torch.float4_e2m1fn_x2]
+    t = {}
+    for d in dts:
+        if d == torch.bool:
+            t["bool"] = torch.randint(0, 2, (3, 8), generator=g).bool()
+        else:
+            b = torch.randint(0, 256, (3, 8 * d.itemsize), dtype=torch.uint8, generator=g)
+            t[str(d).split(".")[-1]] = b.view(d)
+    return t
+
+
+def _torch_bytes(x):
+    import torch
+
+    return x.numpy().tobytes() if x.dtype == torch.bool else x.view(torch.uint8).numpy().tobytes()
+
+
+def test_torch_round_trip_bit_for_bit(tmp_path):
+    torch = pytest.importorskip("torch")
+    storch = pytest.importorskip("safetensors.torch")
+    t = _torch_tensors(torch)
+    theirs = tmp_path / "theirs.safetensors"
+    storch.save_file(t, str(theirs))
+    ours = mst.load(theirs)
+    for k, x in t.items():
+        a = ours[k]
+        if k == "float4_e2m1fn_x2":        # packed in torch; one value per byte here
+            assert a.dtype == mf.float4_e2m1fn and a.shape == (3, 16)
+            assert mf.pack(a).tobytes() == _torch_bytes(x)
+        else:
+            assert str(a.dtype) == k if k != "float8_e8m0fnu" else a.dtype == mf.float8_e8m0fnu
+            assert a.shape == tuple(x.shape) and a.tobytes() == _torch_bytes(x), k
+    again = tmp_path / "ours.safetensors"
+    mst.save(again, ours)
+    back = storch.load_file(str(again))
+    for k, x in t.items():
+        assert back[k].dtype == x.dtype and back[k].shape == x.shape
+        assert _torch_bytes(back[k]) == _torch_bytes(x), k
+    assert again.read_bytes() == theirs.read_bytes()   # the very same bytes as safetensors writes
+    mst.save(again, ours, metadata={"format": "pt"})
+    with __import__("safetensors").safe_open(str(again), "pt") as f:
+        assert f.metadata() == {"format": "pt"}
+
+
+def test_numpy_loader_reads_our_files(tmp_path):
+    snp = pytest.importorskip("safetensors.numpy")
+    t = {k: v for k, v in some_tensors().items() if mst.code_of(v.dtype) in
+         {"BOOL", "U8", "I8", "I16", "U16", "I32", "U32", "I64", "U64", "F16", "F32", "F64", "C64"}}
+    p = tmp_path / "m.safetensors"
+    mst.save(p, t)
+    back = snp.load_file(str(p))
+    assert set(back) == set(t) and all(same_bits(back[k], t[k]) for k in t)

@@ -1,0 +1,55 @@
+/*
+ * Block-scaled formats (OCP MX v1.0: MXFP8, MXFP6, MXFP4, MXINT8; NVIDIA
+ * NVFP4): quantize and dequantize kernels.  docs/formats.md states the rules
+ * and where each comes from.
+ *
+ * The element codes are made by the active level's encode_f32/decode_f32
+ * kernels (kernels.h: a serial oracle and SIMD levels, bit-exact), so a
+ * block kernel is exactly as exact as the casts; the scale arithmetic here
+ * is plain C, the same at every level.
+ *
+ * Layout: x is row-major (rows, k) float32; every row is cut into
+ * ceil(k / block) blocks, the last one padded with +0 (the padding takes
+ * no part in the amax and its codes are +0).  codes are row-major (rows,
+ * kp) bytes, kp = blocks * block, or (rows, kp / 2) for float4 (two codes
+ * a byte, element 2j in the low nibble); scales are (rows, blocks) codes.
+ */
+#ifndef MF_BLOCKS_H
+#define MF_BLOCKS_H
+
+#include "kernels.h"
+
+typedef enum {
+    MF_BLOCK_MX = 0,       /* E8M0 scale, float element */
+    MF_BLOCK_MXINT8 = 1,   /* E8M0 scale, int8 element with an implied 2^-6 */
+    MF_BLOCK_NV = 2,       /* E4M3 scale under an FP32 tensor scale, float4 element */
+} mf_block_kind;
+
+typedef enum {
+    MF_SCALE_FLOOR = 0,    /* the spec: 2^(floor(log2 amax) - emax_elem) */
+    MF_SCALE_CEIL = 1,     /* 2^(ceil(log2 amax) - emax_elem) */
+    MF_SCALE_EVEN = 2,     /* amax rounded to the element's precision, then floor */
+    MF_SCALE_RCEIL = 3,    /* 2^ceil(log2(amax / max_elem)), amax / max_elem in float32 */
+} mf_scale_mode;
+
+typedef struct {
+    mf_block_kind kind;
+    const mf_format *elem;   /* the element format (NULL for MXINT8) */
+    int block;               /* elements per block */
+    int emax;                /* exponent of the element's largest power of two */
+    float elem_max;          /* the element's largest finite value */
+    int elem_mbits;          /* mantissa bits (MXINT8: 6) */
+    mf_scale_mode mode;
+    float s_enc;             /* NVFP4 tensor encode scale (TransformerEngine's S_enc) */
+} mf_block_params;
+
+/* Quantize rows [0, rows) of x; returns 0 (no failure is possible). */
+void mf_block_quantize(const mf_block_params *p, const float *x, mf_intp rows, mf_intp k,
+                       uint8_t *codes, uint8_t *scales);
+/* out (rows, k) float32 = code * scale (* tensor decode scale s_dec for NVFP4) */
+void mf_block_dequantize(const mf_block_params *p, const uint8_t *codes, const uint8_t *scales,
+                         mf_intp rows, mf_intp k, float s_dec, float *out);
+/* largest |x| over the finite elements of x (0 if none) */
+float mf_finite_amax(const float *x, mf_intp n);
+
+#endif

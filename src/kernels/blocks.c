@@ -15,6 +15,7 @@
 #include <string.h>
 #include "blocks.h"
 #include "../codec.h"
+#include "scalar_ops.h"
 
 /* elements scaled at a time (a multiple of every block size) */
 #define CHUNK 2048
@@ -102,8 +103,8 @@ block_amax_bits(const float *x, int n)
     return m;
 }
 
-float
-mf_finite_amax(const float *x, mf_intp n)
+static uint32_t
+serial_finite_amax(const float *x, mf_intp n)
 {
     const uint32_t *u = (const uint32_t *)x;
     uint32_t m = 0;
@@ -112,98 +113,195 @@ mf_finite_amax(const float *x, mf_intp n)
         a = a < 0x7F800000u ? a : 0u;
         m = a > m ? a : m;
     }
-    return mf_bits_f32(m);
+    return m;
 }
 
-/* scale one block of n values (<= block) into buf[0, block), clamped; pad +0 */
-static inline void
-scale_block(const float *x, int n, int block, float mul, float lim, float *buf)
+/* ---- the serial inner loops (the oracle of blocks_avx2.c) */
+
+static void
+serial_amax(const float *x, mf_intp nblocks, int B, uint32_t *out)
 {
-    for (int i = 0; i < n; i++) {
-        float v = x[i] * mul;
-        v = v > lim ? lim : v;
-        v = v < -lim ? -lim : v;
-        buf[i] = v;
+    for (mf_intp b = 0; b < nblocks; b++) {
+        out[b] = block_amax_bits(x + b * B, B);
     }
-    for (int i = n; i < block; i++) {
-        buf[i] = 0.0f;
+}
+
+static inline void
+scale_clamp1(const float *x, mf_intp n, float mul, float lim, float *out)
+{
+    for (mf_intp i = 0; i < n; i++) {
+        float v = x[i] * mul;
+        v = v < lim ? v : lim;
+        v = v > -lim ? v : -lim;
+        out[i] = v;
     }
 }
 
 static void
-quantize_row(const mf_block_params *p, const float *x, mf_intp k, uint8_t *codes,
-             uint8_t *scales, float *buf, uint8_t *cbuf)
+serial_scale_clamp(const float *x, mf_intp nblocks, int B, const float *mul, float lim,
+                   float *out)
+{
+    for (mf_intp b = 0; b < nblocks; b++) {
+        scale_clamp1(x + b * B, B, mul[b], lim, out + b * B);
+    }
+}
+
+static void
+serial_mxint8(const float *x, mf_intp n, float mul, int8_t *out)
+{
+    for (mf_intp i = 0; i < n; i++) {
+        /* |v| <= 128: adding and taking away 1.5 * 2^23 rounds to nearest even */
+        float v = (x[i] * mul) * 64.0f;
+        v = (v + 12582912.0f) - 12582912.0f;
+        v = v < 127.0f ? v : 127.0f;
+        v = v > -127.0f ? v : -127.0f;
+        out[i] = (int8_t)v;
+    }
+}
+
+static void
+serial_pack4(const uint8_t *c, mf_intp n, uint8_t *out)
+{
+    for (mf_intp j = 0; j < n / 2; j++) {
+        out[j] = (uint8_t)((c[2 * j] & 0xFu) | (c[2 * j + 1] << 4));
+    }
+}
+
+static void
+serial_unpack4(const uint8_t *c, mf_intp n, const float *lut, float *out)
+{
+    for (mf_intp j = 0; j < n / 2; j++) {
+        out[2 * j] = lut[c[j] & 0xFu];
+        out[2 * j + 1] = lut[c[j] >> 4];
+    }
+}
+
+static inline void
+mul2_1(float *o, mf_intp n, float a, float b)
+{
+    for (mf_intp i = 0; i < n; i++) {
+        o[i] = (o[i] * a) * b;
+    }
+}
+
+static void
+serial_mul2(float *o, mf_intp nblocks, int B, const float *a, float b)
+{
+    for (mf_intp k = 0; k < nblocks; k++) {
+        mul2_1(o + k * B, B, a[k], b);
+    }
+}
+
+static void
+serial_int8_dec(const int8_t *c, mf_intp n, float mul, float *o)
+{
+    for (mf_intp i = 0; i < n; i++) {
+        o[i] = ((float)c[i] * 0.015625f) * mul;
+    }
+}
+
+const mf_block_ops mf_block_ops_serial = {
+    serial_amax, serial_scale_clamp, serial_mxint8, serial_pack4, serial_unpack4, serial_mul2,
+    serial_int8_dec, serial_finite_amax,
+};
+
+static const mf_block_ops *
+block_ops(void)
+{
+#ifdef MF_HAVE_AVX2
+    if (mf_active_level >= MF_LEVEL_AVX2) {
+        return &mf_block_ops_avx2;
+    }
+#endif
+    return &mf_block_ops_serial;
+}
+
+float
+mf_finite_amax(const float *x, mf_intp n)
+{
+    return mf_bits_f32(block_ops()->finite_amax(x, n));
+}
+
+static void
+quantize_row(const mf_block_params *p, const mf_block_ops *ops, const float *x, mf_intp k,
+             uint8_t *codes, uint8_t *scales, float *buf, uint8_t *cbuf, uint32_t *amax,
+             float *mul)
 {
     const int B = p->block;
     const mf_intp nblocks = (k + B - 1) / B;
+    const mf_intp nfull = k / B;
     const mf_format *e4m3 = mf_fmt(MF_FLOAT8_E4M3FN);
+    const uint8_t nv_nan = (uint8_t)mf_nan_code(e4m3, 0);
+    const float smax = mf_lut8[MF_FLOAT8_E4M3FN][mf_max_finite_mag(e4m3)];
     const float s_dec = 1.0f / p->s_enc;
-    const float inv6 = 1.0f / 6.0f;
+    const float sdb_mul = p->s_enc * (1.0f / 6.0f);
     for (mf_intp b0 = 0; b0 < nblocks; b0 += CHUNK / B) {
         mf_intp nb = nblocks - b0 < CHUNK / B ? nblocks - b0 : CHUNK / B;
-        for (mf_intp b = 0; b < nb; b++) {
-            mf_intp j0 = (b0 + b) * B;
-            int n = (int)(k - j0 < B ? k - j0 : B);
-            const float *xb = x + j0;
-            float *vb = buf + b * B;
-            uint32_t ab = block_amax_bits(xb, n);
-            if (p->kind == MF_BLOCK_NV) {
-                if (ab >= 0x7F800000u) {
-                    scales[b0 + b] = (uint8_t)mf_nan_code(e4m3, 0);
-                    memset(vb, 0, sizeof(float) * B);
-                    continue;
-                }
-                /* TransformerEngine: S_dec_b = e4m3(amax * (S_enc / 6)), saturating */
-                float sdb = mf_bits_f32(ab) * (p->s_enc * inv6);
-                sdb = sdb < FLT_MAX ? sdb : FLT_MAX;
-                uint32_t sc = mf_encode_f64_ex(e4m3, (double)sdb, MF_ROUND_NEAREST_EVEN, 1, 0,
-                                               NULL);
-                scales[b0 + b] = (uint8_t)sc;
-                float rcp = 1.0f / (mf_lut8[MF_FLOAT8_E4M3FN][sc] * s_dec);
-                rcp = rcp < FLT_MAX ? rcp : FLT_MAX;
-                scale_block(xb, n, B, rcp, p->elem_max, vb);
-                continue;
+        mf_intp nf = nfull - b0 < nb ? nfull - b0 : nb;     /* full blocks in this chunk */
+        uint8_t *sc = scales + b0;
+        ops->amax(x + b0 * B, nf, B, amax);
+        if (nf < nb) {                                       /* the padded tail block */
+            amax[nf] = block_amax_bits(x + (b0 + nf) * B, (int)(k - (b0 + nf) * B));
+        }
+        /* the scales, and the multiplier that takes a block to the element's range */
+        if (p->kind == MF_BLOCK_NV) {
+            /* TransformerEngine: S_dec_b = e4m3(amax * (S_enc / 6)), saturating
+             * (clamping to the largest E4M3 first is the same rounding), by the
+             * cast kernel; then 1 / (S_dec_b * S_dec), at most FLT_MAX */
+            for (mf_intp b = 0; b < nb; b++) {
+                float sdb = amax[b] < 0x7F800000u ? mf_bits_f32(amax[b]) * sdb_mul : 0.0f;
+                mul[b] = sdb < smax ? sdb : smax;
             }
-            uint32_t sc = mx_scale_code(p, ab);
-            scales[b0 + b] = (uint8_t)sc;
-            if (sc == 0xFFu) {                       /* NaN scale: codes +0 */
-                if (p->kind == MF_BLOCK_MXINT8) {
-                    memset(codes + j0, 0, (size_t)B);
+            mf_k->encode_f32(e4m3, mul, sc, nb);
+            for (mf_intp b = 0; b < nb; b++) {
+                float rcp = 1.0f / (mf_lut8[MF_FLOAT8_E4M3FN][sc[b]] * s_dec);
+                mul[b] = rcp < FLT_MAX ? rcp : FLT_MAX;
+                if (amax[b] >= 0x7F800000u) {
+                    sc[b] = nv_nan;
                 }
-                else {
-                    memset(vb, 0, sizeof(float) * B);
-                }
-                continue;
             }
-            float mul = pow2f(127 - (int)sc);       /* 1 / 2^(sc - 127), exact */
-            if (p->kind == MF_BLOCK_MXINT8) {
-                int8_t *cb = (int8_t *)codes + j0;
-                for (int i = 0; i < n; i++) {
-                    /* |v| <= 128: adding and taking away 1.5 * 2^23 rounds to
-                     * nearest even */
-                    float v = (xb[i] * mul) * 64.0f;
-                    v = (v + 12582912.0f) - 12582912.0f;
-                    v = v > 127.0f ? 127.0f : v;
-                    v = v < -127.0f ? -127.0f : v;
-                    cb[i] = (int8_t)v;
-                }
-                for (int i = n; i < B; i++) {
-                    cb[i] = 0;
-                }
-                continue;
+        }
+        else {
+            for (mf_intp b = 0; b < nb; b++) {
+                uint32_t c = mx_scale_code(p, amax[b]);
+                sc[b] = (uint8_t)c;
+                mul[b] = c == 0xFFu ? 0.0f : pow2f(127 - (int)c);   /* 1 / 2^(c - 127), exact */
             }
-            scale_block(xb, n, B, mul, p->elem_max, vb);
         }
         if (p->kind == MF_BLOCK_MXINT8) {
+            for (mf_intp b = 0; b < nb; b++) {
+                mf_intp j0 = (b0 + b) * B;
+                int n = (int)(k - j0 < B ? k - j0 : B);
+                int8_t *cb = (int8_t *)codes + j0;
+                if (sc[b] == 0xFFu) {
+                    memset(cb, 0, (size_t)B);                /* NaN scale: codes 0 */
+                }
+                else if (n == B) {
+                    ops->mxint8(x + j0, B, mul[b], cb);
+                }
+                else {
+                    serial_mxint8(x + j0, n, mul[b], cb);
+                    memset(cb + n, 0, (size_t)(B - n));
+                }
+            }
             continue;
+        }
+        ops->scale_clamp(x + b0 * B, nf, B, mul, p->elem_max, buf);
+        if (nf < nb) {
+            mf_intp j0 = (b0 + nf) * B;
+            int n = (int)(k - j0);
+            scale_clamp1(x + j0, n, mul[nf], p->elem_max, buf + nf * B);
+            memset(buf + nf * B + n, 0, sizeof(float) * (size_t)(B - n));
+        }
+        for (mf_intp b = 0; b < nb; b++) {
+            if (sc[b] == (p->kind == MF_BLOCK_NV ? nv_nan : 0xFFu)) {
+                memset(buf + b * B, 0, sizeof(float) * (size_t)B);   /* NaN scale: codes +0 */
+            }
         }
         mf_intp cnt = nb * B;
         if (p->elem->bits == 4) {
             mf_k->encode_f32(p->elem, buf, cbuf, cnt);
-            uint8_t *d = codes + b0 * B / 2;
-            for (mf_intp i = 0; i < cnt / 2; i++) {
-                d[i] = (uint8_t)((cbuf[2 * i] & 0xFu) | (cbuf[2 * i + 1] << 4));
-            }
+            ops->pack4(cbuf, cnt, codes + b0 * B / 2);
         }
         else {
             mf_k->encode_f32(p->elem, buf, codes + b0 * B, cnt);
@@ -219,10 +317,14 @@ mf_block_quantize(const mf_block_params *p, const float *x, mf_intp rows, mf_int
     const mf_intp nblocks = (k + B - 1) / B;
     const mf_intp kp = nblocks * B;
     const mf_intp crow = (p->elem && p->elem->bits == 4) ? kp / 2 : kp;
+    const mf_block_ops *ops = block_ops();
     float buf[CHUNK];
     uint8_t cbuf[CHUNK];
+    uint32_t amax[CHUNK / 8];
+    float mul[CHUNK / 8];
     for (mf_intp r = 0; r < rows; r++) {
-        quantize_row(p, x + r * k, k, codes + r * crow, scales + r * nblocks, buf, cbuf);
+        quantize_row(p, ops, x + r * k, k, codes + r * crow, scales + r * nblocks, buf, cbuf,
+                     amax, mul);
     }
 }
 
@@ -237,51 +339,44 @@ mf_block_dequantize(const mf_block_params *p, const uint8_t *codes, const uint8_
     const mf_intp crow = fp4 ? kp / 2 : kp;
     const float *lut4 = fp4 ? mf_lut8[p->elem->id] : NULL;
     const float *lut_e4m3 = mf_lut8[MF_FLOAT8_E4M3FN];
+    const mf_block_ops *ops = block_ops();
+    const mf_intp nfull = k / B, kfull = nfull * B;
+    float mul[CHUNK / 8];
     for (mf_intp r = 0; r < rows; r++) {
         const uint8_t *c = codes + r * crow;
         const uint8_t *s = scales + r * nblocks;
         float *o = out + r * k;
         if (p->kind == MF_BLOCK_MXINT8) {
-            const int8_t *ci = (const int8_t *)c;
             for (mf_intp b = 0; b < nblocks; b++) {
-                mf_intp j0 = b * B, j1 = j0 + B < k ? j0 + B : k;
-                /* 2^(e - 6) may be below float32's normal range: two exact steps */
-                float mul = s[b] == 0xFFu ? NAN : pow2f((int)s[b] - 127);
-                for (mf_intp j = j0; j < j1; j++) {
-                    o[j] = ((float)ci[j] * 0.015625f) * mul;
-                }
+                mf_intp j0 = b * B, n = j0 + B < k ? B : k - j0;
+                float m = s[b] == 0xFFu ? NAN : pow2f((int)s[b] - 127);
+                (n == B ? ops->int8_dec : serial_int8_dec)((const int8_t *)c + j0, n, m, o + j0);
             }
             continue;
         }
         if (fp4) {
-            mf_intp j = 0;
-            for (; j + 1 < k; j += 2) {
-                uint8_t byte = c[j / 2];
-                o[j] = lut4[byte & 0xFu];
-                o[j + 1] = lut4[byte >> 4];
-            }
-            if (j < k) {
-                o[j] = lut4[c[j / 2] & 0xFu];
+            ops->unpack4(c, kfull, lut4, o);
+            for (mf_intp j = kfull; j < k; j++) {
+                o[j] = lut4[(c[j / 2] >> (4 * (j & 1))) & 0xFu];
             }
         }
         else {
             mf_k->decode_f32(p->elem, c, o, k);
         }
-        for (mf_intp b = 0; b < nblocks; b++) {
-            mf_intp j0 = b * B, j1 = j0 + B < k ? j0 + B : k;
-            if (p->kind == MF_BLOCK_NV) {
-                /* code * scale is exact (2 x 4 significant bits); one rounding
-                 * for the tensor scale */
-                float sc = lut_e4m3[s[b]];
-                for (mf_intp j = j0; j < j1; j++) {
-                    o[j] = (o[j] * sc) * s_dec;
-                }
+        /* NVFP4: code * scale is exact (2 x 4 significant bits), then one
+         * rounding for the tensor scale; MX: (code * 2^e) * 1, exact */
+        const float m2 = p->kind == MF_BLOCK_NV ? s_dec : 1.0f;
+        for (mf_intp b0 = 0; b0 < nblocks; b0 += CHUNK / 8) {
+            mf_intp nb = nblocks - b0 < CHUNK / 8 ? nblocks - b0 : CHUNK / 8;
+            for (mf_intp b = 0; b < nb; b++) {
+                uint8_t sb = s[b0 + b];
+                mul[b] = p->kind == MF_BLOCK_NV ? lut_e4m3[sb]
+                         : (sb == 0xFFu ? NAN : pow2f((int)sb - 127));
             }
-            else {
-                float mul = s[b] == 0xFFu ? NAN : pow2f((int)s[b] - 127);
-                for (mf_intp j = j0; j < j1; j++) {
-                    o[j] = o[j] * mul;
-                }
+            mf_intp nf = nfull - b0 < nb ? nfull - b0 : nb;
+            ops->mul2(o + b0 * B, nf, B, mul, m2);
+            if (nf < nb) {
+                mul2_1(o + (b0 + nf) * B, k - (b0 + nf) * B, mul[nf], m2);
             }
         }
     }

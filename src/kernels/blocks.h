@@ -43,6 +43,37 @@ typedef struct {
     float s_enc;             /* NVFP4 tensor encode scale (TransformerEngine's S_enc) */
 } mf_block_params;
 
+/*
+ * The inner loops, one table per level (serial in blocks.c, AVX2 in
+ * blocks_avx2.c); every entry computes the same float32 operations in the
+ * same order at every level, so the results are bit-identical.  n and the
+ * block size B are multiples of 8.
+ */
+typedef struct {
+    /* out[b] = largest |x| bit pattern (sign cleared) of block b */
+    void (*amax)(const float *x, mf_intp nblocks, int B, uint32_t *out);
+    /* out[i] = clamp(x[i] * mul[i / B], -lim, lim) for nblocks blocks of B */
+    void (*scale_clamp)(const float *x, mf_intp nblocks, int B, const float *mul, float lim,
+                        float *out);
+    /* out[i] = clamp(round_even((x[i] * mul) * 64), -127, 127) */
+    void (*mxint8)(const float *x, mf_intp n, float mul, int8_t *out);
+    /* out[j] = c[2j] | c[2j+1] << 4 (codes < 16) */
+    void (*pack4)(const uint8_t *c, mf_intp n, uint8_t *out);
+    /* out[2j], out[2j+1] = lut[c[j] & 15], lut[c[j] >> 4] */
+    void (*unpack4)(const uint8_t *c, mf_intp n, const float *lut, float *out);
+    /* o[i] = (o[i] * a[i / B]) * b for nblocks blocks of B */
+    void (*mul2)(float *o, mf_intp nblocks, int B, const float *a, float b);
+    /* o[i] = ((float)c[i] * 2^-6) * mul */
+    void (*int8_dec)(const int8_t *c, mf_intp n, float mul, float *o);
+    /* largest finite |x| bit pattern of x[0, n) (0 if none) */
+    uint32_t (*finite_amax)(const float *x, mf_intp n);
+} mf_block_ops;
+
+extern const mf_block_ops mf_block_ops_serial;
+#ifdef MF_HAVE_AVX2
+extern const mf_block_ops mf_block_ops_avx2;
+#endif
+
 /* Quantize rows [0, rows) of x; returns 0 (no failure is possible). */
 void mf_block_quantize(const mf_block_params *p, const float *x, mf_intp rows, mf_intp k,
                        uint8_t *codes, uint8_t *scales);

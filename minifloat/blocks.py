@@ -11,9 +11,11 @@ from, are in docs/formats.md ("Block-scaled formats").  The loops are C
 kernels, so the SIMD levels are bit-exact with the serial one.
 """
 import json
+import math
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.lib.array_utils import normalize_axis_index
 
 from . import _core
 
@@ -21,7 +23,8 @@ __all__ = ["quantize", "BlockScaled", "BLOCK_FORMATS"]
 
 _KIND_MX, _KIND_MXINT8, _KIND_NV = 0, 1, 2
 _SCALE_MODES = {"floor": 0, "ceil": 1, "even": 2, "rceil": 3}
-_FORMAT_IDS = {f["name"]: i for i, f in enumerate(_core.formats())}
+_FORMAT_ROWS = _core.formats()
+_FORMAT_IDS = {f["name"]: i for i, f in enumerate(_FORMAT_ROWS)}
 
 
 @dataclass(frozen=True)
@@ -34,12 +37,12 @@ class _Spec:
 
     @property
     def element_dtype(self):
-        return np.dtype(np.int8) if self.element == "int8" else np.dtype(_core.formats()[
+        return np.dtype(np.int8) if self.element == "int8" else np.dtype(_FORMAT_ROWS[
             _FORMAT_IDS[self.element]]["dtype"])
 
     @property
     def scale_dtype(self):
-        return np.dtype(_core.formats()[_FORMAT_IDS[self.scale]]["dtype"])
+        return np.dtype(_FORMAT_ROWS[_FORMAT_IDS[self.scale]]["dtype"])
 
     @property
     def packed(self):
@@ -61,6 +64,77 @@ BLOCK_FORMATS = {s.name: s for s in [
     _Spec("mxint8", _KIND_MXINT8, "int8", 32, "float8_e8m0fnu"),
     _Spec("nvfp4", _KIND_NV, "float4_e2m1fn", 16, "float8_e4m3fn"),
 ]}
+
+
+def rules_markdown():
+    """The "Block-scaled formats" section of docs/formats.md (generated with
+    the rest of it by `minifloat formats --markdown`)."""
+    lines = ["## Block-scaled formats", "",
+             "`minifloat.quantize(x, fmt, axis=-1)` (minifloat/blocks.py, kernels in "
+             "src/kernels/blocks.c).", "",
+             "| format | element | elements per block | scale | tensor scale | bits per element |",
+             "|---|---|---|---|---|---|"]
+    for sp in BLOCK_FORMATS.values():
+        ebits = 8 if sp.element == "int8" else int(_FORMAT_ROWS[sp.elem_id]["bits"])
+        stored = 4 if sp.packed else 8
+        bpe = stored + 8 / sp.block
+        lines.append(f"| {sp.name} | {sp.element} | {sp.block} | {sp.scale} | "
+                     f"{'float32' if sp.kind == _KIND_NV else '-'} | {bpe:g} "
+                     f"({ebits}-bit codes{', one a byte' if stored == 8 and ebits < 8 else ''}) |")
+    lines += ["", _RULES.strip(), ""]
+    return "\n".join(lines)
+
+
+_RULES = """
+Each rule, and where it comes from:
+
+- **Blocks** (OCP Microscaling Formats (MX) Specification v1.0, its definition of an MX
+  block and its table of concrete formats): k = 32 consecutive elements
+  along `axis` share one scale X; the value of element i is X * P_i. NVFP4 (NVIDIA, as
+  TransformerEngine and ModelOpt implement it) uses k = 16 and an E4M3 scale.
+- **MX scale** (the MX v1.0 conversion algorithm from a vector of floats): shared_exp =
+  floor(log2(max_i |V_i|)) - emax_elem, where emax_elem is the exponent of the element
+  format's largest power of two (E4M3 8, E5M2 15, E2M3 2, E3M2 4, E2M1 2, MXINT8 0);
+  X = 2^shared_exp, clamped to E8M0's range [2^-127, 2^127]. floor(log2) is exact (taken
+  from the float32 bits, subnormals included). `scale_rounding` chooses the alternatives
+  torchao offers (`ScaleCalculationMode`): `"floor"` (the spec, default); `"ceil"`:
+  ceil(log2 amax) - emax_elem; `"even"`: amax's significand first rounded half-up to the
+  element's mantissa bits (MXINT8: 6), then floor; `"rceil"`: 2^ceil(log2(amax /
+  max_elem)) with the quotient computed in float32 (NVIDIA's cuBLAS MXFP8 recipe). In
+  every mode the result is clamped to [2^-127, 2^127] and an all-zero block gets 2^-127
+  (code 0x00), as log2(0) = -inf clamps there.
+- **Elements** (the same algorithm: V_i / X is quantized to the element format, normal
+  numbers beyond the largest normal clamped to it; rounding to nearest even is the
+  spec's recommended rounding): V_i / X (exact: X is a power of two) is rounded to nearest, ties to even, and saturated to the element's largest finite
+  value (E4M3 448, E5M2 57344, E2M3 7.5, E3M2 28, E2M1 6): never inf or NaN. MXINT8
+  (the spec's MXINT8 element: 8-bit two's complement with an implicit scale of 2^-6):
+  round(V_i / X *
+  64) to nearest even, clamped to [-127, 127] (the symmetric range; -128 is never
+  produced). Negative zero keeps its sign in the float elements.
+- **Non-finite input**: a block holding an inf or a NaN gets the NaN scale (E8M0 0xFF;
+  NVFP4: E4M3 0x7F) and element codes +0, so the whole block dequantizes to NaN (the MX
+  spec: when X is NaN every value of the block is NaN, whatever the P_i). The other blocks are
+  unaffected. (torchao turns only a NaN amax into the NaN scale; an inf amax gives it a
+  finite scale and saturated elements.)
+- **NVFP4 two-level scale** (TransformerEngine, transformer_engine/common/cast/nvfp4/
+  core_nvfp4.cuh): tensor encode scale S_enc = 448 * 6 / amax in float32, with amax the
+  largest finite |x| (or `global_amax=`), FLT_MAX at most, and 1 when amax is 0; block
+  scale S_dec_b = e4m3(block_amax * (S_enc * (1/6))), rounded to nearest even and
+  saturated at 448; elements x * min(1 / (S_dec_b * S_dec), FLT_MAX) in float32 (S_dec =
+  1 / S_enc), rounded to nearest even and saturated at 6. `tensor_scale` is S_dec: value
+  = code * S_dec_b * S_dec, computed as (code * S_dec_b) * S_dec (the product of a 2-bit
+  and a 4-bit significand is exact; one rounding).
+- **Dequantization** is code * X in float32 (exact for MX unless the result is below
+  float32's normal range).
+- **Padding**: a blocked axis whose length is not a multiple of k is padded with +0 to the
+  next multiple; the padding takes no part in any amax (so never changes a scale), its
+  codes are +0, and `dequantize()`/`shape` drop it.
+- **Storage**: MXFP8 and MXFP6 codes one per byte (FP6 is *not* packed 4-in-3: a
+  float6_e2m3fn / float6_e3m2fn array); FP4 codes two per byte, element 2j in the low
+  nibble (torch's float4_e2m1fn_x2, safetensors' F4, DLPack code 17 with 2 lanes);
+  MXINT8 int8. The blocked axis is stored last (`data`, `scales`) whatever `axis` is.
+- **Input**: converted to float32 first.
+"""
 
 _META_KEY = "minifloat.block_scaled"
 
@@ -120,10 +194,11 @@ def quantize(x, fmt, *, axis=-1, scale_rounding="floor", global_amax=None):
     if x.ndim == 0:
         raise ValueError("quantize needs at least one axis to cut into blocks; got a 0-d array")
     ax = _normalize_axis(axis, x.ndim)
-    xm = np.ascontiguousarray(np.moveaxis(x, ax, -1), dtype=np.float32)
+    xm = np.ascontiguousarray(x if ax == x.ndim - 1 else np.moveaxis(x, ax, -1),
+                              dtype=np.float32)
     lead = xm.shape[:-1]
     k = xm.shape[-1]
-    rows = int(np.prod(lead, dtype=np.int64))
+    rows = math.prod(lead)
     x2 = xm.reshape(rows, k)
     B = spec.block
     nb = -(-k // B)
@@ -147,7 +222,6 @@ def quantize(x, fmt, *, axis=-1, scale_rounding="floor", global_amax=None):
 
 
 def _normalize_axis(axis, ndim):
-    from numpy.lib.array_utils import normalize_axis_index
     return int(normalize_axis_index(axis, ndim))
 
 
@@ -222,7 +296,7 @@ class BlockScaled:
 
     @property
     def size(self):
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def dtype(self):
@@ -254,17 +328,19 @@ class BlockScaled:
         spec = self._spec
         k = self.shape[self.axis]
         lead = self.data.shape[:-1]
-        rows = int(np.prod(lead, dtype=np.int64))
+        rows = math.prod(lead)
         out = np.empty((rows, k), np.float32)
         if rows and k:
             codes = np.ascontiguousarray(self.data).view(np.uint8).reshape(rows, -1)
             scales = np.ascontiguousarray(self.scales).view(np.uint8).reshape(rows, -1)
             s_dec = 1.0 if self.tensor_scale is None else float(self.tensor_scale)
             _core._block_dequantize(codes, scales, out, spec.kind, spec.elem_id, spec.block, s_dec)
-        out = np.moveaxis(out.reshape(lead + (k,)), -1, self.axis)
+        out = out.reshape(lead + (k,))
+        if self.axis != len(lead):
+            out = np.ascontiguousarray(np.moveaxis(out, -1, self.axis))
         if np.dtype(dtype) != np.float32:
             return out.astype(dtype)
-        return np.ascontiguousarray(out)
+        return out
 
     def __array__(self, dtype=None, copy=None):
         if copy is False:

@@ -9,7 +9,7 @@ static int
 parse_params(mf_block_params *p, int kind, int elem_id, int block, int mode, double s_enc)
 {
     if (kind < MF_BLOCK_MX || kind > MF_BLOCK_NV || block <= 0 || block % 2
-        || 2048 % block || mode < 0 || mode > MF_SCALE_RCEIL) {
+        || 256 % block || mode < 0 || mode > MF_SCALE_RCEIL) {
         PyErr_SetString(PyExc_ValueError, "bad block parameters");
         return -1;
     }
@@ -143,7 +143,22 @@ py_finite_amax(PyObject *NPY_UNUSED(self), PyObject *arg)
     return PyFloat_FromDouble(r);
 }
 
+/* _block_threads(n) -> previous: the most threads a block kernel call uses
+ * (n < 1: only read it) */
+static PyObject *
+py_block_threads(PyObject *NPY_UNUSED(self), PyObject *arg)
+{
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    return PyLong_FromLong(mf_block_set_threads((int)(n > 64 ? 64 : n)));
+}
+
 static PyMethodDef block_methods[] = {
+    {"_block_threads", py_block_threads, METH_O,
+     "_block_threads(n) -> previous: the most threads a block-scaled kernel call uses "
+     "(n < 1 only reads it; tests, benchmarks)."},
     {"_block_quantize", py_block_quantize, METH_VARARGS,
      "_block_quantize(x, codes, scales, kind, elem_id, block, mode, s_enc) (minifloat.blocks)."},
     {"_block_dequantize", py_block_dequantize, METH_VARARGS,

@@ -633,3 +633,25 @@ def test_bench_cases_and_their_numpy_code_agree(name):
     np.testing.assert_array_equal(q.scales.view(np.uint8), np.asarray(scales).view(np.uint8).reshape(-1))
     y = bench.np_block_dequantize(codes, scales, fmt, getattr(mf, elem), ts)
     np.testing.assert_array_equal(q.dequantize().view(np.uint32), y.view(np.uint32))
+
+
+@pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp4", "mxint8", "nvfp4"])
+def test_threads_give_the_same_bits(fmt):
+    """large tensors are split over threads (block ranges, also mid-row):
+    the result does not depend on the split"""
+    x = wide_data(3, (1 << 20) + 37, 16)
+    x[1, 12345] = np.nan
+    prev = _core._block_threads(1)
+    try:
+        q1 = mf.quantize(x, fmt)
+        y1 = q1.dequantize()
+        _core._block_threads(5)
+        q5 = mf.quantize(x, fmt)
+        y5 = q5.dequantize()
+    finally:
+        _core._block_threads(prev)
+    np.testing.assert_array_equal(np.asarray(q1.data).view(np.uint8), np.asarray(q5.data).view(np.uint8))
+    np.testing.assert_array_equal(q1.scales.view(np.uint8), q5.scales.view(np.uint8))
+    np.testing.assert_array_equal(y1.view(np.uint32), y5.view(np.uint32))
+    # and a slice of it against the spec reference
+    check_against_reference(np.ascontiguousarray(x[:, 1000:1700]), fmt)

@@ -10,7 +10,12 @@
  * active level's encode_f32 (the cast), which makes this kernel bit-exact
  * across levels whenever the cast is.
  */
+#define _GNU_SOURCE 1
 #include <float.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include <math.h>
 #include <string.h>
 #include "blocks.h"
@@ -18,7 +23,7 @@
 #include "scalar_ops.h"
 
 /* elements scaled at a time (a multiple of every block size) */
-#define CHUNK 2048
+#define CHUNK 4096
 
 /* floor(log2 |v|) of a positive finite float32 given by its bits */
 static inline int
@@ -224,8 +229,8 @@ mf_finite_amax(const float *x, mf_intp n)
 
 static void
 quantize_row(const mf_block_params *p, const mf_block_ops *ops, const float *x, mf_intp k,
-             uint8_t *codes, uint8_t *scales, float *buf, uint8_t *cbuf, uint32_t *amax,
-             float *mul)
+             mf_intp blo, mf_intp bhi, uint8_t *codes, uint8_t *scales, float *buf,
+             uint8_t *cbuf, uint32_t *amax, float *mul)
 {
     const int B = p->block;
     const mf_intp nblocks = (k + B - 1) / B;
@@ -235,8 +240,9 @@ quantize_row(const mf_block_params *p, const mf_block_ops *ops, const float *x, 
     const float smax = mf_lut8[MF_FLOAT8_E4M3FN][mf_max_finite_mag(e4m3)];
     const float s_dec = 1.0f / p->s_enc;
     const float sdb_mul = p->s_enc * (1.0f / 6.0f);
-    for (mf_intp b0 = 0; b0 < nblocks; b0 += CHUNK / B) {
-        mf_intp nb = nblocks - b0 < CHUNK / B ? nblocks - b0 : CHUNK / B;
+    (void)nblocks;
+    for (mf_intp b0 = blo; b0 < bhi; b0 += CHUNK / B) {
+        mf_intp nb = bhi - b0 < CHUNK / B ? bhi - b0 : CHUNK / B;
         mf_intp nf = nfull - b0 < nb ? nfull - b0 : nb;     /* full blocks in this chunk */
         uint8_t *sc = scales + b0;
         ops->amax(x + b0 * B, nf, B, amax);
@@ -309,23 +315,155 @@ quantize_row(const mf_block_params *p, const mf_block_ops *ops, const float *x, 
     }
 }
 
+/* ---- rows x blocks, split over threads for large tensors */
+
+#define MF_BLOCK_THREAD_MIN (1 << 20)    /* elements per thread, at least */
+
+typedef struct {
+    const mf_block_params *p;
+    const mf_block_ops *ops;
+    int dequant;
+    mf_intp k, nblocks, crow;
+    const float *x;            /* quantize */
+    uint8_t *codes, *scales;
+    const uint8_t *ccodes, *cscales;   /* dequantize */
+    float s_dec;
+    float *out;
+    mf_intp g0, g1;            /* this job's blocks, counted over all rows */
+} block_job;
+
+static void dequantize_row(const mf_block_params *p, const mf_block_ops *ops, const uint8_t *c,
+                           const uint8_t *s, mf_intp k, mf_intp blo, mf_intp bhi, float s_dec,
+                           float *o);
+
+static void
+run_block_job(const block_job *j)
+{
+    float buf[CHUNK];
+    uint8_t cbuf[CHUNK];
+    uint32_t amax[CHUNK / 8];
+    float mul[CHUNK / 8];
+    for (mf_intp r = j->g0 / j->nblocks; r * j->nblocks < j->g1; r++) {
+        mf_intp lo = j->g0 - r * j->nblocks, hi = j->g1 - r * j->nblocks;
+        lo = lo > 0 ? lo : 0;
+        hi = hi < j->nblocks ? hi : j->nblocks;
+        if (j->dequant) {
+            dequantize_row(j->p, j->ops, j->ccodes + r * j->crow, j->cscales + r * j->nblocks,
+                           j->k, lo, hi, j->s_dec, j->out + r * j->k);
+        }
+        else {
+            quantize_row(j->p, j->ops, j->x + r * j->k, j->k, lo, hi, j->codes + r * j->crow,
+                         j->scales + r * j->nblocks, buf, cbuf, amax, mul);
+        }
+    }
+}
+
+static void *
+block_thread_main(void *arg)
+{
+    run_block_job((const block_job *)arg);
+    return NULL;
+}
+
+static int block_threads_cached = 0;
+
+/* MINIFLOAT_NUM_THREADS if set (>= 1), else the CPUs this process may use */
+static int
+block_max_threads(void)
+{
+    int cached = block_threads_cached;
+    if (cached > 0) {
+        return cached;
+    }
+    int t = 0;
+    const char *env = getenv("MINIFLOAT_NUM_THREADS");
+    if (env != NULL && *env) {
+        t = atoi(env);
+    }
+    if (t <= 0) {
+#ifdef CPU_COUNT
+        cpu_set_t set;
+        if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+            t = CPU_COUNT(&set);
+        }
+#endif
+        if (t <= 0) {
+            long c = sysconf(_SC_NPROCESSORS_ONLN);
+            t = c > 0 ? (int)c : 1;
+        }
+    }
+    block_threads_cached = t > 64 ? 64 : t;
+    return block_threads_cached;
+}
+
+int
+mf_block_set_threads(int n)
+{
+    int prev = block_max_threads();
+    if (n >= 1) {
+        block_threads_cached = n > 64 ? 64 : n;
+    }
+    return prev;
+}
+
+/* split the blocks of all rows evenly; every block's result is the same
+ * whatever the split */
+static void
+run_blocks(block_job *base, mf_intp rows)
+{
+    mf_intp total = rows * base->nblocks;
+    mf_intp elems = rows * base->k;
+    int T = block_max_threads();
+    if ((mf_intp)T > elems / MF_BLOCK_THREAD_MIN) {
+        T = (int)(elems / MF_BLOCK_THREAD_MIN);
+    }
+    if (T > total) {
+        T = (int)total;
+    }
+    if (T <= 1) {
+        base->g0 = 0;
+        base->g1 = total;
+        run_block_job(base);
+        return;
+    }
+    block_job jobs[64];
+    pthread_t tids[64];
+    int started[64] = {0};
+    for (int t = 0; t < T; t++) {
+        jobs[t] = *base;
+        jobs[t].g0 = total * t / T;
+        jobs[t].g1 = total * (t + 1) / T;
+    }
+    for (int t = 1; t < T; t++) {
+        started[t] = pthread_create(&tids[t], NULL, block_thread_main, &jobs[t]) == 0;
+        if (!started[t]) {
+            run_block_job(&jobs[t]);          /* no thread: do it here */
+        }
+    }
+    run_block_job(&jobs[0]);
+    for (int t = 1; t < T; t++) {
+        if (started[t]) {
+            pthread_join(tids[t], NULL);
+        }
+    }
+}
+
 void
 mf_block_quantize(const mf_block_params *p, const float *x, mf_intp rows, mf_intp k,
                   uint8_t *codes, uint8_t *scales)
 {
     const int B = p->block;
-    const mf_intp nblocks = (k + B - 1) / B;
-    const mf_intp kp = nblocks * B;
-    const mf_intp crow = (p->elem && p->elem->bits == 4) ? kp / 2 : kp;
-    const mf_block_ops *ops = block_ops();
-    float buf[CHUNK];
-    uint8_t cbuf[CHUNK];
-    uint32_t amax[CHUNK / 8];
-    float mul[CHUNK / 8];
-    for (mf_intp r = 0; r < rows; r++) {
-        quantize_row(p, ops, x + r * k, k, codes + r * crow, scales + r * nblocks, buf, cbuf,
-                     amax, mul);
-    }
+    block_job j;
+    memset(&j, 0, sizeof j);
+    j.p = p;
+    j.ops = block_ops();
+    j.k = k;
+    j.nblocks = (k + B - 1) / B;
+    j.crow = (p->elem && p->elem->bits == 4) ? j.nblocks * B / 2 : j.nblocks * B;
+    j.x = x;
+    j.codes = codes;
+    j.scales = scales;
+    run_blocks(&j, rows);
 }
 
 void
@@ -333,51 +471,67 @@ mf_block_dequantize(const mf_block_params *p, const uint8_t *codes, const uint8_
                     mf_intp rows, mf_intp k, float s_dec, float *out)
 {
     const int B = p->block;
-    const mf_intp nblocks = (k + B - 1) / B;
-    const mf_intp kp = nblocks * B;
+    block_job j;
+    memset(&j, 0, sizeof j);
+    j.p = p;
+    j.ops = block_ops();
+    j.dequant = 1;
+    j.k = k;
+    j.nblocks = (k + B - 1) / B;
+    j.crow = (p->elem && p->elem->bits == 4) ? j.nblocks * B / 2 : j.nblocks * B;
+    j.ccodes = codes;
+    j.cscales = scales;
+    j.s_dec = s_dec;
+    j.out = out;
+    run_blocks(&j, rows);
+}
+
+/* blocks [blo, bhi) of one row */
+static void
+dequantize_row(const mf_block_params *p, const mf_block_ops *ops, const uint8_t *c,
+               const uint8_t *s, mf_intp k, mf_intp blo, mf_intp bhi, float s_dec, float *o)
+{
+    const int B = p->block;
     const int fp4 = p->elem && p->elem->bits == 4;
-    const mf_intp crow = fp4 ? kp / 2 : kp;
     const float *lut4 = fp4 ? mf_lut8[p->elem->id] : NULL;
     const float *lut_e4m3 = mf_lut8[MF_FLOAT8_E4M3FN];
-    const mf_block_ops *ops = block_ops();
     const mf_intp nfull = k / B, kfull = nfull * B;
+    const mf_intp jlo = blo * B, jhi = bhi * B < k ? bhi * B : k;
     float mul[CHUNK / 8];
-    for (mf_intp r = 0; r < rows; r++) {
-        const uint8_t *c = codes + r * crow;
-        const uint8_t *s = scales + r * nblocks;
-        float *o = out + r * k;
-        if (p->kind == MF_BLOCK_MXINT8) {
-            for (mf_intp b = 0; b < nblocks; b++) {
-                mf_intp j0 = b * B, n = j0 + B < k ? B : k - j0;
-                float m = s[b] == 0xFFu ? NAN : pow2f((int)s[b] - 127);
-                (n == B ? ops->int8_dec : serial_int8_dec)((const int8_t *)c + j0, n, m, o + j0);
-            }
-            continue;
+    if (p->kind == MF_BLOCK_MXINT8) {
+        for (mf_intp b = blo; b < bhi; b++) {
+            mf_intp j0 = b * B, n = j0 + B < k ? B : k - j0;
+            float m = s[b] == 0xFFu ? NAN : pow2f((int)s[b] - 127);
+            (n == B ? ops->int8_dec : serial_int8_dec)((const int8_t *)c + j0, n, m, o + j0);
         }
-        if (fp4) {
-            ops->unpack4(c, kfull, lut4, o);
-            for (mf_intp j = kfull; j < k; j++) {
-                o[j] = lut4[(c[j / 2] >> (4 * (j & 1))) & 0xFu];
-            }
+        return;
+    }
+    if (fp4) {
+        mf_intp jf = jhi < kfull ? jhi : kfull;          /* whole blocks: SIMD */
+        if (jf > jlo) {
+            ops->unpack4(c + jlo / 2, jf - jlo, lut4, o + jlo);
         }
-        else {
-            mf_k->decode_f32(p->elem, c, o, k);
+        for (mf_intp j = jf > jlo ? jf : jlo; j < jhi; j++) {
+            o[j] = lut4[(c[j / 2] >> (4 * (j & 1))) & 0xFu];
         }
-        /* NVFP4: code * scale is exact (2 x 4 significant bits), then one
-         * rounding for the tensor scale; MX: (code * 2^e) * 1, exact */
-        const float m2 = p->kind == MF_BLOCK_NV ? s_dec : 1.0f;
-        for (mf_intp b0 = 0; b0 < nblocks; b0 += CHUNK / 8) {
-            mf_intp nb = nblocks - b0 < CHUNK / 8 ? nblocks - b0 : CHUNK / 8;
-            for (mf_intp b = 0; b < nb; b++) {
-                uint8_t sb = s[b0 + b];
-                mul[b] = p->kind == MF_BLOCK_NV ? lut_e4m3[sb]
-                         : (sb == 0xFFu ? NAN : pow2f((int)sb - 127));
-            }
-            mf_intp nf = nfull - b0 < nb ? nfull - b0 : nb;
-            ops->mul2(o + b0 * B, nf, B, mul, m2);
-            if (nf < nb) {
-                mul2_1(o + (b0 + nf) * B, k - (b0 + nf) * B, mul[nf], m2);
-            }
+    }
+    else {
+        mf_k->decode_f32(p->elem, c + jlo, o + jlo, jhi - jlo);
+    }
+    /* NVFP4: code * scale is exact (2 x 4 significant bits), then one
+     * rounding for the tensor scale; MX: (code * 2^e) * 1, exact */
+    const float m2 = p->kind == MF_BLOCK_NV ? s_dec : 1.0f;
+    for (mf_intp b0 = blo; b0 < bhi; b0 += CHUNK / 8) {
+        mf_intp nb = bhi - b0 < CHUNK / 8 ? bhi - b0 : CHUNK / 8;
+        for (mf_intp b = 0; b < nb; b++) {
+            uint8_t sb = s[b0 + b];
+            mul[b] = p->kind == MF_BLOCK_NV ? lut_e4m3[sb]
+                     : (sb == 0xFFu ? NAN : pow2f((int)sb - 127));
+        }
+        mf_intp nf = nfull - b0 < nb ? nfull - b0 : nb;
+        ops->mul2(o + b0 * B, nf, B, mul, m2);
+        if (nf < nb) {
+            mul2_1(o + (b0 + nf) * B, k - (b0 + nf) * B, mul[nf], m2);
         }
     }
 }

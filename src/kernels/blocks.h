@@ -80,6 +80,10 @@ void mf_block_quantize(const mf_block_params *p, const float *x, mf_intp rows, m
 /* out (rows, k) float32 = code * scale (* tensor decode scale s_dec for NVFP4) */
 void mf_block_dequantize(const mf_block_params *p, const uint8_t *codes, const uint8_t *scales,
                          mf_intp rows, mf_intp k, float s_dec, float *out);
+/* the most threads a call uses (n >= 1 sets it; tests); returns the previous.
+ * Default: MINIFLOAT_NUM_THREADS, else the CPUs the process may use; a call
+ * uses one thread per 2^20 elements at most */
+int mf_block_set_threads(int n);
 /* largest |x| over the finite elements of x (0 if none) */
 float mf_finite_amax(const float *x, mf_intp n);
 

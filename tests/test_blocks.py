@@ -282,6 +282,24 @@ def test_hand_mxfp8_power_of_two_amax_and_saturation():
     assert codes_of(q)[0, 0] == 0x77
 
 
+def test_hand_mxfp6():
+    # E2M3 (bias 1, max 7.5 = 1.875 * 2^2, emax 2): amax 7.5 -> scale 2^0 (code 127);
+    # 7.5 -> 0b011111; 0.125 (the smallest subnormal) -> 0b000001; 0.0625 ties 0 / 0.125
+    # -> even 0; -1.0 -> 0b101000
+    q = mf.quantize(block([7.5, 0.125, 0.0625, -1.0]), "mxfp6_e2m3")
+    assert q.scales.view(np.uint8)[0, 0] == 127
+    assert list(codes_of(q)[0, :4]) == [0x1F, 0x01, 0x00, 0x28]
+    assert q.data.dtype == mf.float6_e2m3fn
+    # amax 8 = 2^3: scale 2^1 (code 128); 8 / 2 = 4 = 1.0 * 2^2 -> exponent field 3: 0b011000
+    q = mf.quantize(block([8.0]), "mxfp6_e2m3")
+    assert q.scales.view(np.uint8)[0, 0] == 128 and codes_of(q)[0, 0] == 0x18
+    # E3M2 (bias 3, max 28 = 1.75 * 2^4, emax 4): amax 30 -> scale 2^0, 30 saturates to
+    # 28 (0b011111); 0.0625 = 2^-4, the smallest subnormal -> 0b000001
+    q = mf.quantize(block([30.0, 0.0625, -28.0]), "mxfp6_e3m2")
+    assert q.scales.view(np.uint8)[0, 0] == 127
+    assert list(codes_of(q)[0, :3]) == [0x1F, 0x01, 0x3F]
+
+
 def test_hand_subnormal_amax_clamps_scale():
     # amax 2^-140: floor(log2) - 15 = -155, clamped to -127 (code 0);
     # 2^-140 / 2^-127 = 2^-13, an E5M2 normal: exponent field -13 + 15 = 2 -> 0x08

@@ -430,8 +430,9 @@ class BlockScaled:
     @classmethod
     def from_dict(cls, tensors, metadata=None, name="weight", *, format=None, shape=None,
                   axis=None):
-        """Rebuild from a checkpoint's tensors (any arrays NumPy or
-        minifloat.asnumpy can read; fp8 scales may also come as uint8 bits).
+        """Rebuild from a checkpoint's tensors (NumPy arrays, or torch tensors
+        and anything else minifloat.asnumpy reads, torch.float4_e2m1fn_x2
+        included; 8-bit codes and scales may also come as uint8 bits).
         The format, shape and axis come from `metadata` (what to_dict wrote)
         or the keywords (for checkpoints written by other tools: format is
         then required; shape defaults to the data's with the blocked axis
@@ -454,6 +455,13 @@ class BlockScaled:
                 raise ValueError(f"{name}_scale must hold {spec.scale_dtype} codes; got "
                                  f"{scales.dtype}")
             scales = scales.view(spec.scale_dtype)
+        if spec.packed and data.dtype == spec.element_dtype:
+            # one float4 code a byte (e.g. minifloat.asnumpy of a torch
+            # float4_e2m1fn_x2 tensor: a trailing axis of the 2 lanes): pack
+            if data.ndim == scales.ndim + 1 and data.shape[-1] == 2:
+                data = data.reshape(data.shape[:-2] + (-1,))
+            c = np.ascontiguousarray(data).view(np.uint8) & 0xF
+            data = (c[..., 0::2] | (c[..., 1::2] << 4)).astype(np.uint8)
         if spec.packed or spec.element == "int8":
             want = np.uint8 if spec.packed else np.int8
             if data.dtype != want:

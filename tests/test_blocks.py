@@ -600,6 +600,9 @@ def test_safetensors_torch_round_trip(fmt, tmp_path):
                 else mf.asnumpy(v)) for k, v in loaded.items()}
     q2 = mf.BlockScaled.from_dict(back, meta2, "weight")
     np.testing.assert_array_equal(q2.dequantize().view(np.uint32), q.dequantize().view(np.uint32))
+    # the torch tensors as they load, straight in (float4_e2m1fn_x2 included)
+    q3 = mf.BlockScaled.from_dict(loaded, meta2, "weight")
+    np.testing.assert_array_equal(q3.dequantize().view(np.uint32), q.dequantize().view(np.uint32))
 
 
 def test_safetensors_numpy_uint8_and_foreign_checkpoint(tmp_path):

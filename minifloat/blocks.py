@@ -176,8 +176,9 @@ def quantize(x, fmt, *, axis=-1, scale_rounding="floor", global_amax=None):
     global_amax:    NVFP4 only: the amax the tensor scale is computed from
                     (default: the largest finite |x|), e.g. a calibrated one.
 
-    `x` is converted to float32 first (as torchao and TransformerEngine
-    quantize float32 or bfloat16 data).
+    `x` (an array, or a tensor with __dlpack__: torch, JAX) is converted to
+    float32 first (as torchao and TransformerEngine quantize float32 or
+    bfloat16 data).
     """
     spec = _spec_of(fmt)
     if scale_rounding not in _SCALE_MODES:
@@ -188,6 +189,8 @@ def quantize(x, fmt, *, axis=-1, scale_rounding="floor", global_amax=None):
                          "applies to the MX formats only")
     if global_amax is not None and spec.kind != _KIND_NV:
         raise ValueError("global_amax applies to nvfp4 only")
+    if not isinstance(x, np.ndarray) and hasattr(x, "__dlpack__"):
+        x = _as_numpy(x)           # torch/JAX tensors, bfloat16 included, no copy
     x = np.asarray(x)
     if x.dtype.kind == "c":
         raise TypeError("quantize takes real numbers; got a complex array")

@@ -676,3 +676,14 @@ def test_threads_give_the_same_bits(fmt):
     np.testing.assert_array_equal(y1.view(np.uint32), y5.view(np.uint32))
     # and a slice of it against the spec reference
     check_against_reference(np.ascontiguousarray(x[:, 1000:1700]), fmt)
+
+
+def test_quantize_torch_bfloat16_tensor():
+    torch = pytest.importorskip("torch")
+    t = torch.randn(4, 64).to(torch.bfloat16)
+    q = mf.quantize(t, "mxfp8_e4m3")
+    want = mf.quantize(t.float().numpy(), "mxfp8_e4m3")
+    np.testing.assert_array_equal(q.dequantize(), want.dequantize())
+    x = np.random.default_rng(17).standard_normal((4, 64)).astype(mf.bfloat16)
+    np.testing.assert_array_equal(mf.quantize(x, "mxfp4").dequantize(),
+                                  mf.quantize(x.astype(np.float32), "mxfp4").dequantize())

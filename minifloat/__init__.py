@@ -49,11 +49,14 @@ _neighbours.install(scalar_types)
 
 from .npyio import save, load, savez, savez_compressed
 from .convert import convert, pack, unpack
+from . import blocks
+from .blocks import quantize, BlockScaled
 from . import _numpy_patches
 
 _numpy_patches.apply()
 
 __all__ = ([t.__name__ for t in scalar_types] + ["finfo", "iinfo", "dtypes", "scalar_types",
                                                  "save", "load", "savez", "savez_compressed",
-                                                 "convert", "pack", "unpack"]
+                                                 "convert", "pack", "unpack",
+                                                 "quantize", "BlockScaled"]
            + list(exchange.__all__))

@@ -99,7 +99,9 @@ def formats_markdown():
                          f"| ({f['dlpack_code']}, {f['dlpack_bits']}) |")
     lines += ["", "Storage: every format takes one byte per value in an ndarray except bfloat16 "
               "(two). `minifloat.pack` packs the sub-byte formats as DLPack does."]
-    return "\n".join(lines) + "\n"
+    from minifloat.blocks import rules_markdown
+    lines += ["", rules_markdown()]
+    return "\n".join(lines)
 
 
 def promotion_markdown():

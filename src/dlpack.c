@@ -1319,6 +1319,42 @@ py_dlpack_export(PyObject *NPY_UNUSED(self), PyObject *const *args, Py_ssize_t n
     return export_array((PyArrayObject *)args[0], args[1], args[2], args[3], args[4]);
 }
 
+/*
+ * _dlpack_export_fp4x2(uint8 array, stream, max_version, dl_device, copy):
+ * the bytes of packed float4 (two codes a byte, element 2j in the low
+ * nibble) as DLPack's (kDLFloat4_e2m1fn, 4 bits, 2 lanes), torch's
+ * float4_e2m1fn_x2 (minifloat.blocks).
+ */
+static PyObject *
+py_dlpack_export_fp4x2(PyObject *NPY_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_dlpack_export_fp4x2(array, stream, max_version, dl_device, copy)");
+        return NULL;
+    }
+    if (!PyArray_Check(args[0]) || PyArray_TYPE((PyArrayObject *)args[0]) != NPY_UINT8) {
+        PyErr_SetString(PyExc_TypeError, "expected a uint8 ndarray of packed float4 pairs");
+        return NULL;
+    }
+    PyObject *cap = export_array((PyArrayObject *)args[0], args[1], args[2], args[3], args[4]);
+    if (cap == NULL) {
+        return NULL;
+    }
+    const char *name = PyCapsule_GetName(cap);
+    void *mem = PyCapsule_GetPointer(cap, name);
+    if (mem == NULL) {
+        Py_DECREF(cap);
+        return NULL;
+    }
+    mfdl_tensor *t = strcmp(name, NAME_VERSIONED) == 0 ? &((mfdl_managed_v *)mem)->dl_tensor
+                                                       : &((mfdl_managed *)mem)->dl_tensor;
+    t->dtype.code = (uint8_t)mf_formats[MF_FLOAT4_E2M1FN].dlpack_code;
+    t->dtype.bits = (uint8_t)mf_formats[MF_FLOAT4_E2M1FN].dlpack_bits;
+    t->dtype.lanes = 2;
+    return cap;
+}
+
 /* _dlpack_dtype(dtype) -> (code, bits, subbyte) or BufferError */
 static PyObject *
 py_dlpack_dtype(PyObject *NPY_UNUSED(self), PyObject *arg)
@@ -1581,6 +1617,9 @@ static PyMethodDef dlpack_methods[] = {
      "int4/int2/int1 DLPack type, which become minifloat dtypes."},
     {"_dlpack_export", (PyCFunction)(void (*)(void))py_dlpack_export, METH_FASTCALL,
      "_dlpack_export(array, stream, max_version, dl_device, copy) -> capsule"},
+    {"_dlpack_export_fp4x2", (PyCFunction)(void (*)(void))py_dlpack_export_fp4x2, METH_FASTCALL,
+     "_dlpack_export_fp4x2(uint8 array, stream, max_version, dl_device, copy) -> capsule "
+     "(packed float4 pairs as kDLFloat4_e2m1fn, 4 bits, 2 lanes)"},
     {"_dlpack_dtype", py_dlpack_dtype, METH_O,
      "_dlpack_dtype(dtype) -> (code, bits, subbyte): the DLPack type of an exportable dtype."},
     {"_dtype_from_dlpack", py_dtype_from_dlpack, METH_VARARGS,

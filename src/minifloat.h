@@ -133,6 +133,8 @@ extern PyObject *mf_ComplexWarning;
 
 /* ---- convert (convert.c) ---- */
 int mf_init_convert(PyObject *module);
+/* ---- block-scaled formats (blocks.c) ---- */
+int mf_init_blocks(PyObject *module);
 
 /* ---- DLPack (dlpack.c) ---- */
 int mf_init_dlpack(PyObject *module);

@@ -422,6 +422,9 @@ PyInit__core(void)
     if (mf_init_dlpack(m) < 0) {
         goto fail;
     }
+    if (mf_init_blocks(m) < 0) {
+        goto fail;
+    }
     return m;
 
 fail:

@@ -1,0 +1,175 @@
+/*
+ * Python entry points of the block-scaled kernels (kernels/blocks.c), used
+ * by minifloat/blocks.py, which checks shapes and dtypes before calling.
+ */
+#include "minifloat.h"
+#include "kernels/blocks.h"
+
+static int
+parse_params(mf_block_params *p, int kind, int elem_id, int block, int mode, double s_enc)
+{
+    if (kind < MF_BLOCK_MX || kind > MF_BLOCK_NV || block <= 0 || block % 2
+        || 256 % block || mode < 0 || mode > MF_SCALE_RCEIL) {
+        PyErr_SetString(PyExc_ValueError, "bad block parameters");
+        return -1;
+    }
+    memset(p, 0, sizeof *p);
+    p->kind = (mf_block_kind)kind;
+    p->block = block;
+    p->mode = (mf_scale_mode)mode;
+    p->s_enc = (float)s_enc;
+    if (kind == MF_BLOCK_MXINT8) {
+        p->elem = NULL;
+        p->emax = 0;
+        p->elem_mbits = 6;
+        p->elem_max = 127.0f / 64.0f;
+        return 0;
+    }
+    if (elem_id < 0 || elem_id >= MF_NUM_PUBLIC_FORMATS || mf_formats[elem_id].itemsize != 1
+        || mf_formats[elem_id].kind != MF_KIND_FLOAT || !mf_formats[elem_id].has_sign) {
+        PyErr_SetString(PyExc_ValueError, "bad element format");
+        return -1;
+    }
+    const mf_format *f = &mf_formats[elem_id];
+    p->elem = f;
+    /* every element fact comes from the format table */
+    uint32_t maxc = mf_max_finite_mag(f);
+    p->elem_max = mf_decode_f32(f, maxc);
+    p->emax = (int)(maxc >> f->mant_bits) - f->bias;
+    p->elem_mbits = f->mant_bits;
+    return 0;
+}
+
+static int
+check(PyArrayObject *a, int type, int nd, const char *what)
+{
+    if (PyArray_TYPE(a) != type || PyArray_NDIM(a) != nd || !PyArray_IS_C_CONTIGUOUS(a)
+        || !PyArray_ISALIGNED(a)) {
+        PyErr_Format(PyExc_ValueError, "%s: expected an aligned C-contiguous %d-d array of "
+                     "type number %d", what, nd, type);
+        return -1;
+    }
+    return 0;
+}
+
+/* _block_quantize(x f32 (rows,k), codes u8/i8 (rows,c), scales u8 (rows,nb),
+ *                 kind, elem_id, block, mode, s_enc) */
+static PyObject *
+py_block_quantize(PyObject *NPY_UNUSED(self), PyObject *args)
+{
+    PyArrayObject *x, *codes, *scales;
+    int kind, elem_id, block, mode;
+    double s_enc;
+    if (!PyArg_ParseTuple(args, "O!O!O!iiiid", &PyArray_Type, &x, &PyArray_Type, &codes,
+                          &PyArray_Type, &scales, &kind, &elem_id, &block, &mode, &s_enc)) {
+        return NULL;
+    }
+    mf_block_params p;
+    if (parse_params(&p, kind, elem_id, block, mode, s_enc) < 0
+        || check(x, NPY_FLOAT32, 2, "x") < 0 || check(codes, NPY_UINT8, 2, "codes") < 0
+        || check(scales, NPY_UINT8, 2, "scales") < 0) {
+        return NULL;
+    }
+    npy_intp rows = PyArray_DIM(x, 0), k = PyArray_DIM(x, 1);
+    npy_intp nb = (k + block - 1) / block;
+    npy_intp crow = (p.elem && p.elem->bits == 4) ? nb * block / 2 : nb * block;
+    if (PyArray_DIM(codes, 0) != rows || PyArray_DIM(codes, 1) != crow
+        || PyArray_DIM(scales, 0) != rows || PyArray_DIM(scales, 1) != nb
+        || !PyArray_ISWRITEABLE(codes) || !PyArray_ISWRITEABLE(scales)) {
+        PyErr_SetString(PyExc_ValueError, "codes/scales have the wrong shape or are read-only");
+        return NULL;
+    }
+    NPY_BEGIN_THREADS_DEF;
+    NPY_BEGIN_THREADS;
+    mf_block_quantize(&p, (const float *)PyArray_DATA(x), rows, k, (uint8_t *)PyArray_DATA(codes),
+                      (uint8_t *)PyArray_DATA(scales));
+    NPY_END_THREADS;
+    Py_RETURN_NONE;
+}
+
+/* _block_dequantize(codes, scales, out f32 (rows,k), kind, elem_id, block, s_dec) */
+static PyObject *
+py_block_dequantize(PyObject *NPY_UNUSED(self), PyObject *args)
+{
+    PyArrayObject *out, *codes, *scales;
+    int kind, elem_id, block;
+    double s_dec;
+    if (!PyArg_ParseTuple(args, "O!O!O!iiid", &PyArray_Type, &codes, &PyArray_Type, &scales,
+                          &PyArray_Type, &out, &kind, &elem_id, &block, &s_dec)) {
+        return NULL;
+    }
+    mf_block_params p;
+    if (parse_params(&p, kind, elem_id, block, 0, 1.0) < 0
+        || check(out, NPY_FLOAT32, 2, "out") < 0 || check(codes, NPY_UINT8, 2, "codes") < 0
+        || check(scales, NPY_UINT8, 2, "scales") < 0) {
+        return NULL;
+    }
+    npy_intp rows = PyArray_DIM(out, 0), k = PyArray_DIM(out, 1);
+    npy_intp nb = (k + block - 1) / block;
+    npy_intp crow = (p.elem && p.elem->bits == 4) ? nb * block / 2 : nb * block;
+    if (PyArray_DIM(codes, 0) != rows || PyArray_DIM(codes, 1) != crow
+        || PyArray_DIM(scales, 0) != rows || PyArray_DIM(scales, 1) != nb
+        || !PyArray_ISWRITEABLE(out)) {
+        PyErr_SetString(PyExc_ValueError, "codes/scales/out have inconsistent shapes");
+        return NULL;
+    }
+    NPY_BEGIN_THREADS_DEF;
+    NPY_BEGIN_THREADS;
+    mf_block_dequantize(&p, (const uint8_t *)PyArray_DATA(codes),
+                        (const uint8_t *)PyArray_DATA(scales), rows, k, (float)s_dec,
+                        (float *)PyArray_DATA(out));
+    NPY_END_THREADS;
+    Py_RETURN_NONE;
+}
+
+/* _finite_amax(x f32 contiguous) -> float */
+static PyObject *
+py_finite_amax(PyObject *NPY_UNUSED(self), PyObject *arg)
+{
+    if (!PyArray_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "expected an ndarray");
+        return NULL;
+    }
+    PyArrayObject *x = (PyArrayObject *)arg;
+    if (PyArray_TYPE(x) != NPY_FLOAT32 || !PyArray_IS_C_CONTIGUOUS(x) || !PyArray_ISALIGNED(x)) {
+        PyErr_SetString(PyExc_ValueError, "x: expected an aligned C-contiguous float32 array");
+        return NULL;
+    }
+    float r;
+    NPY_BEGIN_THREADS_DEF;
+    NPY_BEGIN_THREADS;
+    r = mf_finite_amax((const float *)PyArray_DATA(x), PyArray_SIZE(x));
+    NPY_END_THREADS;
+    return PyFloat_FromDouble(r);
+}
+
+/* _block_threads(n) -> previous: the most threads a block kernel call uses
+ * (n < 1: only read it) */
+static PyObject *
+py_block_threads(PyObject *NPY_UNUSED(self), PyObject *arg)
+{
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    return PyLong_FromLong(mf_block_set_threads((int)(n > 64 ? 64 : n)));
+}
+
+static PyMethodDef block_methods[] = {
+    {"_block_threads", py_block_threads, METH_O,
+     "_block_threads(n) -> previous: the most threads a block-scaled kernel call uses "
+     "(n < 1 only reads it; tests, benchmarks)."},
+    {"_block_quantize", py_block_quantize, METH_VARARGS,
+     "_block_quantize(x, codes, scales, kind, elem_id, block, mode, s_enc) (minifloat.blocks)."},
+    {"_block_dequantize", py_block_dequantize, METH_VARARGS,
+     "_block_dequantize(codes, scales, out, kind, elem_id, block, s_dec) (minifloat.blocks)."},
+    {"_finite_amax", py_finite_amax, METH_O,
+     "_finite_amax(x): the largest |x| over x's finite float32 elements (0 if none)."},
+    {NULL, NULL, 0, NULL},
+};
+
+int
+mf_init_blocks(PyObject *module)
+{
+    return PyModule_AddFunctions(module, block_methods);
+}

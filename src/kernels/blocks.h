@@ -1,0 +1,90 @@
+/*
+ * Block-scaled formats (OCP MX v1.0: MXFP8, MXFP6, MXFP4, MXINT8; NVIDIA
+ * NVFP4): quantize and dequantize kernels.  docs/formats.md states the rules
+ * and where each comes from.
+ *
+ * The element codes are made by the active level's encode_f32/decode_f32
+ * kernels (kernels.h: a serial oracle and SIMD levels, bit-exact), so a
+ * block kernel is exactly as exact as the casts; the scale arithmetic here
+ * is plain C, the same at every level.
+ *
+ * Layout: x is row-major (rows, k) float32; every row is cut into
+ * ceil(k / block) blocks, the last one padded with +0 (the padding takes
+ * no part in the amax and its codes are +0).  codes are row-major (rows,
+ * kp) bytes, kp = blocks * block, or (rows, kp / 2) for float4 (two codes
+ * a byte, element 2j in the low nibble); scales are (rows, blocks) codes.
+ */
+#ifndef MF_BLOCKS_H
+#define MF_BLOCKS_H
+
+#include "kernels.h"
+
+typedef enum {
+    MF_BLOCK_MX = 0,       /* E8M0 scale, float element */
+    MF_BLOCK_MXINT8 = 1,   /* E8M0 scale, int8 element with an implied 2^-6 */
+    MF_BLOCK_NV = 2,       /* E4M3 scale under an FP32 tensor scale, float4 element */
+} mf_block_kind;
+
+typedef enum {
+    MF_SCALE_FLOOR = 0,    /* the spec: 2^(floor(log2 amax) - emax_elem) */
+    MF_SCALE_CEIL = 1,     /* 2^(ceil(log2 amax) - emax_elem) */
+    MF_SCALE_EVEN = 2,     /* amax rounded to the element's precision, then floor */
+    MF_SCALE_RCEIL = 3,    /* 2^ceil(log2(amax / max_elem)), amax / max_elem in float32 */
+} mf_scale_mode;
+
+typedef struct {
+    mf_block_kind kind;
+    const mf_format *elem;   /* the element format (NULL for MXINT8) */
+    int block;               /* elements per block */
+    int emax;                /* exponent of the element's largest power of two */
+    float elem_max;          /* the element's largest finite value */
+    int elem_mbits;          /* mantissa bits (MXINT8: 6) */
+    mf_scale_mode mode;
+    float s_enc;             /* NVFP4 tensor encode scale (TransformerEngine's S_enc) */
+} mf_block_params;
+
+/*
+ * The inner loops, one table per level (serial in blocks.c, AVX2 in
+ * blocks_avx2.c); every entry computes the same float32 operations in the
+ * same order at every level, so the results are bit-identical.  n and the
+ * block size B are multiples of 8.
+ */
+typedef struct {
+    /* out[b] = largest |x| bit pattern (sign cleared) of block b */
+    void (*amax)(const float *x, mf_intp nblocks, int B, uint32_t *out);
+    /* out[i] = clamp(x[i] * mul[i / B], -lim, lim) for nblocks blocks of B */
+    void (*scale_clamp)(const float *x, mf_intp nblocks, int B, const float *mul, float lim,
+                        float *out);
+    /* out[i] = clamp(round_even((x[i] * mul) * 64), -127, 127) */
+    void (*mxint8)(const float *x, mf_intp n, float mul, int8_t *out);
+    /* out[j] = c[2j] | c[2j+1] << 4 (codes < 16) */
+    void (*pack4)(const uint8_t *c, mf_intp n, uint8_t *out);
+    /* out[2j], out[2j+1] = lut[c[j] & 15], lut[c[j] >> 4] */
+    void (*unpack4)(const uint8_t *c, mf_intp n, const float *lut, float *out);
+    /* o[i] = (o[i] * a[i / B]) * b for nblocks blocks of B */
+    void (*mul2)(float *o, mf_intp nblocks, int B, const float *a, float b);
+    /* o[i] = ((float)c[i] * 2^-6) * mul */
+    void (*int8_dec)(const int8_t *c, mf_intp n, float mul, float *o);
+    /* largest finite |x| bit pattern of x[0, n) (0 if none) */
+    uint32_t (*finite_amax)(const float *x, mf_intp n);
+} mf_block_ops;
+
+extern const mf_block_ops mf_block_ops_serial;
+#ifdef MF_HAVE_AVX2
+extern const mf_block_ops mf_block_ops_avx2;
+#endif
+
+/* Quantize rows [0, rows) of x; returns 0 (no failure is possible). */
+void mf_block_quantize(const mf_block_params *p, const float *x, mf_intp rows, mf_intp k,
+                       uint8_t *codes, uint8_t *scales);
+/* out (rows, k) float32 = code * scale (* tensor decode scale s_dec for NVFP4) */
+void mf_block_dequantize(const mf_block_params *p, const uint8_t *codes, const uint8_t *scales,
+                         mf_intp rows, mf_intp k, float s_dec, float *out);
+/* the most threads a call uses (n >= 1 sets it; tests); returns the previous.
+ * Default: MINIFLOAT_NUM_THREADS, else the CPUs the process may use; a call
+ * uses one thread per 2^20 elements at most */
+int mf_block_set_threads(int n);
+/* largest |x| over the finite elements of x (0 if none) */
+float mf_finite_amax(const float *x, mf_intp n);
+
+#endif

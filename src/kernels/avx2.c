@@ -249,6 +249,34 @@ enc_bf16(const regs256 *r, __m256 x, __m256i *ovf)
     return res;
 }
 
+/*
+ * bfloat16 codes of 8 float32 values, in the upper 16 bits of each lane (the
+ * lower bits are left over): enc_bf16 without the final shift, for the
+ * binary loop's even/odd lanes.  Overflowed lanes are kept as the minimum of
+ * |x| + 0x00808000 over the lanes (see bf16_ovf_any): finite values that
+ * round to inf, [0x7F7F8000, 0x7F800000), are exactly those below
+ * INT32_MIN + 0x8000 as signed integers.
+ */
+MF_INLINE __m256i
+enc_bf16_hi(const regs256 *r, __m256 x, __m256i *ovf_min)
+{
+    __m256i u = _mm256_castps_si256(x);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), K(ONE));
+    __m256i res = _mm256_add_epi32(_mm256_add_epi32(u, K(RB16)), lsb);
+    __m256i au = _mm256_and_si256(u, K(ABS));
+    __m256i knan = _mm256_cmpgt_epi32(au, K(INF));
+    __m256i nanv = _mm256_or_si256(_mm256_and_si256(u, K(SIGN)), K(QNAN));
+    *ovf_min = _mm256_min_epi32(*ovf_min, _mm256_add_epi32(au, _mm256_set1_epi32(0x00808000)));
+    return blendv(res, nanv, knan);
+}
+
+MF_INLINE int
+bf16_ovf_any(__m256i ovf_min)
+{
+    __m256i k = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(0x80000000u + 0x8000u)), ovf_min);
+    return !_mm256_testz_si256(k, k);
+}
+
 MF_INLINE __m256i
 enc_small(const regs256 *r, __m256 x, __m256i *ovf, mf_simd_path path)
 {
@@ -512,15 +540,26 @@ binary_run(mf_binary_op op, const regs256 *r, mf_simd_path path, const void *a, 
 {
     mf_intp i = 0;
     if (path == MF_SIMD_BF16) {
+        /* 16 codes in place: the even ones shifted up and the odd ones
+         * masked are their float32 values; the two results go back the same
+         * way, with no widening or packing shuffles */
         const uint16_t *pa = (const uint16_t *)a, *pb = (const uint16_t *)b;
         uint16_t *po = (uint16_t *)out;
+        const __m256i hi16 = _mm256_set1_epi32((int)0xFFFF0000u);
+        __m256i ovf_min = _mm256_set1_epi32(0x7FFFFFFF);
         for (; i + 16 <= n; i += 16) {
             __m256i ca = _mm256_loadu_si256((const __m256i *)(pa + i));
             __m256i cb = _mm256_loadu_si256((const __m256i *)(pb + i));
-            __m256 r0 = op256(op, dec_bf16(_mm256_castsi256_si128(ca)), dec_bf16(_mm256_castsi256_si128(cb)));
-            __m256 r1 = op256(op, dec_bf16(_mm256_extracti128_si256(ca, 1)),
-                              dec_bf16(_mm256_extracti128_si256(cb, 1)));
-            store_si(po + i, pack16(enc_bf16(r, r0, ovf), enc_bf16(r, r1, ovf)), stream);
+            __m256 ev = op256(op, _mm256_castsi256_ps(_mm256_slli_epi32(ca, 16)),
+                              _mm256_castsi256_ps(_mm256_slli_epi32(cb, 16)));
+            __m256 od = op256(op, _mm256_castsi256_ps(_mm256_and_si256(ca, hi16)),
+                              _mm256_castsi256_ps(_mm256_and_si256(cb, hi16)));
+            __m256i ce = _mm256_srli_epi32(enc_bf16_hi(r, ev, &ovf_min), 16);
+            __m256i co = _mm256_and_si256(enc_bf16_hi(r, od, &ovf_min), hi16);
+            store_si(po + i, _mm256_or_si256(ce, co), stream);
+        }
+        if (bf16_ovf_any(ovf_min)) {
+            *ovf = _mm256_set1_epi32(-1);
         }
         return i;
     }

@@ -995,17 +995,47 @@ def render_markdown(rep):
     return "\n".join(out)
 
 
-def write_docs(path, markdown):
+# The kinds of CPU docs/benchmarks.md keeps a table for, by best kernel level
+MACHINE_KINDS = {
+    "serial": "a CPU without a SIMD level",
+    "avx2": "x86 with AVX2 and without AVX-512 (e.g. AMD Zen 3)",
+    "avx512": "x86 with AVX-512 and without AVX-512 BF16",
+    "avx512bf16": "x86 with AVX-512 BF16 (e.g. AMD Zen 4, Intel Sapphire Rapids)",
+}
+
+
+def machine_kind():
+    """The best kernel level this CPU and build run: the key of its table in the docs."""
+    return _core.kernel_levels()[-1]
+
+
+def _markers(key):
+    return (f"<!-- minifloat bench: begin generated, {key} -->",
+            f"<!-- minifloat bench: end generated, {key} -->")
+
+
+def write_docs(path, markdown, key=None):
+    """Put a run's Markdown into the docs, between the markers of its kind of CPU
+    (`key`, see MACHINE_KINDS) so that each kind keeps its own table; a file with
+    only the older unkeyed markers has that block replaced; a kind not there yet
+    gets a section of its own at the end.  Written atomically."""
     path = Path(path)
-    block = f"{DOCS_BEGIN}\n{markdown}\n{DOCS_END}"
     text = path.read_text() if path.exists() else "# Benchmarks\n\n"
-    if DOCS_BEGIN in text and DOCS_END in text:
+    begin, end = _markers(key) if key else (DOCS_BEGIN, DOCS_END)
+    if begin not in text and DOCS_BEGIN in text and DOCS_END in text:
         pre, rest = text.split(DOCS_BEGIN, 1)
-        post = rest.split(DOCS_END, 1)[1]
+        text = pre + begin + rest.split(DOCS_END, 1)[0] + end + rest.split(DOCS_END, 1)[1]
+    block = f"{begin}\n{markdown}\n{end}"
+    if begin in text and end in text:
+        pre, rest = text.split(begin, 1)
+        post = rest.split(end, 1)[1]
         text = pre + block + post
     else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text)
+        title = MACHINE_KINDS.get(key, f"kernel level {key}") if key else "this machine"
+        text = text.rstrip("\n") + f"\n\n### Latest run on {title}\n\n" + block + "\n"
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 # --------------------------------------------------------------------------- command line
@@ -1071,7 +1101,7 @@ def main(argv=None):
     md = render_markdown(rep) if (opts.markdown or opts.write_docs) else None
     print(md if opts.markdown else render_text(rep))
     if opts.write_docs:
-        write_docs(opts.write_docs, md)
+        write_docs(opts.write_docs, md, machine_kind())
         print(f"wrote {opts.write_docs}", file=sys.stderr)
     return 0
 

@@ -119,8 +119,25 @@ def test_markdown_and_write_docs(tmp_path, capsys):
     assert "| case | minifloat ms |" in out
     text = doc.read_text()
     assert "prose" in text and "after" in text and "old table" not in text
-    assert text.count(bench.DOCS_BEGIN) == 1 and "| sum bf16 |" in text
+    # the older unkeyed block became this kind of CPU's block
+    begin, end = bench._markers(bench.machine_kind())
+    assert bench.DOCS_BEGIN not in text
+    assert text.count(begin) == 1 and text.count(end) == 1 and "| sum bf16 |" in text
     assert "machine:" in text and "numpy" in text
+
+
+def test_write_docs_keeps_one_table_per_kind_of_cpu(tmp_path):
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text("# Benchmarks\n\nprose\n")
+    bench.write_docs(doc, "table A1", "avx2")
+    bench.write_docs(doc, "table B", "avx512bf16")
+    bench.write_docs(doc, "table A2", "avx2")
+    text = doc.read_text()
+    assert "table A1" not in text and "table A2" in text and "table B" in text
+    assert text.index("table A2") < text.index("table B")       # replaced where it was
+    assert text.count("### Latest run on") == 2
+    assert "AVX2 and without AVX-512" in text and "AVX-512 BF16" in text
+    assert not list(tmp_path.glob("*.tmp"))
 
 
 def test_feature_detection(monkeypatch, capsys):

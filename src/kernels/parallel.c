@@ -4,13 +4,18 @@
  */
 #define _GNU_SOURCE
 #include <fenv.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include "parallel.h"
+
+#if defined(_WIN32) && !defined(__MINGW32__)
+#define MF_NO_PTHREADS 1       /* no pool: everything runs on the calling thread */
+#else
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
+#endif
 
 _Thread_local int mf_par_stream = 0;
 
@@ -31,6 +36,9 @@ mf_default_num_threads(void)
     if (env != NULL && *env) {
         t = atoi(env);
     }
+#ifdef MF_NO_PTHREADS
+    t = 1;
+#else
     if (t <= 0) {
 #ifdef CPU_COUNT
         cpu_set_t set;
@@ -43,6 +51,7 @@ mf_default_num_threads(void)
             t = n > 0 ? (int)n : 1;
         }
     }
+#endif
     if (t > MF_PAR_MAX_THREADS) {
         t = MF_PAR_MAX_THREADS;
     }
@@ -67,6 +76,17 @@ mf_set_num_threads(int n)
 }
 
 /* ------------------------------------------------------- the pool */
+
+#ifdef MF_NO_PTHREADS
+int
+mf_pool_run(mf_pool_fn fn, void *ctx, int T)
+{
+    (void)fn;
+    (void)ctx;
+    (void)T;
+    return 0;
+}
+#else
 
 /*
  * A small pool of worker threads, started on first use and kept: creating
@@ -190,6 +210,7 @@ mf_pool_run(mf_pool_fn fn, void *ctx, int T)
     pthread_mutex_unlock(&P->mu);
     return T;
 }
+#endif
 
 /* ------------------------------------------------------- streaming kernels */
 

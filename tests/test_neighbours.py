@@ -150,10 +150,11 @@ MIXED = """
         ml_t, mf_t = getattr(ml_dtypes, n), getattr(mf, n)
         u = np.uint16 if f["itemsize"] == 2 else np.uint8
         c = np.arange(1 << f["bits"], dtype=u)
-        a = np.repeat(c, c.size)                      # every pair of codes
-        b = np.tile(c, c.size)
-        if f["itemsize"] == 2:
+        if f["itemsize"] == 2:        # (every pair would be 2^32 of them: 8 GiB)
             a, b = rng.integers(0, 1 << 16, 20000).astype(u), rng.integers(0, 1 << 16, 20000).astype(u)
+        else:
+            a = np.repeat(c, c.size)                      # every pair of codes
+            b = np.tile(c, c.size)
         x_mf, y_mf, x_ml, y_ml = a.view(mf_t), b.view(mf_t), a.view(ml_t), b.view(ml_t)
         ops = ARITH if f["kind"] == "float" else ARITH[:3]
         with np.errstate(all="ignore"):

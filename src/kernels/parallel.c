@@ -300,7 +300,7 @@ par_threads(mf_intp bytes)
         return 1;
     }
     int T = mf_get_num_threads();
-    mf_intp most = bytes / MF_PAR_TASK_BYTES;
+    mf_intp most = bytes / MF_PAR_THREAD_BYTES;
     if (most < T) {
         T = (int)most;
     }
@@ -311,13 +311,16 @@ par_threads(mf_intp bytes)
 static void
 par_run(par_job *J, int T, mf_intp unit, mf_intp bytes_per_elem)
 {
-    /* tasks of about MF_PAR_TASK_BYTES, whole units, and at least four
-     * per thread so that threads that get more of the CPU do more */
-    mf_intp chunk = MF_PAR_TASK_BYTES / bytes_per_elem;
-    mf_intp per4 = J->n / (4 * (mf_intp)T);
-    if (per4 < chunk) {
-        chunk = per4;
+    /* at least four tasks per thread, so that threads that get more of the
+     * CPU do more, of whole units, within the task size bounds */
+    mf_intp bytes = J->n / (4 * (mf_intp)T) * bytes_per_elem;
+    if (bytes < MF_PAR_TASK_MIN_BYTES) {
+        bytes = MF_PAR_TASK_MIN_BYTES;
     }
+    if (bytes > MF_PAR_TASK_MAX_BYTES) {
+        bytes = MF_PAR_TASK_MAX_BYTES;
+    }
+    mf_intp chunk = bytes / bytes_per_elem;
     chunk = (chunk + unit - 1) / unit * unit;
     if (chunk < unit) {
         chunk = unit;

@@ -22,10 +22,15 @@
 #include "kernels.h"
 
 /* bytes (of output for elementwise kernels and casts, of input for sum and
- * dot) from which work is split between threads, and the least a task
- * gets: measured, see docs/design.md "Threads for streaming kernels" */
+ * dot) from which work is split between threads, the least each thread
+ * gets, and the range of a task's size (a quarter of a thread's share,
+ * within these bounds: up to a 2 MiB huge page of output, so that threads
+ * fault in different pages of a new array); see docs/design.md "Threads for
+ * streaming kernels" */
 #define MF_PAR_MIN_BYTES ((mf_intp)1 << 20)
-#define MF_PAR_TASK_BYTES ((mf_intp)256 << 10)
+#define MF_PAR_THREAD_BYTES ((mf_intp)256 << 10)
+#define MF_PAR_TASK_MIN_BYTES ((mf_intp)64 << 10)
+#define MF_PAR_TASK_MAX_BYTES ((mf_intp)2 << 20)
 #define MF_PAR_MAX_THREADS 64
 
 /* threads the kernels use: set_num_threads's value if set, else

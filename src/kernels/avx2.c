@@ -34,7 +34,7 @@
 enum {
     K_QNAN, K_INF, K_SIGN, K_ABS, K_NEGQNAN,          /* float32 bit patterns */
     K_MAXF, K_MIN_NORMAL,
-    K_ONE, K_RB16, K_S16, K_QNAN16, K_OVF16_M1,       /* bfloat16 encode */
+    K_ONE, K_RB16,                                    /* bfloat16 encode */
     K_E8_ZERO, K_FF, K_HALF_ULP, K_E8_SUB_HALF_M1,    /* e8m0 */
     NK
 };
@@ -79,10 +79,7 @@ regs_init(regs256 *r, const mf_simd_params *p)
     r->k[K_FF] = _mm256_set1_epi32((int)0xFFu);
     r->k[K_ONE] = _mm256_set1_epi32((int)1);
     r->k[K_RB16] = _mm256_set1_epi32((int)0x7FFFu);
-    r->k[K_S16] = _mm256_set1_epi32((int)0x8000u);
-    r->k[K_QNAN16] = _mm256_set1_epi32((int)0x7FC0u);
     r->k[K_MAXF] = _mm256_set1_epi32((int)0x7F7FFFFFu);
-    r->k[K_OVF16_M1] = _mm256_set1_epi32((int)0x7F7F7FFFu);
     r->k[K_HALF_ULP] = _mm256_set1_epi32((int)0x400000u);
     r->k[K_MIN_NORMAL] = _mm256_set1_epi32((int)0x00800000u);
     r->k[K_E8_SUB_HALF_M1] = _mm256_set1_epi32((int)0x005FFFFFu);
@@ -232,27 +229,11 @@ dec8(const regs256 *r, mf_simd_path path, __m128i bytes)
 
 /* ------------------------------------------------------- encode, 8 lanes */
 
-MF_INLINE __m256i
-enc_bf16(const regs256 *r, __m256 x, __m256i *ovf)
-{
-    __m256i u = _mm256_castps_si256(x);
-    __m256i hi = _mm256_srli_epi32(u, 16);
-    __m256i lsb = _mm256_and_si256(hi, K(ONE));
-    __m256i res = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, K(RB16)), lsb), 16);
-    __m256i au = _mm256_and_si256(u, K(ABS));
-    __m256i knan = _mm256_cmpgt_epi32(au, K(INF));
-    __m256i nanv = _mm256_or_si256(_mm256_and_si256(hi, K(S16)), K(QNAN16));
-    res = blendv(res, nanv, knan);
-    /* finite values in [0x7F7F8000, 0x7F800000) round to inf */
-    *ovf = _mm256_or_si256(*ovf, _mm256_andnot_si256(_mm256_cmpgt_epi32(au, K(MAXF)),
-                                                     _mm256_cmpgt_epi32(au, K(OVF16_M1))));
-    return res;
-}
-
 /*
- * bfloat16 codes of 8 float32 values, in the upper 16 bits of each lane (the
- * lower bits are left over): enc_bf16 without the final shift, for the
- * binary loop's even/odd lanes.  Overflowed lanes are kept as the minimum of
+ * bfloat16 codes of 8 float32 values (round to nearest even; a NaN becomes
+ * the quiet NaN of its sign), in the upper 16 bits of each lane (the lower
+ * bits are left over), for the encode loop and the binary loop's even/odd
+ * lanes.  Overflowed lanes are kept as the minimum of
  * |x| + 0x00808000 over the lanes (see bf16_ovf_any): finite values that
  * round to inf, [0x7F7F8000, 0x7F800000), are exactly those below
  * INT32_MIN + 0x8000 as signed integers.
@@ -351,13 +332,6 @@ pack8(__m256i c)
 {
     __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
     return _mm_packus_epi16(w, w);
-}
-
-/* two vectors of codes (0..0xFFFF) -> 16 uint16 in order */
-MF_INLINE __m256i
-pack16(__m256i c0, __m256i c1)
-{
-    return _mm256_permute4x64_epi64(_mm256_packus_epi32(c0, c1), 0xD8);
 }
 
 /* ------------------------------------------------------- stores */
@@ -473,11 +447,19 @@ encode_run(const regs256 *r, mf_simd_path path, const float *src, void *dst, mf_
 {
     mf_intp i = 0;
     if (path == MF_SIMD_BF16) {
+        /* the inputs are loaded as (0-3, 8-11) and (4-7, 12-15), so that the
+         * in-lane pack puts the 16 codes in order (no lane-crossing permute) */
         uint16_t *d = (uint16_t *)dst;
+        __m256i ovf_min = _mm256_set1_epi32(0x7FFFFFFF);
         for (; i + 16 <= n; i += 16) {
-            __m256i lo = enc_bf16(r, _mm256_loadu_ps(src + i), ovf);
-            __m256i hi = enc_bf16(r, _mm256_loadu_ps(src + i + 8), ovf);
-            store_si(d + i, pack16(lo, hi), stream);
+            __m256 x0 = _mm256_loadu2_m128(src + i + 8, src + i);
+            __m256 x1 = _mm256_loadu2_m128(src + i + 12, src + i + 4);
+            __m256i c0 = _mm256_srli_epi32(enc_bf16_hi(r, x0, &ovf_min), 16);
+            __m256i c1 = _mm256_srli_epi32(enc_bf16_hi(r, x1, &ovf_min), 16);
+            store_si(d + i, _mm256_packus_epi32(c0, c1), stream);
+        }
+        if (bf16_ovf_any(ovf_min)) {
+            *ovf = _mm256_set1_epi32(-1);
         }
         return i;
     }

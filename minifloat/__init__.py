@@ -47,6 +47,25 @@ scalar_types = tuple(f["type"] for f in _core.formats())
 from . import _neighbours
 _neighbours.install(scalar_types)
 
+
+def get_num_threads():
+    """The number of threads minifloat's kernels use for large arrays.
+
+    Elementwise arithmetic, float32 casts and sums on arrays of 1 MiB or more,
+    and matmul, split their work across this many threads (a persistent
+    pool); results are bit-identical whatever the count.  The default is the
+    environment variable ``MINIFLOAT_NUM_THREADS`` if set (read once, at the
+    first use), else the CPUs this process may run on."""
+    return _core.get_num_threads()
+
+
+def set_num_threads(n):
+    """Use ``n`` threads (an int >= 1) for large arrays, or the default for
+    ``None``; returns the previous count.  Process-wide, like
+    ``torch.set_num_threads``; see :func:`get_num_threads`."""
+    return _core.set_num_threads(n)
+
+
 from .npyio import save, load, savez, savez_compressed
 from .convert import convert, pack, unpack
 from . import blocks
@@ -58,5 +77,6 @@ _numpy_patches.apply()
 __all__ = ([t.__name__ for t in scalar_types] + ["finfo", "iinfo", "dtypes", "scalar_types",
                                                  "save", "load", "savez", "savez_compressed",
                                                  "convert", "pack", "unpack",
-                                                 "quantize", "BlockScaled"]
+                                                 "quantize", "BlockScaled",
+                                                 "get_num_threads", "set_num_threads"]
            + list(exchange.__all__))

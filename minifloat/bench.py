@@ -179,6 +179,10 @@ def _build_binary(op_name, env):
     a32, b32 = a.astype(np.float32), b.astype(np.float32)
     o32 = np.empty_like(a32)
     runs.append(Run("numpy", f"float32 {how}", lambda: ufunc(a32, b32, out=o32)))
+    # the memory limit: the same bytes through NumPy's uint16 add
+    au, bu, ou = a.view(np.uint16), b.view(np.uint16), np.empty(n, np.uint16)
+    runs.append(Run("numpy u16", "uint16 np.add(a, b, out=o)", lambda: np.add(au, bu, out=ou),
+                    note="same bytes: the memory limit"))
     if env.nk is not None:
         nk = env.nk
         na, nb, no = env.as_nk(a, "bf16"), env.as_nk(b, "bf16"), env.as_nk(o.copy(), "bf16")
@@ -439,7 +443,8 @@ def _build_block(name, dequant, env):
 
 
 def _register_all():
-    for fmt, modes in (("bf16", (False,)), ("e4m3fn", (True, False)), ("e5m2", (True, False))):
+    for fmt, modes in (("bf16", (True, False)), ("e4m3fn", (True, False)),
+                       ("e5m2", (True, False))):
         for to_fmt in (True, False):
             for astype in modes:
                 a, b = ("f32", fmt) if to_fmt else (fmt, "f32")
@@ -629,6 +634,15 @@ def kernel_level(name):
 
 
 @contextlib.contextmanager
+def mf_threads(n):
+    prev = mf.set_num_threads(n)
+    try:
+        yield
+    finally:
+        mf.set_num_threads(prev)
+
+
+@contextlib.contextmanager
 def torch_threads(torch, n):
     prev = torch.get_num_threads()
     torch.set_num_threads(n)
@@ -704,6 +718,8 @@ def _variants(run, env, opts, first_mf):
     make an untimed call first (settle)."""
     if run.who == "minifloat":
         yield "minifloat", "minifloat", None, contextlib.nullcontext, False
+        if first_mf and mf.get_num_threads() > 1:
+            yield "minifloat 1t", "minifloat 1t", None, lambda: mf_threads(1), False
         if opts.levels and first_mf:
             for lv in _core.kernel_levels():
                 yield f"  [{lv}]", None, lv, lambda lv=lv: kernel_level(lv), False
@@ -897,11 +913,16 @@ def _summary_columns(rep):
     cols = ["ml_dtypes", "torch 1t"]
     if rep.opts.torch_threads > 1:
         cols.append("torch Nt")
-    return cols + ["numpy", "numkong"]
+    cols += ["numpy", "numkong"]
+    # the columns only some cases have, last (uint16: the memory limit of add and
+    # multiply; minifloat on one thread: what its threads bring)
+    return cols + [c for c in ("numpy u16", "minifloat 1t") if any(r.column == c
+                                                                    for r in rep.rows)]
 
 
 def _col_title(rep, col):
-    return {"torch Nt": f"torch {rep.opts.torch_threads}t", "numpy": "numpy f32"}.get(col, col)
+    return {"torch Nt": f"torch {rep.opts.torch_threads}t", "numpy": "np f32",
+            "minifloat 1t": "mf 1t", "numpy u16": "u16"}.get(col, col)
 
 
 def _summary_cell(rep, case, col):
@@ -943,8 +964,9 @@ def header_lines(rep):
         f"minifloat {vers['minifloat']} kernel level {_core.get_kernel_level()} (of "
         f"{', '.join(_core.kernel_levels())}); numpy {vers['numpy']}",
         f"ml_dtypes {vers['ml_dtypes']}, torch {vers['torch']}, numkong {vers['numkong']}",
-        f"threads: minifloat uses what its kernels do; torch rows at 1 and {o.torch_threads} "
-        "threads; numpy f32 matmul uses its BLAS's default threads; numkong calls run on one",
+        f"threads: minifloat rows at its {mf.get_num_threads()} (minifloat.get_num_threads(); "
+        f"mf 1t: at 1); torch rows at 1 and {o.torch_threads} threads; numpy f32 matmul uses "
+        "its BLAS's default threads; numkong calls run on one",
         "cores busy (CPU time / wall time over the timed calls): " + _cores_busy(rep),
     ]
     return lines
@@ -1031,7 +1053,9 @@ def _result_lines(rep):
 LEGEND = [
     "speed-up = that library's time / minifloat's time in this run (above 1: minifloat faster).",
     "n/a: the library cannot do it; absent: not installed; !: wrong result (see details).",
-    "For casts the numpy f32 column is a plain float32 copy (memcpy), the physical reference.",
+    "For casts the np f32 column is a plain float32 copy (memcpy), the physical reference.",
+    "u16: NumPy's uint16 add of the same bytes (add, multiply): the memory limit.",
+    "mf 1t: minifloat on one thread (minifloat.set_num_threads(1)).",
 ]
 ESTIMATE_LEGEND = "~: not run, estimated from the library's best GF/s in this run (--max-call)."
 LEVELS_LEGEND = "Kernel-level rows: speed-up = that level's time / the default level's time."
@@ -1107,17 +1131,47 @@ def render_markdown(rep):
     return "\n".join(out)
 
 
-def write_docs(path, markdown):
+# The kinds of CPU docs/benchmarks.md keeps a table for, by best kernel level
+MACHINE_KINDS = {
+    "serial": "a CPU without a SIMD level",
+    "avx2": "x86 with AVX2 and without AVX-512 (e.g. AMD Zen 3)",
+    "avx512": "x86 with AVX-512 and without AVX-512 BF16",
+    "avx512bf16": "x86 with AVX-512 BF16 (e.g. AMD Zen 4, Intel Sapphire Rapids)",
+}
+
+
+def machine_kind():
+    """The best kernel level this CPU and build run: the key of its table in the docs."""
+    return _core.kernel_levels()[-1]
+
+
+def _markers(key):
+    return (f"<!-- minifloat bench: begin generated, {key} -->",
+            f"<!-- minifloat bench: end generated, {key} -->")
+
+
+def write_docs(path, markdown, key=None):
+    """Put a run's Markdown into the docs, between the markers of its kind of CPU
+    (`key`, see MACHINE_KINDS) so that each kind keeps its own table; a file with
+    only the older unkeyed markers has that block replaced; a kind not there yet
+    gets a section of its own at the end.  Written atomically."""
     path = Path(path)
-    block = f"{DOCS_BEGIN}\n{markdown}\n{DOCS_END}"
     text = path.read_text() if path.exists() else "# Benchmarks\n\n"
-    if DOCS_BEGIN in text and DOCS_END in text:
+    begin, end = _markers(key) if key else (DOCS_BEGIN, DOCS_END)
+    if begin not in text and DOCS_BEGIN in text and DOCS_END in text:
         pre, rest = text.split(DOCS_BEGIN, 1)
-        post = rest.split(DOCS_END, 1)[1]
+        text = pre + begin + rest.split(DOCS_END, 1)[0] + end + rest.split(DOCS_END, 1)[1]
+    block = f"{begin}\n{markdown}\n{end}"
+    if begin in text and end in text:
+        pre, rest = text.split(begin, 1)
+        post = rest.split(end, 1)[1]
         text = pre + block + post
     else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text)
+        title = MACHINE_KINDS.get(key, f"kernel level {key}") if key else "this machine"
+        text = text.rstrip("\n") + f"\n\n### Latest run on {title}\n\n" + block + "\n"
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 # --------------------------------------------------------------------------- command line
@@ -1189,7 +1243,7 @@ def main(argv=None):
     md = render_markdown(rep) if (opts.markdown or opts.write_docs) else None
     print(md if opts.markdown else render_text(rep))
     if opts.write_docs:
-        write_docs(opts.write_docs, md)
+        write_docs(opts.write_docs, md, machine_kind())
         print(f"wrote {opts.write_docs}", file=sys.stderr)
     return 0
 

@@ -14,6 +14,7 @@
  */
 #include "minifloat.h"
 #include "kernels/kernels.h"
+#include "kernels/parallel.h"
 #include "kernels/scalar_ops.h"
 #include <fenv.h>
 #include "umath/umath.h"
@@ -344,7 +345,7 @@ cast_FLOAT_to_mf(PyArrayMethod_Context *context, char *const data[],
         return 0;
     }
     if (is == 4 && os == f->itemsize && ((uintptr_t)in % 4) == 0) {
-        mf_k->encode_f32(f, (const float *)in, out, n);
+        mf_par_encode_f32(f, (const float *)in, out, n);
         return 0;
     }
     float buf[512];
@@ -424,7 +425,7 @@ cast_mf_to_FLOAT(PyArrayMethod_Context *context, char *const data[],
     char *out = data[1];
     npy_intp is = strides[0], os = strides[1];
     if (is == f->itemsize && os == 4 && ((uintptr_t)out % 4) == 0 && ((uintptr_t)in % f->itemsize) == 0) {
-        mf_k->decode_f32(f, in, (float *)out, n);
+        mf_par_decode_f32(f, in, (float *)out, n);
         return 0;
     }
     for (npy_intp i = 0; i < n; i++, in += is, out += os) {

@@ -7,6 +7,7 @@
 #include "minifloat.h"
 #include <fenv.h>
 #include "kernels/kernels.h"
+#include "kernels/parallel.h"
 #include "umath/umath.h"
 
 static const char *special_names[] = {"ieee", "fn", "fnuz", "none", "e8m0"};
@@ -194,6 +195,52 @@ py_kernel_levels(PyObject *NPY_UNUSED(self), PyObject *NPY_UNUSED(args))
     return list;
 }
 
+/* ---- threads (kernels/parallel.h) ---- */
+
+static PyObject *
+py_get_num_threads(PyObject *NPY_UNUSED(self), PyObject *NPY_UNUSED(args))
+{
+    return PyLong_FromLong(mf_get_num_threads());
+}
+
+static PyObject *
+py_set_num_threads(PyObject *NPY_UNUSED(self), PyObject *arg)
+{
+    int prev = mf_get_num_threads();
+    if (arg == Py_None) {
+        mf_set_num_threads(0);
+        return PyLong_FromLong(prev);
+    }
+    if (PyBool_Check(arg) || !PyIndex_Check(arg)) {
+        PyErr_Format(PyExc_TypeError,
+                     "set_num_threads() takes an int >= 1 (or None for the default), not %.100s",
+                     Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t n = PyNumber_AsSsize_t(arg, PyExc_OverflowError);
+    if (n == -1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            return NULL;
+        }
+        PyErr_Clear();
+        n = PY_SSIZE_T_MAX;
+    }
+    if (n < 1) {
+        PyErr_Format(PyExc_ValueError,
+                     "set_num_threads() needs a thread count >= 1, got %zd; pass None for the "
+                     "default", n);
+        return NULL;
+    }
+    mf_set_num_threads(n > MF_PAR_MAX_THREADS ? MF_PAR_MAX_THREADS : (int)n);
+    return PyLong_FromLong(prev);
+}
+
+static PyObject *
+py_default_num_threads(PyObject *NPY_UNUSED(self), PyObject *NPY_UNUSED(args))
+{
+    return PyLong_FromLong(mf_default_num_threads());
+}
+
 /* ---- the codec itself, for tests (the oracle) ---- */
 
 static PyObject *
@@ -348,6 +395,12 @@ static PyMethodDef module_methods[] = {
     {"set_kernel_level", py_set_kernel_level, METH_O,
      "set_kernel_level(name) -> previous: force a kernel level (tests, benchmarks)."},
     {"kernel_levels", py_kernel_levels, METH_NOARGS, "Kernel levels this CPU and build support."},
+    {"get_num_threads", py_get_num_threads, METH_NOARGS,
+     "Threads minifloat's kernels use for large arrays and matmul."},
+    {"set_num_threads", py_set_num_threads, METH_O,
+     "set_num_threads(n) -> previous: use n threads (None: the default)."},
+    {"default_num_threads", py_default_num_threads, METH_NOARGS,
+     "The default thread count: MINIFLOAT_NUM_THREADS, else the CPUs this process may use."},
     {"_oracle_encode", (PyCFunction)(void (*)(void))py_oracle_encode, METH_VARARGS | METH_KEYWORDS,
      "The serial codec: float64 values -> codes (uint32)."},
     {"_oracle_decode", py_oracle_decode, METH_VARARGS, "The serial codec: codes -> float64."},

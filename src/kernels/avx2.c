@@ -34,7 +34,7 @@
 enum {
     K_QNAN, K_INF, K_SIGN, K_ABS, K_NEGQNAN,          /* float32 bit patterns */
     K_MAXF, K_MIN_NORMAL,
-    K_ONE, K_RB16, K_S16, K_QNAN16, K_OVF16_M1,       /* bfloat16 encode */
+    K_ONE, K_RB16,                                    /* bfloat16 encode */
     K_E8_ZERO, K_FF, K_HALF_ULP, K_E8_SUB_HALF_M1,    /* e8m0 */
     NK
 };
@@ -79,10 +79,7 @@ regs_init(regs256 *r, const mf_simd_params *p)
     r->k[K_FF] = _mm256_set1_epi32((int)0xFFu);
     r->k[K_ONE] = _mm256_set1_epi32((int)1);
     r->k[K_RB16] = _mm256_set1_epi32((int)0x7FFFu);
-    r->k[K_S16] = _mm256_set1_epi32((int)0x8000u);
-    r->k[K_QNAN16] = _mm256_set1_epi32((int)0x7FC0u);
     r->k[K_MAXF] = _mm256_set1_epi32((int)0x7F7FFFFFu);
-    r->k[K_OVF16_M1] = _mm256_set1_epi32((int)0x7F7F7FFFu);
     r->k[K_HALF_ULP] = _mm256_set1_epi32((int)0x400000u);
     r->k[K_MIN_NORMAL] = _mm256_set1_epi32((int)0x00800000u);
     r->k[K_E8_SUB_HALF_M1] = _mm256_set1_epi32((int)0x005FFFFFu);
@@ -232,21 +229,33 @@ dec8(const regs256 *r, mf_simd_path path, __m128i bytes)
 
 /* ------------------------------------------------------- encode, 8 lanes */
 
+/*
+ * bfloat16 codes of 8 float32 values (round to nearest even; a NaN becomes
+ * the quiet NaN of its sign), in the upper 16 bits of each lane (the lower
+ * bits are left over), for the encode loop and the binary loop's even/odd
+ * lanes.  Overflowed lanes are kept as the minimum of
+ * |x| + 0x00808000 over the lanes (see bf16_ovf_any): finite values that
+ * round to inf, [0x7F7F8000, 0x7F800000), are exactly those below
+ * INT32_MIN + 0x8000 as signed integers.
+ */
 MF_INLINE __m256i
-enc_bf16(const regs256 *r, __m256 x, __m256i *ovf)
+enc_bf16_hi(const regs256 *r, __m256 x, __m256i *ovf_min)
 {
     __m256i u = _mm256_castps_si256(x);
-    __m256i hi = _mm256_srli_epi32(u, 16);
-    __m256i lsb = _mm256_and_si256(hi, K(ONE));
-    __m256i res = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, K(RB16)), lsb), 16);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), K(ONE));
+    __m256i res = _mm256_add_epi32(_mm256_add_epi32(u, K(RB16)), lsb);
     __m256i au = _mm256_and_si256(u, K(ABS));
     __m256i knan = _mm256_cmpgt_epi32(au, K(INF));
-    __m256i nanv = _mm256_or_si256(_mm256_and_si256(hi, K(S16)), K(QNAN16));
-    res = blendv(res, nanv, knan);
-    /* finite values in [0x7F7F8000, 0x7F800000) round to inf */
-    *ovf = _mm256_or_si256(*ovf, _mm256_andnot_si256(_mm256_cmpgt_epi32(au, K(MAXF)),
-                                                     _mm256_cmpgt_epi32(au, K(OVF16_M1))));
-    return res;
+    __m256i nanv = _mm256_or_si256(_mm256_and_si256(u, K(SIGN)), K(QNAN));
+    *ovf_min = _mm256_min_epi32(*ovf_min, _mm256_add_epi32(au, _mm256_set1_epi32(0x00808000)));
+    return blendv(res, nanv, knan);
+}
+
+MF_INLINE int
+bf16_ovf_any(__m256i ovf_min)
+{
+    __m256i k = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(0x80000000u + 0x8000u)), ovf_min);
+    return !_mm256_testz_si256(k, k);
 }
 
 MF_INLINE __m256i
@@ -323,13 +332,6 @@ pack8(__m256i c)
 {
     __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
     return _mm_packus_epi16(w, w);
-}
-
-/* two vectors of codes (0..0xFFFF) -> 16 uint16 in order */
-MF_INLINE __m256i
-pack16(__m256i c0, __m256i c1)
-{
-    return _mm256_permute4x64_epi64(_mm256_packus_epi32(c0, c1), 0xD8);
 }
 
 /* ------------------------------------------------------- stores */
@@ -445,11 +447,19 @@ encode_run(const regs256 *r, mf_simd_path path, const float *src, void *dst, mf_
 {
     mf_intp i = 0;
     if (path == MF_SIMD_BF16) {
+        /* the inputs are loaded as (0-3, 8-11) and (4-7, 12-15), so that the
+         * in-lane pack puts the 16 codes in order (no lane-crossing permute) */
         uint16_t *d = (uint16_t *)dst;
+        __m256i ovf_min = _mm256_set1_epi32(0x7FFFFFFF);
         for (; i + 16 <= n; i += 16) {
-            __m256i lo = enc_bf16(r, _mm256_loadu_ps(src + i), ovf);
-            __m256i hi = enc_bf16(r, _mm256_loadu_ps(src + i + 8), ovf);
-            store_si(d + i, pack16(lo, hi), stream);
+            __m256 x0 = _mm256_loadu2_m128(src + i + 8, src + i);
+            __m256 x1 = _mm256_loadu2_m128(src + i + 12, src + i + 4);
+            __m256i c0 = _mm256_srli_epi32(enc_bf16_hi(r, x0, &ovf_min), 16);
+            __m256i c1 = _mm256_srli_epi32(enc_bf16_hi(r, x1, &ovf_min), 16);
+            store_si(d + i, _mm256_packus_epi32(c0, c1), stream);
+        }
+        if (bf16_ovf_any(ovf_min)) {
+            *ovf = _mm256_set1_epi32(-1);
         }
         return i;
     }
@@ -512,15 +522,26 @@ binary_run(mf_binary_op op, const regs256 *r, mf_simd_path path, const void *a, 
 {
     mf_intp i = 0;
     if (path == MF_SIMD_BF16) {
+        /* 16 codes in place: the even ones shifted up and the odd ones
+         * masked are their float32 values; the two results go back the same
+         * way, with no widening or packing shuffles */
         const uint16_t *pa = (const uint16_t *)a, *pb = (const uint16_t *)b;
         uint16_t *po = (uint16_t *)out;
+        const __m256i hi16 = _mm256_set1_epi32((int)0xFFFF0000u);
+        __m256i ovf_min = _mm256_set1_epi32(0x7FFFFFFF);
         for (; i + 16 <= n; i += 16) {
             __m256i ca = _mm256_loadu_si256((const __m256i *)(pa + i));
             __m256i cb = _mm256_loadu_si256((const __m256i *)(pb + i));
-            __m256 r0 = op256(op, dec_bf16(_mm256_castsi256_si128(ca)), dec_bf16(_mm256_castsi256_si128(cb)));
-            __m256 r1 = op256(op, dec_bf16(_mm256_extracti128_si256(ca, 1)),
-                              dec_bf16(_mm256_extracti128_si256(cb, 1)));
-            store_si(po + i, pack16(enc_bf16(r, r0, ovf), enc_bf16(r, r1, ovf)), stream);
+            __m256 ev = op256(op, _mm256_castsi256_ps(_mm256_slli_epi32(ca, 16)),
+                              _mm256_castsi256_ps(_mm256_slli_epi32(cb, 16)));
+            __m256 od = op256(op, _mm256_castsi256_ps(_mm256_and_si256(ca, hi16)),
+                              _mm256_castsi256_ps(_mm256_and_si256(cb, hi16)));
+            __m256i ce = _mm256_srli_epi32(enc_bf16_hi(r, ev, &ovf_min), 16);
+            __m256i co = _mm256_and_si256(enc_bf16_hi(r, od, &ovf_min), hi16);
+            store_si(po + i, _mm256_or_si256(ce, co), stream);
+        }
+        if (bf16_ovf_any(ovf_min)) {
+            *ovf = _mm256_set1_epi32(-1);
         }
         return i;
     }

@@ -19,7 +19,11 @@ kernel_6x16(mf_intp kq, const void *ap, const void *bp, float *c, mf_intp ldc)
                         c##i##1 = _mm256_loadu_ps(c + (i) * ldc + 8);
     LOADC(0) LOADC(1) LOADC(2) LOADC(3) LOADC(4) LOADC(5)
 #undef LOADC
+    /* unrolled: the loop's counter and pointer updates are a fifth of the
+     * instructions of one step otherwise; B is fetched ahead of use */
+#pragma GCC unroll 4
     for (mf_intp s = 0; s < 2 * kq; s++) {
+        _mm_prefetch((const char *)(b + 8 * F_NR), _MM_HINT_T0);
         __m256 b0 = _mm256_load_ps(b);
         __m256 b1 = _mm256_load_ps(b + 8);
 #define ROW(i) { __m256 ai = _mm256_broadcast_ss(a + (i)); \

@@ -13,8 +13,8 @@
  * C).  KC is even, so pairs never straddle blocks and every output element
  * is exactly the canonical chain of gemm_serial.c.
  *
- * Threads take tasks (column or row chunks of C) from a shared counter and
- * compute their elements' whole chains, so the result depends neither on
+ * Threads (of the shared pool, parallel.h) take tasks (column or row
+ * chunks of C) from a shared counter and compute their elements' whole chains, so the result depends neither on
  * the number of threads nor on which thread does what.
  * Buffers are allocated before anything is written: if that fails the
  * caller falls back to the serial oracle.
@@ -31,6 +31,7 @@
 #include <immintrin.h>
 #include "kernels.h"
 #include "gemm_common.h"
+#include "parallel.h"
 
 /* pack rows/cols [r0, r0+cnt) of the k range [p0, p0+kc) into micro-panels
  * (cnt padded with zeros to a multiple of MR or NR); k is the full depth */
@@ -203,146 +204,26 @@ mf_gemm_thread_main(void *arg)
     return NULL;
 }
 
-/* threads to use: MINIFLOAT_NUM_THREADS if set (>= 1), else the CPUs this
- * process may run on; read once */
+/* threads to use: minifloat.set_num_threads / MINIFLOAT_NUM_THREADS / the
+ * CPUs this process may run on (parallel.h) */
 static int
 mf_gemm_max_threads(void)
 {
-    static int cached = 0;
-    if (cached > 0) {
-        return cached;
-    }
-    int t = 0;
-    const char *env = getenv("MINIFLOAT_NUM_THREADS");
-    if (env != NULL && *env) {
-        t = atoi(env);
-    }
-    if (t <= 0) {
-#ifdef CPU_COUNT
-        cpu_set_t set;
-        if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-            t = CPU_COUNT(&set);
-        }
-#endif
-        if (t <= 0) {
-            long c = sysconf(_SC_NPROCESSORS_ONLN);
-            t = c > 0 ? (int)c : 1;
-        }
-    }
-    if (t > 64) {
-        t = 64;
-    }
-    cached = t;
-    return t;
+    return mf_get_num_threads();
 }
 
-/*
- * A small pool of worker threads, started on first use and kept: creating
- * a thread costs 0.1-0.4 ms on a busy VM, as much as a 512^3 product.
- * One call owns the pool at a time (others start threads of their own);
- * after fork() the child forgets the parent's workers.
- */
-typedef struct {
-    pthread_mutex_t mu;
-    pthread_cond_t work, done;
-    int nworkers;
-    unsigned long gen;         /* bumped for each call */
-    int pending;               /* workers with a job still running */
-    int busy;
-    mf_gemm_job *jobs;         /* worker w runs jobs[w + 1] if w + 1 < njobs */
-    int njobs;
-    unsigned long start_gen[64];   /* gen when worker w was created */
-} mf_gemm_pool_t;
-
-static mf_gemm_pool_t mf_gemm_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-                                      PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, NULL, 0, {0}};
-
+/* the shared worker pool (parallel.c) runs jobs[w] on thread w */
 static void
-mf_gemm_pool_atfork_child(void)
+mf_gemm_pool_job(void *ctx, int w)
 {
-    pthread_mutex_init(&mf_gemm_pool.mu, NULL);
-    pthread_cond_init(&mf_gemm_pool.work, NULL);
-    pthread_cond_init(&mf_gemm_pool.done, NULL);
-    mf_gemm_pool.nworkers = 0;
-    mf_gemm_pool.pending = 0;
-    mf_gemm_pool.busy = 0;
-    mf_gemm_pool.jobs = NULL;
-    mf_gemm_pool.njobs = 0;
-}
-
-static void *
-mf_gemm_pool_worker(void *arg)
-{
-    int w = (int)(intptr_t)arg;
-    mf_gemm_pool_t *P = &mf_gemm_pool;
-    pthread_mutex_lock(&P->mu);
-    /* the call that created this worker bumps gen after creating it */
-    unsigned long seen = P->start_gen[w];
-    for (;;) {
-        while (P->gen == seen) {
-            pthread_cond_wait(&P->work, &P->mu);
-        }
-        seen = P->gen;
-        mf_gemm_job *job = (w + 1 < P->njobs) ? &P->jobs[w + 1] : NULL;
-        pthread_mutex_unlock(&P->mu);
-        if (job != NULL) {
-            mf_gemm_run_job(job);
-        }
-        pthread_mutex_lock(&P->mu);
-        if (job != NULL && --P->pending == 0) {
-            pthread_cond_signal(&P->done);
-        }
-    }
-    return NULL;
+    mf_gemm_run_job(&((mf_gemm_job *)ctx)[w]);
 }
 
 /* run jobs[0..T) on the pool and this thread; 0 if the pool is busy */
 static int
 mf_gemm_pool_run(mf_gemm_job *jobs, int T)
 {
-    static int atfork_done = 0;
-    mf_gemm_pool_t *P = &mf_gemm_pool;
-    pthread_mutex_lock(&P->mu);
-    if (P->busy) {
-        pthread_mutex_unlock(&P->mu);
-        return 0;
-    }
-    P->busy = 1;
-    if (!atfork_done) {
-        atfork_done = pthread_atfork(NULL, NULL, mf_gemm_pool_atfork_child) == 0;
-    }
-    while (P->nworkers < T - 1 && P->nworkers < 63) {
-        pthread_t tid;
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        P->start_gen[P->nworkers] = P->gen;
-        int r = pthread_create(&tid, &attr, mf_gemm_pool_worker, (void *)(intptr_t)P->nworkers);
-        pthread_attr_destroy(&attr);
-        if (r != 0) {
-            break;
-        }
-        P->nworkers++;
-    }
-    if (T > P->nworkers + 1) {
-        T = P->nworkers + 1;   /* the tasks are shared: fewer threads do them all */
-    }
-    P->jobs = jobs;
-    P->njobs = T;
-    P->pending = T - 1;
-    P->gen++;
-    pthread_cond_broadcast(&P->work);
-    pthread_mutex_unlock(&P->mu);
-    mf_gemm_run_job(&jobs[0]);
-    pthread_mutex_lock(&P->mu);
-    while (P->pending > 0) {
-        pthread_cond_wait(&P->done, &P->mu);
-    }
-    P->jobs = NULL;
-    P->njobs = 0;
-    P->busy = 0;
-    pthread_mutex_unlock(&P->mu);
-    return 1;
+    return mf_pool_run(mf_gemm_pool_job, jobs, T) > 0;
 }
 
 #define MF_GEMM_MAX_JOBS 64

@@ -88,8 +88,8 @@ typedef struct {
      * With ep != NULL, the chains start from +0 instead, C is not used (may
      * be NULL) and the finished results are handed to ep in blocks.
      * The SIMD levels run products of 2^23 or more multiply-adds on up to
-     * MINIFLOAT_NUM_THREADS threads (default: the CPUs the process may use)
-     * of a persistent pool (gemm_driver.h); call with the GIL released.
+     * mf_get_num_threads() threads of the persistent pool (parallel.h);
+     * call with the GIL released.
      */
     void (*gemm_f32acc)(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                         const void *A, mf_intp lda, const void *B, mf_intp ldb,

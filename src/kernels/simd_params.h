@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "kernels.h"
+#include "parallel.h"
 #include "../codec.h"
 
 typedef enum {
@@ -147,7 +148,9 @@ mf_simd_params_of(const mf_format *f)
  * Large outputs are written with non-temporal stores (they would only evict
  * the caches): [0, n) is split into a head that brings the output to a
  * 64-byte boundary, a body of whole `step`s streamed, and the rest; small
- * outputs (or ones not aligned to their element size) are one segment.
+ * outputs (or ones not aligned to their element size) are one segment.  A
+ * piece of a large output done by one of several threads (mf_par_stream,
+ * parallel.h) streams too when it holds at least one whole step.
  * Each ISA file has its store instructions; the split is shared.
  */
 typedef struct {
@@ -160,14 +163,15 @@ static inline segments
 stream_split(const void *out, mf_intp outsize, mf_intp n, mf_intp step)
 {
     segments sg;
-    if (n * outsize < MF_STREAM_BYTES || ((uintptr_t)out % (uintptr_t)outsize) != 0) {
+    mf_intp head = (mf_intp)(((64 - ((uintptr_t)out & 63)) & 63) / (uintptr_t)outsize);
+    if ((n * outsize < MF_STREAM_BYTES && !(mf_par_stream && n >= head + step))
+            || ((uintptr_t)out % (uintptr_t)outsize) != 0) {
         sg.start[0] = 0;
         sg.len[0] = n;
         sg.stream[0] = 0;
         sg.count = 1;
         return sg;
     }
-    mf_intp head = (mf_intp)(((64 - ((uintptr_t)out & 63)) & 63) / (uintptr_t)outsize);
     mf_intp body = (n - head) / step * step;
     sg.start[0] = 0;
     sg.len[0] = head;

@@ -5,6 +5,7 @@
 #include <math.h>
 #include "umath.h"
 #include "../kernels/scalar_ops.h"
+#include "../kernels/parallel.h"
 
 #define BLOCK 512
 
@@ -359,7 +360,7 @@ arith_loop(PyArrayMethod_Context *context, char *const data[],
     if (!(aux->shadow && inplace) && !accumulating
             && is_contig_aligned(data[0], strides[0], sz) && is_contig_aligned(data[1], strides[1], sz)
             && is_contig_aligned(data[2], strides[2], sz)) {
-        mf_k->binary((mf_binary_op)aux->def->op, f, data[0], data[1], data[2], n);
+        mf_par_binary((mf_binary_op)aux->def->op, f, data[0], data[1], data[2], n);
         return 0;
     }
     if (aux->def->op == MF_OP_ADD && inplace && strides[0] == 0 && strides[2] == 0) {
@@ -370,7 +371,7 @@ arith_loop(PyArrayMethod_Context *context, char *const data[],
         const char *in = data[1];
         npy_intp is = strides[1];
         if (is_contig_aligned(in, is, sz)) {
-            acc += mf_k->sum(f, in, n);
+            acc += mf_par_sum(f, in, n);
         }
         else {
             char codes[BLOCK * 2];

@@ -11,6 +11,7 @@
 #include <fenv.h>
 #include "umath.h"
 #include "../kernels/gemm_common.h"
+#include "../kernels/parallel.h"
 #include "../kernels/scalar_ops.h"
 
 /* copy an (r x c) matrix of codes with element strides into a contiguous one */
@@ -227,7 +228,7 @@ mf_strided_dots(const mf_format *f, int out_f32, npy_intp N, npy_intp k,
             pack_codes(f, b, 0, sbk, 1, k, pb);
             b = pb;
         }
-        double d = mf_k->dot(f, a, b, k);
+        double d = mf_par_dot(f, a, b, k);
         char *c = c0 + o * sc;
         if (out_f32) {
             float v = (float)d;

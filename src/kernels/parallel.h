@@ -1,0 +1,68 @@
+/*
+ * Threads: the worker pool (shared by the GEMM driver and the streaming
+ * kernels), the thread count, and the multi-threaded forms of the streaming
+ * kernels (decode, encode, binary, sum, dot) for large contiguous arrays.
+ *
+ * The mf_par_* functions have the contract of the kernel table's entries
+ * (kernels.h) and call the active table (mf_k); arrays smaller than
+ * MF_PAR_MIN_BYTES, a thread count of 1, or a pool another call is using,
+ * run on the calling thread alone.  Results are bit-identical to one call
+ * of the kernel on the whole array whatever the number of threads:
+ * elementwise kernels compute each element on its own, and sum/dot split
+ * only at MF_SUM_BLOCK boundaries, each block summed by the kernel and the
+ * block results added in index order by the caller, exactly as the kernel
+ * itself does (kernels.h).  Floating-point flags the workers raise are
+ * raised again in the calling thread; workers run with the caller's
+ * floating-point environment (rounding, FTZ/DAZ).  Call with the GIL
+ * released or held: the workers never touch Python.
+ */
+#ifndef MF_PARALLEL_H
+#define MF_PARALLEL_H
+
+#include "kernels.h"
+
+/* bytes (of output for elementwise kernels and casts, of input for sum and
+ * dot) from which work is split between threads, the least each thread
+ * gets, and the range of a task's size (a quarter of a thread's share,
+ * within these bounds: up to a 2 MiB huge page of output, so that threads
+ * fault in different pages of a new array); see docs/design.md "Threads for
+ * streaming kernels" */
+#define MF_PAR_MIN_BYTES ((mf_intp)1 << 20)
+#define MF_PAR_THREAD_BYTES ((mf_intp)256 << 10)
+#define MF_PAR_TASK_MIN_BYTES ((mf_intp)64 << 10)
+#define MF_PAR_TASK_MAX_BYTES ((mf_intp)2 << 20)
+#define MF_PAR_MAX_THREADS 64
+
+/* threads the kernels use: set_num_threads's value if set, else
+ * MINIFLOAT_NUM_THREADS (read once, >= 1), else the CPUs this process may
+ * run on; at most MF_PAR_MAX_THREADS */
+int mf_get_num_threads(void);
+/* n >= 1: use n threads (capped); n <= 0: back to the default */
+void mf_set_num_threads(int n);
+/* the default (environment variable or CPUs), ignoring set_num_threads */
+int mf_default_num_threads(void);
+
+/*
+ * Run fn(ctx, w) for w = 0 .. T'-1 at once, w = 0 on the calling thread and
+ * the others on the pool's workers (started on first use, kept), where
+ * T' <= T is the number of threads the pool could give; returns T', or 0
+ * (nothing run) when another call holds the pool.  fn should take its work
+ * from a shared counter, so that any T' >= 1 does all of it.  After fork()
+ * the child starts with no workers.
+ */
+typedef void (*mf_pool_fn)(void *ctx, int w);
+int mf_pool_run(mf_pool_fn fn, void *ctx, int T);
+
+void mf_par_decode_f32(const mf_format *f, const void *src, float *dst, mf_intp n);
+void mf_par_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n);
+void mf_par_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b,
+                   void *out, mf_intp n);
+double mf_par_sum(const mf_format *f, const void *src, mf_intp n);
+double mf_par_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
+
+/* Set for the duration of a parallel streaming call in every thread that
+ * runs part of it: the whole array is large, so the kernels may use
+ * non-temporal stores on pieces smaller than MF_STREAM_BYTES. */
+extern _Thread_local int mf_par_stream;
+
+#endif

@@ -21,6 +21,7 @@
 #include "blocks.h"
 #include "../codec.h"
 #include "scalar_ops.h"
+#include "parallel.h"
 
 /* elements scaled at a time (a multiple of every block size) */
 #define CHUNK 4096
@@ -365,35 +366,15 @@ block_thread_main(void *arg)
     return NULL;
 }
 
-static int block_threads_cached = 0;
+static int block_threads_override = 0;   /* tests: _block_threads(n) */
 
-/* MINIFLOAT_NUM_THREADS if set (>= 1), else the CPUs this process may use */
+/* minifloat.get_num_threads() (MINIFLOAT_NUM_THREADS, else the CPUs this
+ * process may use), unless a test fixed a count */
 static int
 block_max_threads(void)
 {
-    int cached = block_threads_cached;
-    if (cached > 0) {
-        return cached;
-    }
-    int t = 0;
-    const char *env = getenv("MINIFLOAT_NUM_THREADS");
-    if (env != NULL && *env) {
-        t = atoi(env);
-    }
-    if (t <= 0) {
-#ifdef CPU_COUNT
-        cpu_set_t set;
-        if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-            t = CPU_COUNT(&set);
-        }
-#endif
-        if (t <= 0) {
-            long c = sysconf(_SC_NPROCESSORS_ONLN);
-            t = c > 0 ? (int)c : 1;
-        }
-    }
-    block_threads_cached = t > 64 ? 64 : t;
-    return block_threads_cached;
+    int t = block_threads_override > 0 ? block_threads_override : mf_get_num_threads();
+    return t < 1 ? 1 : (t > 64 ? 64 : t);
 }
 
 int
@@ -401,7 +382,7 @@ mf_block_set_threads(int n)
 {
     int prev = block_max_threads();
     if (n >= 1) {
-        block_threads_cached = n > 64 ? 64 : n;
+        block_threads_override = n > 64 ? 64 : n;
     }
     return prev;
 }

@@ -44,6 +44,10 @@ from . import _core
 __all__ = ["data_types", "data_type_for", "register"]
 
 _SPECIAL = ("NaN", "Infinity", "-Infinity")
+# zarr v2 has no names for these formats, and its compressors take the chunk's
+# buffer (memoryview), which NumPy cannot give for a user-defined dtype
+_NO_V2 = ("{name} is a zarr v3 data type (zarr-extensions); zarr v2 has no name for it: "
+          "use zarr_format=3")
 
 
 def _code_dtype(fmt):
@@ -93,13 +97,6 @@ class _Base(ZDType, HasItemSize):
             and data.get("configuration", {}) == {})
 
     @classmethod
-    def _check_json_v2(cls, data):
-        # zarr v2 has no name for these formats; like tensorstore's bfloat16,
-        # the v2 "dtype" is the format's name
-        return (isinstance(data, dict) and data.get("name") == cls._zarr_v3_name
-                and data.get("object_codec_id") is None)
-
-    @classmethod
     def _from_json_v3(cls, data):
         if cls._check_json_v3(data):
             return cls()
@@ -109,17 +106,13 @@ class _Base(ZDType, HasItemSize):
 
     @classmethod
     def _from_json_v2(cls, data):
-        if cls._check_json_v2(data):
-            return cls()
-        raise DataTypeValidationError(
-            f"Invalid JSON representation of {cls.__name__}. Got {data!r}, "
-            f"expected {{'name': {cls._zarr_v3_name!r}, 'object_codec_id': None}}.")
+        raise DataTypeValidationError(_NO_V2.format(name=cls._zarr_v3_name))
 
     def to_json(self, zarr_format):
-        if zarr_format == 2:
-            return {"name": self._zarr_v3_name, "object_codec_id": None}
         if zarr_format == 3:
             return self._zarr_v3_name
+        if zarr_format == 2:
+            raise ValueError(_NO_V2.format(name=self._zarr_v3_name))
         raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format}")
 
     # --- scalars --------------------------------------------------------------

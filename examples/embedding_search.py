@@ -46,7 +46,10 @@ def build_table(path, rows, dim, chunk_rows, seed=0):
     table = table.astype(mf.bfloat16)
     z = zarr.create_array(path, shape=table.shape, chunks=(chunk_rows, dim), dtype=mf.bfloat16,
                           overwrite=True)
-    da.to_zarr(table, z)
+    # each dask block is one zarr chunk: store them as they are (da.to_zarr into
+    # an existing zarr array would first merge blocks up to dask's
+    # array.chunk-size, 128 MiB, more than this example lets a worker hold)
+    da.store(table, z, lock=False)
     return z
 
 
@@ -55,7 +58,7 @@ def normalise(src, dst):
     x = da.from_zarr(src)
     z = zarr.create_array(dst, shape=x.shape, chunks=x.chunksize, dtype=mf.bfloat16,
                           overwrite=True)
-    da.to_zarr(x.map_blocks(_normalise_block, dtype=mf.bfloat16), z)
+    da.store(x.map_blocks(_normalise_block, dtype=mf.bfloat16), z, lock=False)
     return z
 
 

@@ -152,6 +152,10 @@ def _watch(name, on_load):
 
 def _register_zarr(zarr_module):
     try:
+        import zarr.core.dtype     # noqa: F401  zarr-python >= 3.1 has a data type registry
+    except ImportError:
+        return                     # zarr 2 (or 3.0): nothing to register with
+    try:
         from . import zarr as mf_zarr
         mf_zarr.register()
     except Exception as err:   # never fail `import zarr` (nor minifloat's import)

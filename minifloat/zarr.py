@@ -36,8 +36,13 @@ import math
 import sys
 
 import numpy as np
-from zarr.core.dtype.common import DataTypeValidationError, HasEndianness, HasItemSize
-from zarr.core.dtype.wrapper import ZDType
+from zarr.core.dtype.common import HasEndianness, HasItemSize   # the mix-ins zarr's own use
+from zarr.dtype import ZDType
+
+try:
+    from zarr.errors import DataTypeValidationError        # zarr >= 3.2
+except ImportError:
+    from zarr.dtype import DataTypeValidationError
 
 from . import _core
 
@@ -117,8 +122,8 @@ class _Base(ZDType, HasItemSize):
 
     # --- scalars --------------------------------------------------------------
     def default_scalar(self):
-        return self.cast_scalar(0) if self._fmt["name"] != "float8_e8m0fnu" \
-            else self.cast_scalar(1.0)      # e8m0 has no zero: its code 0 is 2**-127
+        # 0, or 1.0 where the format has no zero (e8m0: its code 0 is 2**-127)
+        return self.cast_scalar(0 if self._fmt.get("has_zero", True) else 1.0)
 
     def cast_scalar(self, data):
         if self._check_scalar(data):
@@ -281,7 +286,7 @@ def register(registry=None):
     a name another package registered first is left alone.  Returns the names
     registered.  ``import minifloat`` calls this when zarr is imported."""
     if registry is None:
-        from zarr.core.dtype import data_type_registry as registry
+        from zarr.dtype import data_type_registry as registry
     done = []
     for name, cls in data_types.items():
         have = registry.contents.get(name)

@@ -88,6 +88,12 @@ except ImportError:
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
 
+def test_import_minifloat_imports_neither_zarr_nor_dask():
+    code = "import sys, minifloat; print(sorted(m for m in ('zarr', 'dask', 'xarray') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr
+
+
 def test_a_name_someone_else_registered_is_left_alone():
     class Theirs:
         pass

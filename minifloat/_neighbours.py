@@ -22,6 +22,13 @@ Two rules (docs/design.md, "Good neighbours"):
 
 ``MINIFLOAT_NO_ML_DTYPES=1`` turns the link off (no casts, no promoters, no
 finder); the names rule still holds.
+
+* zarr.  The same kind of finder, for "zarr": when zarr is imported (before or
+  after minifloat), minifloat's zarr v3 data types go into zarr's data type
+  registry under the names no one else holds (minifloat/zarr.py).  zarr-python
+  3.1 collects the ``zarr.data_type`` entry points minifloat declares but
+  never loads them (its registry's ``_lazy_load`` has no caller), so without
+  this a store of bfloat16 would need user code.
 """
 import os
 import sys
@@ -81,7 +88,7 @@ def _link(ml, scalar_types):
 
 
 class _Loader:
-    """ml_dtypes' own loader, then the link once the module has run."""
+    """The module's own loader, then the finder's callback once the module has run."""
 
     def __init__(self, loader, finder):
         self._loader = loader
@@ -97,18 +104,19 @@ class _Loader:
         module.__loader__ = self._loader
         self._loader.exec_module(module)
         self._finder.remove()
-        _link(sys.modules.get(module.__name__, module), self._finder.scalar_types)
+        self._finder.on_load(sys.modules.get(module.__name__, module))
 
 
 class _Finder:
-    """A sys.meta_path entry that answers for "ml_dtypes" only (None for every
-    other name, at the cost of one comparison)."""
+    """A sys.meta_path entry that answers for one top-level name only ("ml_dtypes"
+    or "zarr"; None for every other name, at the cost of one comparison)."""
 
-    def __init__(self, scalar_types):
-        self.scalar_types = scalar_types
+    def __init__(self, name, on_load):
+        self.name = name
+        self.on_load = on_load
 
     def find_spec(self, name, path=None, target=None):
-        if name != _ML:
+        if name != self.name:
             return None
         for finder in sys.meta_path:
             if finder is self:
@@ -133,12 +141,33 @@ class _Finder:
             pass
 
 
+def _watch(name, on_load):
+    """on_load(module) now if the module is loaded, else once it is imported."""
+    mod = sys.modules.get(name)
+    if mod is not None:
+        on_load(mod)
+    elif not any(isinstance(f, _Finder) and f.name == name for f in sys.meta_path):
+        sys.meta_path.insert(0, _Finder(name, on_load))
+
+
+def _register_zarr(zarr_module):
+    try:
+        import zarr.core.dtype     # noqa: F401  zarr-python >= 3.1 has a data type registry
+    except ImportError:
+        return                     # zarr 2 (or 3.0): nothing to register with
+    try:
+        from . import zarr as mf_zarr
+        mf_zarr.register()
+    except Exception as err:   # never fail `import zarr` (nor minifloat's import)
+        import warnings
+        warnings.warn(f"minifloat could not register its zarr data types ({err!r}); "
+                      f"call minifloat.zarr.register() to see why", RuntimeWarning, stacklevel=2)
+
+
 def install(scalar_types):
-    """At minifloat's import: link now if ml_dtypes is loaded, else watch for it."""
+    """At minifloat's import: link now if ml_dtypes is loaded, else watch for it;
+    the same for zarr's data type registry."""
     register_names(scalar_types)
-    ml = sys.modules.get(_ML)
-    if ml is not None:
-        _link(ml, scalar_types)
-    elif not link_disabled():
-        if not any(isinstance(f, _Finder) for f in sys.meta_path):
-            sys.meta_path.insert(0, _Finder(scalar_types))
+    if sys.modules.get(_ML) is not None or not link_disabled():
+        _watch(_ML, lambda ml: _link(ml, scalar_types))
+    _watch("zarr", _register_zarr)

@@ -84,7 +84,8 @@ MODULE = {"torch": "torch", "jax": "jax", "mlx": "mlx", "tensorflow": "tensorflo
 
 def run_matrix(fw):
     if importlib.util.find_spec(MODULE[fw]) is None:
-        pytest.skip(f"{fw} is not installed (.ci/framework-legs installs it)")
+        pytest.skip(f"{fw} is not installed (torch and JAX: the main CI leg; MLX, "
+                    f"TensorFlow, Paddle: .ci/framework-legs)")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", JAX_PLATFORMS="cpu",
                CUDA_VISIBLE_DEVICES="")
     proc = subprocess.run([sys.executable, MATRIX, fw], capture_output=True, text=True,

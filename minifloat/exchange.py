@@ -4,13 +4,17 @@
   every float8/float6/float4 and int4/int2/int1 DLPack type.
 - :func:`asnumpy`: the one boundary call: any tensor or array-like -> ndarray.
 - :func:`dlpack`: an exporter (``__dlpack__``/``__dlpack_device__``) for an
-  ndarray of any minifloat or NumPy dtype; :func:`to_torch`, :func:`to_jax`.
+  ndarray of any minifloat or NumPy dtype; :func:`to_torch`, :func:`to_jax`,
+  :func:`to_tensorflow`.
+- :func:`as_ml_dtypes`: a minifloat array viewed as the ml_dtypes dtype of the
+  same name, for constructors that know only ml_dtypes (``jnp.asarray``,
+  ``tf.constant``).
 - :func:`patch_torch` / :func:`unpatch_torch`: ``torch.Tensor.numpy()`` for
   bfloat16 and float8 tensors (float32 by default, the minifloat dtype with
   ``patch_torch("native")``).
 
-torch and JAX are imported only by the functions named after them (and by
-:func:`patch_torch`), never at import time.  See docs/exchange.md.
+torch, JAX, TensorFlow and ml_dtypes are imported only by the functions named
+after them (and by :func:`patch_torch`), never at import time.  See docs/exchange.md.
 """
 import sys
 import timeit
@@ -21,12 +25,14 @@ import numpy as np
 from . import _core
 from ._neighbours import as_dtype
 
-__all__ = ["from_dlpack", "asnumpy", "dlpack", "to_torch", "to_jax", "patch_torch",
-           "unpatch_torch"]
+__all__ = ["from_dlpack", "asnumpy", "dlpack", "to_torch", "to_jax", "to_tensorflow",
+           "as_ml_dtypes", "patch_torch", "unpatch_torch"]
 
 from_dlpack = _core.from_dlpack
 
 _KDLCPU = 1
+#: TensorFlow aborts the process on DLPack data that is not aligned to this
+_TF_ALIGN = 64
 
 # Everything below is derived from the format table.
 _FORMATS = _core.formats()
@@ -50,6 +56,46 @@ def _from_ml_dtypes(arr):
         if f is not None and f["itemsize"] == d.itemsize:
             return arr.view(f["dtype"])
     return arr
+
+
+def _mf_format_of_type(dtype):
+    """The format-table row whose scalar type is dtype's, byte order aside."""
+    for f in _FORMATS:
+        if f["dtype"].type is dtype.type:
+            return f
+    return None
+
+
+def as_ml_dtypes(a):
+    """``a`` viewed as the ml_dtypes dtype of the same name: the same memory, no copy.
+
+    For the constructors that know ml_dtypes' types but not minifloat's:
+    ``jnp.asarray(minifloat.as_ml_dtypes(a))``, ``tf.constant(...)``,
+    ``tf.convert_to_tensor(...)`` (those constructors then copy, as they do for
+    any ndarray; :func:`to_jax` and :func:`to_tensorflow` share memory).  Arrays of
+    NumPy's own dtypes, and ml_dtypes arrays, are returned unchanged.  Raises
+    ImportError without ml_dtypes, TypeError for a format ml_dtypes does not have
+    (``float8_e4m3`` needs ml_dtypes >= 0.5; int2/int1 are minifloat's only) and
+    ValueError for a byte-swapped array.
+    """
+    arr = a if isinstance(a, np.ndarray) else np.asarray(a)
+    f = _mf_format_of_type(arr.dtype)
+    if f is None:
+        return arr
+    if not arr.dtype.isnative:
+        raise ValueError(f"a byte-swapped {f['name']} array has no ml_dtypes view; swap it "
+                         f"first: a.astype(a.dtype.newbyteorder('='))")
+    try:
+        import ml_dtypes
+    except ImportError as err:
+        raise ImportError("minifloat.as_ml_dtypes needs ml_dtypes (pip install ml_dtypes); "
+                          "minifloat.to_jax / minifloat.to_tensorflow do not") from err
+    t = getattr(ml_dtypes, f["name"], None)
+    if t is None or np.dtype(t).itemsize != f["itemsize"]:
+        kind = "np.float32" if f["kind"] == "float" else "np.int8"
+        raise TypeError(f"ml_dtypes {getattr(ml_dtypes, '__version__', '')} has no "
+                        f"{f['name']} dtype; convert first, e.g. a.astype({kind})")
+    return arr.view(t)
 
 
 # --------------------------------------------------------------------- export
@@ -187,6 +233,41 @@ def to_jax(a, *, copy=None):
                               "copy=None or copy=True")
         copy_default = True
     return jax.dlpack.from_dlpack(DLPackExporter(arr, copy_default), copy=copy)
+
+
+def to_tensorflow(a, *, copy=None):
+    """``a`` as a TensorFlow tensor (``tf.experimental.dlpack.from_dlpack``),
+    sharing its memory when TensorFlow can.
+
+    TensorFlow knows bfloat16 and the float8 types it has (float8_e4m3fn,
+    float8_e5m2, ...); other formats raise TypeError.  TensorFlow aborts the whole
+    process (``Check failed: IsAligned()``) at the first operation on a DLPack
+    import whose data is not 64-byte aligned, and it takes legacy capsules
+    (which cannot say "read-only").  So an array that is not 64-byte aligned,
+    not C-contiguous or not writeable is exported as a 64-byte-aligned
+    C-contiguous copy (``copy=False`` raises BufferError instead); otherwise the
+    tensor views ``a``.  ``copy=True`` always copies.
+    """
+    import tensorflow as tf
+
+    arr = _exportable(a)
+    f = _mf_format(arr.dtype)
+    if f is not None and not isinstance(getattr(tf, f["name"], None), tf.DType):
+        kind = "np.float32" if f["kind"] == "float" else "np.int8"
+        raise TypeError(f"TensorFlow {tf.__version__} has no {f['name']} dtype; convert "
+                        f"first, e.g. a.astype({kind})")
+    why = None
+    if arr.ctypes.data % _TF_ALIGN and arr.size:
+        why = f"its data is not {_TF_ALIGN}-byte aligned (TensorFlow would abort the process)"
+    elif not arr.flags.c_contiguous:
+        why = "it is not C-contiguous (TensorFlow takes row-major data only)"
+    elif not arr.flags.writeable:
+        why = "it is read-only (TensorFlow takes legacy capsules, which cannot say so)"
+    if why is not None and copy is False:
+        raise BufferError(f"TensorFlow cannot share this array's memory: {why}; pass "
+                          f"copy=None or copy=True for an aligned copy")
+    cap = _core._dlpack_export(arr, None, None, None, True if (copy or why) else None)
+    return tf.experimental.dlpack.from_dlpack(cap)
 
 
 # --------------------------------------------------------------------- import

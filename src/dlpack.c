@@ -451,8 +451,59 @@ unpack_subbyte(const mfdl_tensor *t, PyArray_Descr *descr, int bits, int lanes)
 }
 
 /*
+ * Arrays minifloat allocates for export (copy=True, packed sub-byte copies) are
+ * 64-byte aligned: TensorFlow aborts the process (Check failed: IsAligned()) at
+ * the first operation on a DLPack import that is not, and JAX views only
+ * 64-byte-aligned host memory (it copies otherwise).  A C-contiguous view into
+ * a uint8 buffer over-allocated by EXPORT_ALIGN - 1 bytes; docs/design.md has
+ * the measured cost (none).
+ */
+#define EXPORT_ALIGN 64
+
+static PyArrayObject *
+new_aligned_array(PyArray_Descr *descr, int nd, const npy_intp *dims)
+{
+    npy_intp n = 1;
+    for (int i = 0; i < nd; i++) {
+        n *= dims[i];
+    }
+    npy_intp nbytes = n * (npy_intp)PyDataType_ELSIZE(descr) + (EXPORT_ALIGN - 1);
+    PyArrayObject *buf = (PyArrayObject *)PyArray_EMPTY(1, &nbytes, NPY_UINT8, 0);
+    if (buf == NULL) {
+        return NULL;
+    }
+    char *p = (char *)PyArray_DATA(buf);
+    p += (EXPORT_ALIGN - (uintptr_t)p % EXPORT_ALIGN) % EXPORT_ALIGN;
+    Py_INCREF(descr);
+    PyArrayObject *out = (PyArrayObject *)PyArray_NewFromDescr(
+        &PyArray_Type, descr, nd, (npy_intp *)dims, NULL, p, NPY_ARRAY_CARRAY, NULL);
+    if (out == NULL) {
+        Py_DECREF(buf);
+        return NULL;
+    }
+    if (PyArray_SetBaseObject(out, (PyObject *)buf) < 0) {   /* steals buf */
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* a 64-byte-aligned C-contiguous copy of arr */
+static PyArrayObject *
+aligned_copy(PyArrayObject *arr)
+{
+    PyArrayObject *out = new_aligned_array(PyArray_DESCR(arr), PyArray_NDIM(arr),
+                                           PyArray_DIMS(arr));
+    if (out != NULL && PyArray_CopyInto(out, arr) < 0) {
+        Py_CLEAR(out);
+    }
+    return out;
+}
+
+/*
  * Pack the values of a one-value-per-byte array (C order) into DLPack's
- * packed layout: a new 1-d uint8 array of ceil(size * bits / 8) bytes.
+ * packed layout: a new 1-d uint8 array of ceil(size * bits / 8) bytes,
+ * 64-byte aligned.
  */
 static PyArrayObject *
 pack_subbyte(PyArrayObject *arr, int bits)
@@ -463,11 +514,14 @@ pack_subbyte(PyArrayObject *arr, int bits)
     }
     npy_intp n = PyArray_SIZE(c);
     npy_intp nbytes = (npy_intp)(((int64_t)n * bits + 7) / 8);
-    PyArrayObject *out = (PyArrayObject *)PyArray_ZEROS(1, &nbytes, NPY_UINT8, 0);
+    PyArray_Descr *u8 = PyArray_DescrFromType(NPY_UINT8);
+    PyArrayObject *out = new_aligned_array(u8, 1, &nbytes);
+    Py_DECREF(u8);
     if (out == NULL) {
         Py_DECREF(c);
         return NULL;
     }
+    memset(PyArray_DATA(out), 0, (size_t)nbytes);
     const uint8_t *in = (const uint8_t *)PyArray_DATA(c);
     uint8_t *o = (uint8_t *)PyArray_DATA(out);
     const uint32_t mask = (1u << bits) - 1u;
@@ -506,14 +560,16 @@ set_device_error(const mfdl_tensor *t, int cpu_requested)
                      "%s (%d), device %d is not addressable from the CPU, and the producer "
                      "returned it although a CPU copy (dl_device=(kDLCPU, 0)) was requested "
                      "(a producer older than the 2023.12 protocol ignores that request); copy "
-                     "it to host memory with the producer's own API (e.g. tensor.cpu()) first",
+                     "it to host memory with the producer's own API first (tensor.cpu() in "
+                     "torch, cupy.asnumpy(x) in CuPy)",
                      name, (int)t->device.device_type, (int)t->device.device_id);
     }
     else {
         PyErr_Format(PyExc_BufferError,
                      "%s (%d), device %d is not addressable from the CPU; pass device='cpu' "
                      "(with copy=None or copy=True) to have the producer copy it to host "
-                     "memory, or use minifloat.asnumpy(x)",
+                     "memory, use minifloat.asnumpy(x), or copy it yourself first "
+                     "(tensor.cpu() in torch, cupy.asnumpy(x) in CuPy)",
                      name, (int)t->device.device_type, (int)t->device.device_id);
     }
 }
@@ -1287,7 +1343,7 @@ export_array(PyArrayObject *arr, PyObject *stream, PyObject *max_version, PyObje
     PyArrayObject *src = arr;
     Py_INCREF(src);
     if (copy == COPY_ALWAYS) {
-        Py_SETREF(src, (PyArrayObject *)PyArray_NewCopy(arr, NPY_KEEPORDER));
+        Py_SETREF(src, aligned_copy(arr));
         if (src == NULL) {
             return NULL;
         }

@@ -857,3 +857,22 @@ def test_registration_happens_at_import_when_numpy_has_the_registry():
     assert eval(calls) == expect
     assert eval(names) == sorted(f["name"] for f in BYTE_FORMATS)
     assert not hasattr(np.dtypes, "register_dlpack_dtype") or exchange.numpy_registration
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 64, 1000, 1 << 16])
+def test_export_copies_are_64_byte_aligned(n):
+    """Copies minifloat makes for export (copy=True, packed sub-byte) start on a
+    64-byte boundary: TensorFlow aborts on DLPack data that does not, and JAX
+    copies it (issue 13)."""
+    buf = np.arange(2 * n + 2, dtype=np.uint16).view(minifloat.bfloat16)
+    for src in (buf[1:n + 1], buf[:2 * n:2], buf[::-1][:n]):
+        for version in (None, (1, 3)):
+            cap = _core._dlpack_export(src, None, version, None, True)
+            a = minifloat.from_dlpack(cap)
+            assert not np.shares_memory(a, buf)
+            assert a.tobytes() == src.tobytes()
+            if n:
+                assert data_ptr(a) % 64 == 0
+    f4 = np.zeros(2 * n + 1, np.uint8).view(minifloat.float4_e2m1fn)[1:]
+    cap = _core._dlpack_export(f4, None, None, None, True)        # legacy: packed copy
+    assert capsule_info(cap)["data"] % 64 == 0 or n == 0

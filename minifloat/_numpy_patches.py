@@ -83,10 +83,14 @@ def _is_mf_float(x):
     return dt is not None and type(dt) in _FLOAT_DTYPES
 
 
-def _replace(module, name, wrapper, label):
+def _replace(module, name, wrapper, label, fast=None):
+    """Put `wrapper` where module.name was.  With `fast` (a FastPath kind,
+    src/fastpath.c), a C object stands there instead and calls NumPy's
+    original directly when the arguments cannot involve minifloat, so plain
+    NumPy calls pay no Python frame for the work-around."""
     original = getattr(module, name)
     wrapper.__wrapped__ = original
-    setattr(module, name, wrapper)
+    setattr(module, name, wrapper if fast is None else _core.FastPath(original, wrapper, fast))
     applied.append((label, f"{module.__name__}.{name}"))
     return original
 
@@ -329,7 +333,7 @@ def _patch_einsum():
         res = np.asarray(res).astype(result_dt)
         return res if res.ndim else res[()]
 
-    _replace(einsumfunc, "c_einsum", c_einsum, "einsum")
+    _replace(einsumfunc, "c_einsum", c_einsum, "einsum", fast=1)
 
 
 # --------------------------------------------------------------- statistics
@@ -348,7 +352,7 @@ def _patch_statistics():
         return stat
 
     for name in ("_mean", "_var", "_std"):
-        _replace(_methods, name, wrap(getattr(_methods, name)), "statistics")
+        _replace(_methods, name, wrap(getattr(_methods, name)), "statistics", fast=0)
 
 
 def _patch_reductions():

@@ -1293,7 +1293,7 @@ def numpy_overhead(quick=False, rounds=None):
     import json
     import subprocess
 
-    rounds = rounds or (1 if quick else 4)
+    rounds = rounds or (1 if quick else 8)
     reps = "2" if quick else "7"
     best = {}
     for _ in range(rounds):

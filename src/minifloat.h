@@ -135,6 +135,8 @@ extern PyObject *mf_ComplexWarning;
 int mf_init_convert(PyObject *module);
 /* ---- block-scaled formats (blocks.c) ---- */
 int mf_init_blocks(PyObject *module);
+/* FastPath: the C front of a NumPy work-around (fastpath.c) */
+int mf_init_fastpath(PyObject *module);
 
 /* ---- DLPack (dlpack.c) ---- */
 int mf_init_dlpack(PyObject *module);

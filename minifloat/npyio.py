@@ -11,6 +11,8 @@ Any NumPy reads such a file safely with ``allow_pickle=False`` (as a
 structured array of the raw codes); ``minifloat.load`` turns it back into the
 minifloat dtype, as a view (so ``mmap_mode`` stays zero-copy).
 """
+import tokenize
+
 import numpy as np
 
 from . import _core
@@ -111,7 +113,12 @@ class _NpzFile:
 def load(file, mmap_mode=None, allow_pickle=False, **kwargs):
     """np.load that restores minifloat dtypes from files written by
     minifloat.save/savez (and reads every other .npy/.npz as np.load does)."""
-    res = np.load(file, mmap_mode=mmap_mode, allow_pickle=allow_pickle, **kwargs)
+    try:
+        res = np.load(file, mmap_mode=mmap_mode, allow_pickle=allow_pickle, **kwargs)
+    except tokenize.TokenError as e:
+        # NumPy's header filter lets the tokenizer's error out for some
+        # truncated headers (found by fuzzing); NumPy says ValueError elsewhere
+        raise ValueError(f"Cannot parse header: {e}; the file is not a valid .npy file") from e
     if isinstance(res, np.lib.npyio.NpzFile):
         return _NpzFile(res)
     if isinstance(res, np.ndarray):

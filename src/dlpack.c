@@ -420,15 +420,16 @@ unpack_subbyte(const mfdl_tensor *t, PyArray_Descr *descr, int bits, int lanes)
             s *= t->shape[i];
         }
     }
-    const uint8_t *base = (const uint8_t *)t->data;
+    /* byte_offset is added to the pointer, not to the bit position: byte_offset * 8
+     * may not fit in int64 (tensor_extent_ok checked the rest) */
+    const uint8_t *base = (const uint8_t *)t->data + t->byte_offset;
     uint8_t *o = (uint8_t *)PyArray_DATA(out);
     const uint32_t mask = (1u << bits) - 1u;
-    const int64_t bit0 = (int64_t)t->byte_offset * 8;
     int64_t idx[NPY_MAXDIMS] = {0};
     int64_t off = 0;   /* element offset of the current index */
     for (npy_intp n = 0; n < size; n++) {
         for (int l = 0; l < lanes; l++) {
-            int64_t pos = bit0 + (off * lanes + l) * bits;
+            int64_t pos = (off * lanes + l) * bits;
             int64_t byte = floor_div8(pos);
             int shift = (int)(pos - byte * 8);
             uint32_t v = (uint32_t)base[byte] >> shift;
@@ -487,6 +488,64 @@ pack_subbyte(PyArrayObject *arr, int bits)
 /* ------------------------------------------------------------------ */
 /* import                                                               */
 /* ------------------------------------------------------------------ */
+
+/* a * b and a + b in int64, 0 on overflow (portable: no compiler builtins) */
+static int
+mul_i64(int64_t a, int64_t b, int64_t *r)
+{
+    if (a != 0 && b != 0) {
+        if ((a > 0 && b > 0 && a > INT64_MAX / b) || (a < 0 && b < 0 && a < INT64_MAX / b)
+                || (a > 0 && b < 0 && b < INT64_MIN / a) || (a < 0 && b > 0 && a < INT64_MIN / b)) {
+            return 0;
+        }
+    }
+    *r = a * b;
+    return 1;
+}
+
+static int
+add_i64(int64_t a, int64_t b, int64_t *r)
+{
+    if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b)) {
+        return 0;
+    }
+    *r = a + b;
+    return 1;
+}
+
+/*
+ * Whether the memory a non-empty tensor claims is describable: the offsets of
+ * its first and last bytes (bits when `unit_bits`) from data, strides times
+ * (shape - 1) summed per sign, plus byte_offset, must fit in npy_intp (NumPy
+ * computes the bounds of a view with npy_intp, and unpack_subbyte the bit
+ * positions with int64).  `unit` is the size of one element: bytes for a view,
+ * lanes * bits for packed sub-byte data.  A tensor failing this cannot lie
+ * inside any address space; fuzzing found byte_offset * 8 overflowing.
+ */
+static int
+tensor_extent_ok(const mfdl_tensor *t, int64_t unit, int unit_bits)
+{
+    int64_t lo = 0, hi = 0, contiguous = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        int64_t stride = t->strides != NULL ? t->strides[i] : contiguous;
+        int64_t span;
+        if (!mul_i64(stride, t->shape[i] - 1, &span)
+                || !add_i64(span < 0 ? lo : hi, span, span < 0 ? &lo : &hi)
+                || !mul_i64(contiguous, t->shape[i], &contiguous)) {
+            return 0;
+        }
+    }
+    int64_t first, last, off = (int64_t)t->byte_offset;
+    if (!mul_i64(lo, unit, &first) || !add_i64(hi, 1, &last) || !mul_i64(last, unit, &last)) {
+        return 0;
+    }
+    if (unit_bits) {
+        /* bits from base = data + byte_offset: byte_offset itself is added to the pointer */
+        return first > NPY_MIN_INTP / 2 && last < NPY_MAX_INTP / 2;
+    }
+    return add_i64(first, off, &first) && add_i64(last, off, &last)
+           && first >= NPY_MIN_INTP && last <= NPY_MAX_INTP;
+}
 
 static int
 mark_taken(PyObject *capsule, int versioned)
@@ -637,6 +696,15 @@ import_managed(void *managed, int versioned, PyObject *capsule, copy_mode copy,
                 return NULL;
             }
         }
+    }
+
+    if (size != 0 && !tensor_extent_ok(t, (subbits && !padded) ? (int64_t)lanes * bits : elem_bytes,
+                                       subbits && !padded)) {
+        Py_DECREF(descr);
+        PyErr_SetString(PyExc_BufferError,
+                        "malformed DLTensor: the memory its shape, strides and byte_offset "
+                        "describe does not fit in an address space");
+        return NULL;
     }
 
     /* --- packed sub-byte data: one value per byte needs a new array --- */

@@ -11,6 +11,8 @@ Any NumPy reads such a file safely with ``allow_pickle=False`` (as a
 structured array of the raw codes); ``minifloat.load`` turns it back into the
 minifloat dtype, as a view (so ``mmap_mode`` stays zero-copy).
 """
+import os
+import tempfile
 import tokenize
 
 import numpy as np
@@ -54,20 +56,49 @@ def from_storable(arr):
     return codes.view(fmt["dtype"])
 
 
+def _atomic(file, suffix, write):
+    """Call write(f) on a temporary file beside `file` and move it into place
+    (os.replace) only when write succeeded: a failure leaves no file, or the
+    old one.  File objects are written directly.  Like NumPy, `suffix` is
+    appended to a path that lacks it."""
+    if not isinstance(file, (str, os.PathLike)):
+        write(file)
+        return
+    path = os.fspath(file)
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if not path.endswith(suffix):
+        path += suffix
+    fd, tmp = tempfile.mkstemp(prefix=".minifloat-", suffix=suffix,
+                               dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
 def save(file, arr, allow_pickle=False):
-    """np.save for any array; minifloat arrays are stored as their codes."""
-    np.save(file, to_storable(arr), allow_pickle=allow_pickle)
+    """np.save for any array; minifloat arrays are stored as their codes.
+    A path is written atomically (a failed save leaves no partial file)."""
+    codes = to_storable(arr)
+    _atomic(file, ".npy", lambda f: np.save(f, codes, allow_pickle=allow_pickle))
 
 
 def savez(file, *args, **kwds):
-    """np.savez with minifloat arrays stored as their codes."""
-    np.savez(file, *[to_storable(a) for a in args], **{k: to_storable(v) for k, v in kwds.items()})
+    """np.savez with minifloat arrays stored as their codes (atomically, for a path)."""
+    a = [to_storable(x) for x in args]
+    k = {n: to_storable(v) for n, v in kwds.items()}
+    _atomic(file, ".npz", lambda f: np.savez(f, *a, **k))
 
 
 def savez_compressed(file, *args, **kwds):
-    """np.savez_compressed with minifloat arrays stored as their codes."""
-    np.savez_compressed(file, *[to_storable(a) for a in args],
-                        **{k: to_storable(v) for k, v in kwds.items()})
+    """np.savez_compressed with minifloat arrays stored as their codes (atomically, for a path)."""
+    a = [to_storable(x) for x in args]
+    k = {n: to_storable(v) for n, v in kwds.items()}
+    _atomic(file, ".npz", lambda f: np.savez_compressed(f, *a, **k))
 
 
 class _NpzFile:

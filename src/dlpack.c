@@ -1521,6 +1521,27 @@ int64_tuple(PyObject *obj, int64_t *out, int max, int *n, const char *what)
     return 0;
 }
 
+/* test capsules made without a deleter can never be freed by their consumer
+ * (that is what they test): keep them reachable, so LeakSanitizer's report
+ * (the sanitizer leg) lists only real leaks */
+static void **test_orphans;
+static size_t test_norphans, test_orphans_cap;
+
+static void
+test_keep_orphan(void *mem)
+{
+    if (test_norphans == test_orphans_cap) {
+        size_t cap = test_orphans_cap ? 2 * test_orphans_cap : 64;
+        void **p = (void **)PyMem_RawRealloc(test_orphans, cap * sizeof(void *));
+        if (p == NULL) {
+            return;
+        }
+        test_orphans = p;
+        test_orphans_cap = cap;
+    }
+    test_orphans[test_norphans++] = mem;
+}
+
 static PyObject *
 py_test_make_capsule(PyObject *NPY_UNUSED(self), PyObject *args, PyObject *kwds)
 {
@@ -1588,6 +1609,9 @@ py_test_make_capsule(PyObject *NPY_UNUSED(self), PyObject *args, PyObject *kwds)
         m->manager_ctx = ctx;
         m->deleter = with_deleter ? test_deleter_legacy : NULL;
         t = &m->dl_tensor;
+    }
+    if (!with_deleter) {
+        test_keep_orphan(mem);
     }
     t->data = ptr;
     t->device.device_type = dev_type;

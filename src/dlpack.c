@@ -1462,7 +1462,11 @@ typedef struct {
     int has_view;
 } test_ctx;
 
-static long long test_deleter_calls, test_deleter_calls_without_gil;
+/* per thread, so that tests running in many threads at once (pytest-run-parallel)
+ * each count their own capsules; the all-threads total is for the test whose
+ * deleter runs in another thread */
+static _Thread_local long long test_deleter_calls, test_deleter_calls_without_gil;
+static long long test_deleter_calls_all;
 static unsigned long test_deleter_last_thread;
 
 static void
@@ -1471,6 +1475,7 @@ test_release(void *mem, test_ctx *ctx)
     int had_gil = PyGILState_Check();
     PyGILState_STATE st = PyGILState_Ensure();
     test_deleter_calls++;
+    test_deleter_calls_all++;      /* under the GIL */
     if (!had_gil) {
         test_deleter_calls_without_gil++;
     }
@@ -1637,8 +1642,9 @@ py_test_make_capsule(PyObject *NPY_UNUSED(self), PyObject *args, PyObject *kwds)
 static PyObject *
 py_test_deleter_stats(PyObject *NPY_UNUSED(self), PyObject *NPY_UNUSED(args))
 {
-    return Py_BuildValue("{s:L,s:L,s:k}", "calls", test_deleter_calls,
+    return Py_BuildValue("{s:L,s:L,s:L,s:k}", "calls", test_deleter_calls,
                          "calls_without_gil", test_deleter_calls_without_gil,
+                         "calls_all_threads", test_deleter_calls_all,
                          "last_thread", test_deleter_last_thread);
 }
 

@@ -141,9 +141,60 @@ class _NpzFile:
         self.close()
 
 
+def check_npy_size(fp):
+    """Raise ValueError when a seekable .npy stream's header describes more
+    data than the stream holds, before NumPy allocates it (np.load allocates
+    the whole array first: a corrupt header asked for 8 GB, found by fuzzing).
+    Leaves the position where it was; anything not a .npy passes."""
+    try:
+        start = fp.tell()
+    except (AttributeError, OSError, ValueError):
+        return
+    try:
+        if fp.read(6) != b"\x93NUMPY":
+            return
+        fp.seek(start)
+        version = np.lib.format.read_magic(fp)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(fp)
+        elif version in ((2, 0), (3, 0)):
+            shape, _, dtype = np.lib.format.read_array_header_2_0(fp)
+        else:
+            return               # np.load says what is wrong
+        if dtype.hasobject:
+            return
+        data_start = fp.tell()
+        end = fp.seek(0, os.SEEK_END)
+        need = dtype.itemsize
+        for n in shape:
+            need *= n
+        if need > end - data_start:
+            raise ValueError(f"the .npy header describes {need} bytes of data ({shape} of "
+                             f"{dtype}) but the file holds {end - data_start}: it is truncated "
+                             f"or corrupt")
+    except (ValueError, TypeError, OverflowError, EOFError) as e:
+        if isinstance(e, ValueError) and "the .npy header describes" in str(e):
+            raise
+        return                   # np.load reports header errors itself
+    except tokenize.TokenError:
+        return
+    finally:
+        fp.seek(start)
+
+
 def load(file, mmap_mode=None, allow_pickle=False, **kwargs):
     """np.load that restores minifloat dtypes from files written by
-    minifloat.save/savez (and reads every other .npy/.npz as np.load does)."""
+    minifloat.save/savez (and reads every other .npy/.npz as np.load does).
+    A .npy whose header asks for more data than the file holds raises
+    ValueError before anything is allocated."""
+    if isinstance(file, (str, os.PathLike)):
+        try:
+            with open(file, "rb") as f:
+                check_npy_size(f)
+        except (FileNotFoundError, IsADirectoryError, PermissionError):
+            pass                 # np.load raises it
+    else:
+        check_npy_size(file)
     try:
         res = np.load(file, mmap_mode=mmap_mode, allow_pickle=allow_pickle, **kwargs)
     except tokenize.TokenError as e:

@@ -280,6 +280,9 @@ def check_npy(data):
         if which == 0:
             arr = mf.load(io.BytesIO(blob))
         elif which == 1:
+            # np.load allocates what the header says before reading (NumPy's
+            # own behaviour): only headers minifloat.load accepts reach it
+            mf.npyio.check_npy_size(io.BytesIO(blob))
             try:
                 arr = np.load(io.BytesIO(blob), allow_pickle=False)
             except tokenize.TokenError:

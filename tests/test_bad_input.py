@@ -211,6 +211,26 @@ def test_load_garbage(blob):
         mf.load(io.BytesIO(blob))
 
 
+@pytest.mark.parametrize("to_path", [False, True])
+def test_load_header_larger_than_file_raises_before_allocating(tmp_path, to_path):
+    # found by fuzzing: np.load allocates what the header says first (8 GB)
+    buf = io.BytesIO()
+    mf.save(buf, np.zeros(4, bf16))
+    blob = buf.getvalue()
+    header_end = blob.index(b"\n") + 1
+    head = blob[:header_end].replace(b"'shape': (4,), ", b"'shape': (4000000000,), ")
+    head = head[:-1].rstrip(b" ")
+    head = head + b" " * ((-(len(head) + 1)) % 64) + b"\n"
+    head = head[:8] + (len(head) - 10).to_bytes(2, "little") + head[10:]
+    bad = head + blob[header_end:]
+    src = io.BytesIO(bad)
+    if to_path:
+        (tmp_path / "big.npy").write_bytes(bad)
+        src = tmp_path / "big.npy"
+    with pytest.raises(ValueError, match="truncated or corrupt"):
+        mf.load(src)
+
+
 def test_load_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError):
         mf.load(tmp_path / "nope.npy")

@@ -165,15 +165,20 @@ def check_npy_size(fp):
             return
         data_start = fp.tell()
         end = fp.seek(0, os.SEEK_END)
+        if any(n < 0 for n in shape):
+            # NumPy multiplies the shape in int64: (-4, 2**63-1, ...) wrapped to
+            # a 2 GB allocation (found by fuzzing)
+            raise ValueError(f"the .npy header describes a negative dimension {shape}: the "
+                             f"file is truncated or corrupt")
         need = dtype.itemsize
         for n in shape:
-            need *= n
+            need *= n          # Python integers: no wrap-around
         if need > end - data_start:
             raise ValueError(f"the .npy header describes {need} bytes of data ({shape} of "
                              f"{dtype}) but the file holds {end - data_start}: it is truncated "
                              f"or corrupt")
     except (ValueError, TypeError, OverflowError, EOFError) as e:
-        if isinstance(e, ValueError) and "the .npy header describes" in str(e):
+        if isinstance(e, ValueError) and str(e).startswith("the .npy header describes"):
             raise
         return                   # np.load reports header errors itself
     except tokenize.TokenError:

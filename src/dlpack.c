@@ -422,7 +422,7 @@ unpack_subbyte(const mfdl_tensor *t, PyArray_Descr *descr, int bits, int lanes)
     }
     /* byte_offset is added to the pointer, not to the bit position: byte_offset * 8
      * may not fit in int64 (tensor_extent_ok checked the rest) */
-    const uint8_t *base = (const uint8_t *)t->data + t->byte_offset;
+    const uint8_t *base = (const uint8_t *)((uintptr_t)t->data + (uintptr_t)t->byte_offset);
     uint8_t *o = (uint8_t *)PyArray_DATA(out);
     const uint32_t mask = (1u << bits) - 1u;
     int64_t idx[NPY_MAXDIMS] = {0};
@@ -780,7 +780,8 @@ import_managed(void *managed, int versioned, PyObject *capsule, copy_mode copy,
         call_deleter(managed, versioned);
         return out;
     }
-    char *data = (char *)t->data + t->byte_offset;
+    /* in integers: a producer may give data below byte_offset (UBSan: pointer overflow) */
+    char *data = (char *)((uintptr_t)t->data + (uintptr_t)t->byte_offset);
     PyObject *arr = PyArray_NewFromDescr(&PyArray_Type, descr, out_nd, dims, strides_arg, data,
                                          readonly ? 0 : NPY_ARRAY_WRITEABLE, NULL);
     if (arr == NULL) {

@@ -420,15 +420,16 @@ unpack_subbyte(const mfdl_tensor *t, PyArray_Descr *descr, int bits, int lanes)
             s *= t->shape[i];
         }
     }
-    const uint8_t *base = (const uint8_t *)t->data;
+    /* byte_offset is added to the pointer, not to the bit position: byte_offset * 8
+     * may not fit in int64 (tensor_extent_ok checked the rest) */
+    const uint8_t *base = (const uint8_t *)((uintptr_t)t->data + (uintptr_t)t->byte_offset);
     uint8_t *o = (uint8_t *)PyArray_DATA(out);
     const uint32_t mask = (1u << bits) - 1u;
-    const int64_t bit0 = (int64_t)t->byte_offset * 8;
     int64_t idx[NPY_MAXDIMS] = {0};
     int64_t off = 0;   /* element offset of the current index */
     for (npy_intp n = 0; n < size; n++) {
         for (int l = 0; l < lanes; l++) {
-            int64_t pos = bit0 + (off * lanes + l) * bits;
+            int64_t pos = (off * lanes + l) * bits;
             int64_t byte = floor_div8(pos);
             int shift = (int)(pos - byte * 8);
             uint32_t v = (uint32_t)base[byte] >> shift;
@@ -541,6 +542,64 @@ pack_subbyte(PyArrayObject *arr, int bits)
 /* ------------------------------------------------------------------ */
 /* import                                                               */
 /* ------------------------------------------------------------------ */
+
+/* a * b and a + b in int64, 0 on overflow (portable: no compiler builtins) */
+static int
+mul_i64(int64_t a, int64_t b, int64_t *r)
+{
+    if (a != 0 && b != 0) {
+        if ((a > 0 && b > 0 && a > INT64_MAX / b) || (a < 0 && b < 0 && a < INT64_MAX / b)
+                || (a > 0 && b < 0 && b < INT64_MIN / a) || (a < 0 && b > 0 && a < INT64_MIN / b)) {
+            return 0;
+        }
+    }
+    *r = a * b;
+    return 1;
+}
+
+static int
+add_i64(int64_t a, int64_t b, int64_t *r)
+{
+    if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b)) {
+        return 0;
+    }
+    *r = a + b;
+    return 1;
+}
+
+/*
+ * Whether the memory a non-empty tensor claims is describable: the offsets of
+ * its first and last bytes (bits when `unit_bits`) from data, strides times
+ * (shape - 1) summed per sign, plus byte_offset, must fit in npy_intp (NumPy
+ * computes the bounds of a view with npy_intp, and unpack_subbyte the bit
+ * positions with int64).  `unit` is the size of one element: bytes for a view,
+ * lanes * bits for packed sub-byte data.  A tensor failing this cannot lie
+ * inside any address space; fuzzing found byte_offset * 8 overflowing.
+ */
+static int
+tensor_extent_ok(const mfdl_tensor *t, int64_t unit, int unit_bits)
+{
+    int64_t lo = 0, hi = 0, contiguous = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        int64_t stride = t->strides != NULL ? t->strides[i] : contiguous;
+        int64_t span;
+        if (!mul_i64(stride, t->shape[i] - 1, &span)
+                || !add_i64(span < 0 ? lo : hi, span, span < 0 ? &lo : &hi)
+                || !mul_i64(contiguous, t->shape[i], &contiguous)) {
+            return 0;
+        }
+    }
+    int64_t first, last, off = (int64_t)t->byte_offset;
+    if (!mul_i64(lo, unit, &first) || !add_i64(hi, 1, &last) || !mul_i64(last, unit, &last)) {
+        return 0;
+    }
+    if (unit_bits) {
+        /* bits from base = data + byte_offset: byte_offset itself is added to the pointer */
+        return first > NPY_MIN_INTP / 2 && last < NPY_MAX_INTP / 2;
+    }
+    return add_i64(first, off, &first) && add_i64(last, off, &last)
+           && first >= NPY_MIN_INTP && last <= NPY_MAX_INTP;
+}
 
 static int
 mark_taken(PyObject *capsule, int versioned)
@@ -695,6 +754,15 @@ import_managed(void *managed, int versioned, PyObject *capsule, copy_mode copy,
         }
     }
 
+    if (size != 0 && !tensor_extent_ok(t, (subbits && !padded) ? (int64_t)lanes * bits : elem_bytes,
+                                       subbits && !padded)) {
+        Py_DECREF(descr);
+        PyErr_SetString(PyExc_BufferError,
+                        "malformed DLTensor: the memory its shape, strides and byte_offset "
+                        "describe does not fit in an address space");
+        return NULL;
+    }
+
     /* --- packed sub-byte data: one value per byte needs a new array --- */
     if (subbits && !padded) {
         if (copy == COPY_NEVER) {
@@ -768,7 +836,8 @@ import_managed(void *managed, int versioned, PyObject *capsule, copy_mode copy,
         call_deleter(managed, versioned);
         return out;
     }
-    char *data = (char *)t->data + t->byte_offset;
+    /* in integers: a producer may give data below byte_offset (UBSan: pointer overflow) */
+    char *data = (char *)((uintptr_t)t->data + (uintptr_t)t->byte_offset);
     PyObject *arr = PyArray_NewFromDescr(&PyArray_Type, descr, out_nd, dims, strides_arg, data,
                                          readonly ? 0 : NPY_ARRAY_WRITEABLE, NULL);
     if (arr == NULL) {
@@ -1486,7 +1555,11 @@ typedef struct {
     int has_view;
 } test_ctx;
 
-static long long test_deleter_calls, test_deleter_calls_without_gil;
+/* per thread, so that tests running in many threads at once (pytest-run-parallel)
+ * each count their own capsules; the all-threads total is for the test whose
+ * deleter runs in another thread */
+static _Thread_local long long test_deleter_calls, test_deleter_calls_without_gil;
+static long long test_deleter_calls_all;
 static unsigned long test_deleter_last_thread;
 
 static void
@@ -1495,6 +1568,7 @@ test_release(void *mem, test_ctx *ctx)
     int had_gil = PyGILState_Check();
     PyGILState_STATE st = PyGILState_Ensure();
     test_deleter_calls++;
+    test_deleter_calls_all++;      /* under the GIL */
     if (!had_gil) {
         test_deleter_calls_without_gil++;
     }
@@ -1543,6 +1617,27 @@ int64_tuple(PyObject *obj, int64_t *out, int max, int *n, const char *what)
     }
     *n = (int)len;
     return 0;
+}
+
+/* test capsules made without a deleter can never be freed by their consumer
+ * (that is what they test): keep them reachable, so LeakSanitizer's report
+ * (the sanitizer leg) lists only real leaks */
+static void **test_orphans;
+static size_t test_norphans, test_orphans_cap;
+
+static void
+test_keep_orphan(void *mem)
+{
+    if (test_norphans == test_orphans_cap) {
+        size_t cap = test_orphans_cap ? 2 * test_orphans_cap : 64;
+        void **p = (void **)PyMem_RawRealloc(test_orphans, cap * sizeof(void *));
+        if (p == NULL) {
+            return;
+        }
+        test_orphans = p;
+        test_orphans_cap = cap;
+    }
+    test_orphans[test_norphans++] = mem;
 }
 
 static PyObject *
@@ -1613,6 +1708,9 @@ py_test_make_capsule(PyObject *NPY_UNUSED(self), PyObject *args, PyObject *kwds)
         m->deleter = with_deleter ? test_deleter_legacy : NULL;
         t = &m->dl_tensor;
     }
+    if (!with_deleter) {
+        test_keep_orphan(mem);
+    }
     t->data = ptr;
     t->device.device_type = dev_type;
     t->device.device_id = dev_id;
@@ -1637,8 +1735,9 @@ py_test_make_capsule(PyObject *NPY_UNUSED(self), PyObject *args, PyObject *kwds)
 static PyObject *
 py_test_deleter_stats(PyObject *NPY_UNUSED(self), PyObject *NPY_UNUSED(args))
 {
-    return Py_BuildValue("{s:L,s:L,s:k}", "calls", test_deleter_calls,
+    return Py_BuildValue("{s:L,s:L,s:L,s:k}", "calls", test_deleter_calls,
                          "calls_without_gil", test_deleter_calls_without_gil,
+                         "calls_all_threads", test_deleter_calls_all,
                          "last_thread", test_deleter_last_thread);
 }
 

@@ -21,6 +21,9 @@ NUMPY_KNOWS_USER_NUMERIC = NUMPY_VERSION >= "2.4.0.dev0"
 
 
 def pytest_configure(config):
+    # pytest-run-parallel's marker (issue 13), known without the plugin too
+    config.addinivalue_line("markers", "thread_unsafe: not run in many threads at once "
+                            "by pytest-run-parallel (the test reads process-wide state)")
     # Tests start fresh interpreters with `python -c`, whose sys.path begins
     # with the working directory: from the repository root that would import
     # the source folder minifloat/ (no compiled core) instead of the installed

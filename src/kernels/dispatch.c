@@ -3,6 +3,9 @@
  */
 #include <string.h>
 #include "kernels.h"
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+#include <cpuid.h>
+#endif
 
 const mf_kernels *mf_k = &mf_kernels_serial;
 mf_level mf_active_level = MF_LEVEL_SERIAL;
@@ -44,6 +47,17 @@ level_table(mf_level level)
     }
 }
 
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+/* F16C from CPUID leaf 1 (ECX bit 29): clang before 15 has no
+ * __builtin_cpu_supports("f16c") (the fuzzing build uses Debian 12's clang 14) */
+static int
+cpu_has_f16c(void)
+{
+    unsigned int a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+}
+#endif
+
 static int
 cpu_has(mf_level level)
 {
@@ -54,7 +68,7 @@ cpu_has(mf_level level)
             return 1;
         case MF_LEVEL_AVX2:
             return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
-                   && __builtin_cpu_supports("f16c");
+                   && cpu_has_f16c();
         case MF_LEVEL_AVX512:
             return cpu_has(MF_LEVEL_AVX2) && __builtin_cpu_supports("avx512f")
                    && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")

@@ -3,6 +3,7 @@
  * code that runs where no SIMD level applies (the compiler may still
  * auto-vectorise it, e.g. NEON on aarch64).
  */
+#include <string.h>
 #include <math.h>
 #include "kernels.h"
 #include "scalar_ops.h"
@@ -28,10 +29,14 @@ void
 mf_serial_decode_f32(const mf_format *f, const void *src, float *dst, mf_intp n)
 {
     if (f->id == MF_BFLOAT16) {
-        const uint16_t *s = (const uint16_t *)src;
-        uint32_t *d = (uint32_t *)dst;
+        /* memcpy loads: NumPy hands unaligned bfloat16 data to the kernels
+         * (a typed uint16_t load there is UB; UBSan found it, issue 13) */
+        const char *s = (const char *)src;
         for (mf_intp i = 0; i < n; i++) {
-            d[i] = (uint32_t)s[i] << 16;
+            uint16_t c;
+            memcpy(&c, s + 2 * i, 2);
+            uint32_t u = (uint32_t)c << 16;
+            memcpy(dst + i, &u, 4);
         }
         return;
     }
@@ -52,15 +57,16 @@ void
 mf_serial_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n)
 {
     if (f->id == MF_BFLOAT16) {
-        const uint32_t *s = (const uint32_t *)src;
-        uint16_t *d = (uint16_t *)dst;
+        char *d = (char *)dst;     /* may be unaligned: memcpy stores */
         int ovf = 0;
         for (mf_intp i = 0; i < n; i++) {
-            uint32_t u = s[i];
+            uint32_t u;
+            memcpy(&u, src + i, 4);
             uint32_t au = u & 0x7FFFFFFFu;
             uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
             ovf |= ((r & 0x7FFFu) == 0x7F80u) & (au < 0x7F800000u);
-            d[i] = (uint16_t)((au > 0x7F800000u) ? (((u >> 16) & 0x8000u) | 0x7FC0u) : r);
+            uint16_t c = (uint16_t)((au > 0x7F800000u) ? (((u >> 16) & 0x8000u) | 0x7FC0u) : r);
+            memcpy(d + 2 * i, &c, 2);
         }
         if (ovf) {
             mf_raise_overflow();

@@ -1,0 +1,34 @@
+"""Coverage-guided fuzzing of minifloat's input parsers with atheris
+(libFuzzer): run through fuzz/run, which builds an instrumented minifloat.
+
+    python fuzz/fuzz.py TARGET [libFuzzer flags...]
+
+TARGET is one of tests/_fuzz_targets.TARGETS (dlpack, npy, safetensors).
+"""
+import os
+import sys
+
+import atheris
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "tests"))
+
+# coverage: minifloat's C code (built with -fsanitize=fuzzer-no-link) and its
+# Python modules; the harness itself is not instrumented (it only costs time)
+with atheris.instrument_imports(include=["minifloat"]):
+    import minifloat  # noqa: F401
+import _fuzz_targets  # noqa: E402
+
+
+def main():
+    target = sys.argv.pop(1)
+    if target == "safetensors" and _fuzz_targets.safetensors_module() is None:
+        print("fuzz: minifloat.safetensors does not exist yet (issue 8): target skipped")
+        return
+    check = _fuzz_targets.TARGETS[target]
+    atheris.Setup(sys.argv, check)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main()

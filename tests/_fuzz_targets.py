@@ -306,7 +306,7 @@ def check_npy(data):
 
 
 # ---------------------------------------------------------------------------
-# safetensors headers (issue 8): a stub until minifloat.safetensors exists
+# safetensors headers (issue 8): minifloat.safetensors.parse_header
 # ---------------------------------------------------------------------------
 
 def safetensors_module():
@@ -319,8 +319,7 @@ def safetensors_module():
 
 def check_safetensors(data):
     """A .safetensors blob (8-byte length, JSON header, data) built from the
-    bytes, parsed by minifloat.safetensors.load (skipped while that module does
-    not exist).  Mostly well-formed JSON with fuzzed fields, sometimes raw bytes."""
+    bytes, parsed by minifloat.safetensors.parse_header.  Mostly well-formed JSON with fuzzed fields, sometimes raw bytes."""
     st = safetensors_module()
     if st is None:
         return
@@ -343,15 +342,15 @@ def check_safetensors(data):
     lk = r.uint(1)
     hlen = len(hb) if lk < 240 else r.pick([0, 2**63, 2**64 - 1, len(hb) + 1, 2**32])
     blob = struct.pack("<Q", hlen % 2**64) + hb + r.rest()
-    # safetensors' own convention: load(bytes) -> {name: array}.  Check this
-    # call against minifloat.safetensors' API when issue 8 lands.
+    # minifloat.safetensors.parse_header validates everything load() reads
+    # (spans, dtypes, shapes) before any tensor byte is touched
     try:
-        res = st.load(blob)
+        data_start, tensors, metadata = st.parse_header(blob, len(blob), "<fuzz>")
     except ALLOWED:
         return
-    if isinstance(res, dict):
-        for v in res.values():
-            _touch(v)
+    assert 8 <= data_start <= len(blob)
+    for info in tensors.values():
+        str(info)
 
 
 TARGETS = {"dlpack": check_dlpack, "npy": check_npy, "safetensors": check_safetensors}

@@ -391,9 +391,61 @@ check_gemm_edge(const char *lv, const mf_kernels *k)
     }
 }
 
+/* --count LEVEL KERNEL FORMAT N: run one kernel $MF_COUNT_REPS times (1) on
+ * N elements (gemm: N x N x N), for instruction counting under qemu
+ * (insn_counts.py) */
+static int
+count_mode(char **argv)
+{
+    int lv = mf_level_from_name(argv[2]);
+    if (lv < 0 || mf_set_level((mf_level)lv) != 0) {
+        fprintf(stderr, "level %s not available\n", argv[2]);
+        return 2;
+    }
+    const char *kern = argv[3];
+    const mf_format *f = NULL;
+    for (int id = 0; id < MF_NUM_PUBLIC_FORMATS; id++) {
+        if (strcmp(mf_formats[id].name, argv[4]) == 0) f = &mf_formats[id];
+    }
+    long n = atol(argv[5]);
+    if (f == NULL || n < 0) return 2;
+    long cnt = strcmp(kern, "gemm") == 0 ? n * n : n;
+    size_t sz = (size_t)f->itemsize;
+    char *a = calloc(cnt + 64, sz), *b = calloc(cnt + 64, sz), *o = calloc(cnt + 64, sz);
+    float *x = calloc(cnt + 64, 4), *c = calloc(cnt + 64, 4);
+    for (long i = 0; i < cnt; i++) {
+        /* ordinary finite values: 1 <= |x| < 4 */
+        uint32_t code = f->id == MF_BFLOAT16 ? (0x3F80u | (rnd() & 0x80FFu)) : (rnd() & 0x33u) | 0x30u;
+        code &= f->itemsize == 2 ? 0xFFFFu : (uint32_t)((1u << f->bits) - 1u);
+        memcpy(a + i * sz, &code, sz);
+        memcpy(b + i * sz, &code, sz);
+        x[i] = 1.0f + (float)(rnd() % 1000) / 1000.0f;
+    }
+    const mf_kernels *k = mf_k;
+    volatile double sink = 0;
+    const char *reps_env = getenv("MF_COUNT_REPS");
+    int reps = reps_env ? atoi(reps_env) : 1;
+    for (int r = 0; r < reps; r++) {
+    if (!strcmp(kern, "decode")) k->decode_f32(f, a, x, n);
+    else if (!strcmp(kern, "encode")) k->encode_f32(f, x, o, n);
+    else if (!strcmp(kern, "add")) k->binary(MF_OP_ADD, f, a, b, o, n);
+    else if (!strcmp(kern, "mul")) k->binary(MF_OP_MUL, f, a, b, o, n);
+    else if (!strcmp(kern, "sum")) sink = k->sum(f, a, n);
+    else if (!strcmp(kern, "dot")) sink = k->dot(f, a, b, n);
+    else if (!strcmp(kern, "gemm")) k->gemm_f32acc(f, n, n, n, a, n, b, n, c, n, NULL);
+    else return 2;
+    }
+    (void)sink;
+    return 0;
+}
+
 int
 main(int argc, char **argv)
 {
+    if (argc == 6 && strcmp(argv[1], "--count") == 0) {
+        mf_init_luts();
+        return count_mode(argv);
+    }
     quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
     mf_init_luts();
     int checked = 0;

@@ -87,8 +87,13 @@ def test_cast_between_family_members(a, b):
 #  * float8_e3m4/e4m3/e5m2 +inf -> int4/uint4/int2/uint2/int1/uint1: ml_dtypes
 #    gives -1 (all bits set; it converts through a saturating integer), while
 #    its own float32 +inf -> int4 gives 0.  minifloat gives 0 for every source.
+#  * on other CPUs than x86 (Arm), ml_dtypes converts inf and NaN to the
+#    integer formats as the C compiler does there (saturating): unspecified,
+#    not compared (minifloat's 0 is checked by test_family_intformats).
 def ml_quirk_mask(a, b):
     v = exact_values(a)
+    if not R.X86 and b in R.INT_NAMES:
+        return ~np.isfinite(v)
     if a == "bfloat16" and b == "float8_e8m0fnu":
         return (v > 2.0 ** -127) & (v < 1.5 * 2.0 ** -127)
     if a in ("float8_e3m4", "float8_e4m3", "float8_e5m2") and b in R.INT_NAMES:
@@ -116,7 +121,7 @@ def test_ml_dtypes_arrays_cast_like_ours(a, b):
             return      # ml_dtypes has no cast between these two of its own types
     quirk = ml_quirk_mask(a, b)
     np.testing.assert_array_equal(want[~quirk], ml[~quirk])
-    if quirk.any():
+    if quirk.any() and (R.X86 or b not in R.INT_NAMES):
         assert (want[quirk] != ml[quirk]).all()
 
 

@@ -160,7 +160,7 @@ py_set_kernel_level(PyObject *NPY_UNUSED(self), PyObject *arg)
     if (level < 0) {
         PyErr_Format(PyExc_ValueError,
                      "unknown kernel level %R; the levels are 'serial', 'avx2', 'avx512', "
-                     "'avx512bf16'", arg);
+                     "'avx512bf16', 'neon', 'neon_bf16'", arg);
         return NULL;
     }
     PyObject *prev = PyUnicode_FromString(mf_level_name(mf_active_level));

@@ -12,6 +12,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from _refs import X86  # noqa: F401  (where NumPy/ml_dtypes results are CPU-dependent)
+
 try:
     import ml_dtypes
 except ImportError:  # pragma: no cover - ml_dtypes is a test dependency

@@ -7,11 +7,20 @@ does not share its code.
 
 bfloat16 codes are handled as ``np.uint16`` arrays throughout.
 """
+import platform
 from fractions import Fraction
 
 import numpy as np
 
 import minifloat
+
+#: NumPy's own float32 loops pick which NaN operand comes out by CPU: on x86
+#: (SSE/AVX) the first operand's, on aarch64 its NEON loops may return the
+#: other's (and ml_dtypes converts NaN/inf/out-of-range floats to integers as
+#: the C compiler does there).  Where a reference is such a NumPy or ml_dtypes
+#: result, NaN signs/payloads and those conversions are compared exactly on
+#: x86 only; minifloat's own results are the same on every CPU.
+X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
 
 BF16 = np.dtype(minifloat.bfloat16)
 

@@ -86,6 +86,11 @@ def test_to_float16_all_codes():
     assert np.array_equal(np.isnan(got), nan)
     assert np.array_equal(got[~nan].view(np.uint16), want[~nan].view(np.uint16))
     assert np.array_equal(np.signbit(got), np.signbit(want))
+    if not R.X86:
+        # NumPy's float32 -> float16 on Arm is the FCVT instruction, which
+        # raises "invalid" for signalling NaNs; on x86 (and in minifloat,
+        # everywhere) a NaN raises nothing
+        w_ref = [x for x in w_ref if "invalid" not in str(x[1])]
     assert w == w_ref
 
 

@@ -87,8 +87,18 @@ def test_cast_between_family_members(a, b):
 #  * float8_e3m4/e4m3/e5m2 +inf -> int4/uint4/int2/uint2/int1/uint1: ml_dtypes
 #    gives -1 (all bits set; it converts through a saturating integer), while
 #    its own float32 +inf -> int4 gives 0.  minifloat gives 0 for every source.
+#  * on other CPUs than x86 (Arm), ml_dtypes converts inf, NaN and values
+#    outside the integer format's range as the C compiler does there
+#    (saturating): unspecified, not compared (minifloat's rule, the same on
+#    every CPU, is checked by test_family_intformats and expected_cast).
 def ml_quirk_mask(a, b):
     v = exact_values(a)
+    if not R.X86 and b in R.INT_NAMES:
+        bits, signed = R.INT_DEFS[b][:2]
+        lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+        with np.errstate(invalid="ignore"):
+            t = np.trunc(np.where(np.isfinite(v), v, 0))
+        return ~(np.isfinite(v) & (t >= lo) & (t <= hi))
     if a == "bfloat16" and b == "float8_e8m0fnu":
         return (v > 2.0 ** -127) & (v < 1.5 * 2.0 ** -127)
     if a in ("float8_e3m4", "float8_e4m3", "float8_e5m2") and b in R.INT_NAMES:
@@ -116,7 +126,7 @@ def test_ml_dtypes_arrays_cast_like_ours(a, b):
             return      # ml_dtypes has no cast between these two of its own types
     quirk = ml_quirk_mask(a, b)
     np.testing.assert_array_equal(want[~quirk], ml[~quirk])
-    if quirk.any():
+    if quirk.any() and (R.X86 or b not in R.INT_NAMES):
         assert (want[quirk] != ml[quirk]).all()
 
 

@@ -212,9 +212,12 @@ def test_cast_from_numpy_floats_like_ml_dtypes(name, src):
                             R.random_f32_bits(20000, 3).view(np.float32).astype(np.float64)]).astype(src)
         got = codes_of(x.astype(mf_type(name)))
         theirs = codes_of(x.astype(R.ml_type(name)))
-    np.testing.assert_array_equal(got, theirs)
     xf = x.astype(np.float64)
     ok = np.isfinite(xf) & (np.abs(xf) < 2.0 ** 31)
+    # ml_dtypes converts NaN, inf and out-of-range values as the C compiler
+    # does (x86: 0 after wrapping; Arm saturates): the same as ours on x86
+    # only; minifloat's rule is the same everywhere (checked below)
+    np.testing.assert_array_equal(got if R.X86 else got[ok], theirs if R.X86 else theirs[ok])
     want = np.where(ok, np.trunc(np.where(ok, xf, 0)), 0).astype(np.int64) & ((1 << R.INT_DEFS[name][0]) - 1)
     np.testing.assert_array_equal(got, want.astype(np.uint8))
 

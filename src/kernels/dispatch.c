@@ -6,11 +6,18 @@
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
 #include <cpuid.h>
 #endif
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#endif
+#if defined(__aarch64__) && defined(__APPLE__)
+#include <sys/sysctl.h>
+#endif
 
 const mf_kernels *mf_k = &mf_kernels_serial;
 mf_level mf_active_level = MF_LEVEL_SERIAL;
 
-static const char *level_names[MF_NUM_LEVELS] = {"serial", "avx2", "avx512", "avx512bf16"};
+static const char *level_names[MF_NUM_LEVELS] = {"serial", "avx2", "avx512", "avx512bf16",
+                                                    "neon", "neon_bf16"};
 
 const char *
 mf_level_name(mf_level level)
@@ -43,6 +50,12 @@ level_table(mf_level level)
 #ifdef MF_HAVE_AVX512BF16
         case MF_LEVEL_AVX512BF16: return &mf_kernels_avx512bf16;
 #endif
+#ifdef MF_HAVE_NEON
+        case MF_LEVEL_NEON: return &mf_kernels_neon;
+#endif
+#ifdef MF_HAVE_NEON_BF16
+        case MF_LEVEL_NEON_BF16: return &mf_kernels_neon_bf16;
+#endif
         default: return NULL;
     }
 }
@@ -55,6 +68,29 @@ cpu_has_f16c(void)
 {
     unsigned int a, b, c, d;
     return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+}
+#endif
+
+#if defined(__aarch64__)
+/* FEAT_BF16 (BFCVT, BFCVTN, BFDOT, BFMMLA, BFMLALB/T) as the OS reports it */
+static int
+arm_has_bf16(void)
+{
+#if defined(__linux__)
+#ifndef HWCAP2_BF16
+#define HWCAP2_BF16 (1UL << 14)
+#endif
+    return (getauxval(AT_HWCAP2) & HWCAP2_BF16) != 0;
+#elif defined(__APPLE__)
+    int v = 0;
+    size_t len = sizeof(v);
+    if (sysctlbyname("hw.optional.arm.FEAT_BF16", &v, &len, NULL, 0) != 0) {
+        return 0;
+    }
+    return v != 0;
+#else
+    return 0;
+#endif
 }
 #endif
 
@@ -75,6 +111,16 @@ cpu_has(mf_level level)
                    && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512cd");
         case MF_LEVEL_AVX512BF16:
             return cpu_has(MF_LEVEL_AVX512) && __builtin_cpu_supports("avx512bf16");
+        default:
+            return 0;
+    }
+#elif defined(__aarch64__)
+    switch (level) {
+        case MF_LEVEL_SERIAL:
+        case MF_LEVEL_NEON:
+            return 1;      /* Advanced SIMD and FP are part of every aarch64 CPU */
+        case MF_LEVEL_NEON_BF16:
+            return arm_has_bf16();
         default:
             return 0;
     }

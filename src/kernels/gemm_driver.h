@@ -1,7 +1,9 @@
 /*
  * The blocked, threaded GEMM driver shared by the SIMD gemm files
- * (gemm_avx2.c, gemm_avx512.c, gemm_avx512bf16.c); each includes it and
- * supplies its packing routines and micro-kernel.  x86 only (MXCSR).
+ * (gemm_avx2.c, gemm_avx512.c, gemm_avx512bf16.c, gemm_neon.c,
+ * gemm_neon_bf16.c); each includes it and supplies its packing routines and
+ * micro-kernel.  The floating-point environment of the kernels (MXCSR on
+ * x86, FPCR/FPSR on aarch64) is set here: see MF_FPENV below.
  *
  * Layout: the k values are packed in pairs (2q, 2q+1), an odd k padded with
  * one zero member.  For a range of NC columns, B is packed once for the whole
@@ -28,10 +30,65 @@
 #include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#endif
 #include "kernels.h"
 #include "gemm_common.h"
 #include "parallel.h"
+
+/*
+ * The kernels' floating-point environment (ops->ftz_daz):
+ *  - x86: MXCSR = round to nearest, FTZ, DAZ, all exceptions masked.  FTZ
+ *    flushes results that are tiny after rounding: exactly the canonical
+ *    step of gemm_serial.c.
+ *  - aarch64: FPCR = round to nearest, FZ (no traps, no default NaN, no AH).
+ *    FZ flushes subnormal inputs (the canonical DAZ), but flushes results
+ *    that are tiny *before* rounding: a result whose exact value lies in
+ *    [2^-126 - 2^-151, 2^-126) becomes 0 where the canonical step keeps
+ *    2^-126.  Every such flush sets FPSR.UFC, and without one the chains are
+ *    the canonical ones (tiny after rounding implies tiny before), so the
+ *    driver clears FPSR before each block and, if UFC is set after it,
+ *    computes the block again with the serial oracle (in the caller's mode
+ *    without FZ).  Data with tiny products (|a*b| < 2^-126) take that path.
+ * Both restore the caller's environment (flags included: the flags raised
+ * inside are dropped, as on x86) when done.
+ */
+#if defined(__x86_64__) || defined(__i386__)
+typedef unsigned int mf_fpenv;
+#define MF_GEMM_CSR_WORK (0x1F80u | 0x8000u | 0x0040u)
+static inline mf_fpenv mf_fpenv_enter(void) { mf_fpenv e = _mm_getcsr(); _mm_setcsr(MF_GEMM_CSR_WORK); return e; }
+static inline void mf_fpenv_leave(mf_fpenv e) { _mm_setcsr(e); }
+/* the caller's mode without FTZ/DAZ (epilogues), then back to work */
+static inline void mf_fpenv_plain(mf_fpenv e) { _mm_setcsr(e & ~(0x8000u | 0x0040u)); }
+static inline void mf_fpenv_work(mf_fpenv e) { (void)e; _mm_setcsr(MF_GEMM_CSR_WORK); }
+static inline void mf_fpenv_clear_flags(void) {}
+static inline int mf_fpenv_flushed(void) { return 0; }
+#elif defined(__aarch64__)
+typedef struct { uint64_t fpcr, fpsr; } mf_fpenv;
+#define MF_FPCR_FZ (1ull << 24)
+/* RMode (23:22), FZ, DN (25), trap enables (15, 12:8), AH (1), FIZ (0) */
+#define MF_FPCR_MODE_BITS ((3ull << 22) | MF_FPCR_FZ | (1ull << 25) | (1ull << 15) \
+                           | (0x1Full << 8) | 3ull)
+#define MF_FPSR_UFC (1ull << 3)
+static inline uint64_t mf_get_fpcr(void) { uint64_t v; __asm__ __volatile__("mrs %0, fpcr" : "=r"(v)); return v; }
+static inline uint64_t mf_get_fpsr(void) { uint64_t v; __asm__ __volatile__("mrs %0, fpsr" : "=r"(v)); return v; }
+static inline void mf_set_fpcr(uint64_t v) { __asm__ __volatile__("msr fpcr, %0" : : "r"(v) : "memory"); }
+static inline void mf_set_fpsr(uint64_t v) { __asm__ __volatile__("msr fpsr, %0" : : "r"(v) : "memory"); }
+static inline mf_fpenv mf_fpenv_enter(void)
+{
+    mf_fpenv e = {mf_get_fpcr(), mf_get_fpsr()};
+    mf_set_fpcr((e.fpcr & ~MF_FPCR_MODE_BITS) | MF_FPCR_FZ);
+    return e;
+}
+static inline void mf_fpenv_leave(mf_fpenv e) { mf_set_fpcr(e.fpcr); mf_set_fpsr(e.fpsr); }
+static inline void mf_fpenv_plain(mf_fpenv e) { mf_set_fpcr(e.fpcr & ~MF_FPCR_FZ); }
+static inline void mf_fpenv_work(mf_fpenv e) { mf_set_fpcr((e.fpcr & ~MF_FPCR_MODE_BITS) | MF_FPCR_FZ); }
+static inline void mf_fpenv_clear_flags(void) { mf_set_fpsr(0); }
+static inline int mf_fpenv_flushed(void) { return (mf_get_fpsr() & MF_FPSR_UFC) != 0; }
+#else
+#error "gemm_driver.h: no floating-point environment code for this architecture"
+#endif
 
 /* pack rows/cols [r0, r0+cnt) of the k range [p0, p0+kc) into micro-panels
  * (cnt padded with zeros to a multiple of MR or NR); k is the full depth */
@@ -68,6 +125,7 @@ typedef struct {
     int split_n;
     mf_intp tw, th, ntasks;
     mf_intp next;              /* next task, taken atomically */
+    const mf_format *fmt;      /* for the oracle fallback (aarch64) */
 } mf_gemm_args;
 
 typedef struct {
@@ -93,11 +151,26 @@ mf_gemm_scratch_ld(const mf_gemm_ops *o, mf_intp nc)
     return (s % 256 == 0) ? s + 16 : s;
 }
 
-#define MF_GEMM_CSR_WORK (0x1F80u | 0x8000u | 0x0040u)
+/* the scratch block: C's values (padded with zeros), or zeros with an
+ * epilogue */
+static void
+mf_gemm_scratch_init(const mf_gemm_args *g, float *cs, mf_intp lds, mf_intp ic, mf_intp mc,
+                     mf_intp mcp, mf_intp jc, mf_intp nc, mf_intp ncp)
+{
+    for (mf_intp i = 0; i < mcp; i++) {
+        if (g->ep == NULL && i < mc) {
+            memcpy(cs + i * lds, g->C + (ic + i) * g->ldc + jc, sizeof(float) * nc);
+            memset(cs + i * lds + nc, 0, sizeof(float) * (ncp - nc));
+        }
+        else {
+            memset(cs + i * lds, 0, sizeof(float) * ncp);
+        }
+    }
+}
 
 /* rows [i0, i1) x columns [j0, j1) of C, j1 - j0 <= g->nc */
 static void
-mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, unsigned csr)
+mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, mf_fpenv csr)
 {
     const mf_gemm_args *g = job->g;
     const mf_gemm_ops *o = g->ops;
@@ -121,14 +194,9 @@ mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, 
         mf_intp mc = mf_gemm_min(o->MC, i1 - ic);
         mf_intp mcp = mf_gemm_roundup(mc, MR);
         float *cs = job->cbuf;
-        for (mf_intp i = 0; i < mcp; i++) {
-            if (g->ep == NULL && i < mc) {
-                memcpy(cs + i * lds, g->C + (ic + i) * g->ldc + jc, sizeof(float) * nc);
-                memset(cs + i * lds + nc, 0, sizeof(float) * (ncp - nc));
-            }
-            else {
-                memset(cs + i * lds, 0, sizeof(float) * ncp);
-            }
+        mf_gemm_scratch_init(g, cs, lds, ic, mc, mcp, jc, nc, ncp);
+        if (o->ftz_daz) {
+            mf_fpenv_clear_flags();
         }
         for (mf_intp pc = 0; pc < k; pc += o->KC) {
             mf_intp kc = mf_gemm_min(o->KC, k - pc);
@@ -143,16 +211,26 @@ mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, 
                 }
             }
         }
+        if (o->ftz_daz && mf_fpenv_flushed()) {
+            /* aarch64: a result was flushed before rounding (see MF_FPENV):
+             * this block again, by the oracle */
+            const mf_intp sz = g->fmt->itemsize;
+            mf_gemm_scratch_init(g, cs, lds, ic, mc, mcp, jc, nc, ncp);
+            mf_fpenv_plain(csr);
+            mf_serial_gemm_f32acc(g->fmt, mc, nc, k, (const char *)g->A + ic * g->lda * sz, g->lda,
+                                  (const char *)g->B + jc * sz, g->ldb, cs, lds, NULL);
+            mf_fpenv_work(csr);
+        }
         if (g->ep != NULL && g->ep->bf16_out != NULL) {
             mf_gemm_store_bf16(g->ep, ic, jc, mc, nc, cs, lds);   /* integer only */
         }
         else if (g->ep != NULL) {
             if (o->ftz_daz) {
-                _mm_setcsr(csr & ~(0x8000u | 0x0040u));
+                mf_fpenv_plain(csr);
             }
             g->ep->fn(g->ep->ctx, ic, jc, mc, nc, cs, lds);
             if (o->ftz_daz) {
-                _mm_setcsr(MF_GEMM_CSR_WORK);
+                mf_fpenv_work(csr);
             }
         }
         else {
@@ -169,10 +247,10 @@ mf_gemm_run_job(mf_gemm_job *job)
 {
     mf_gemm_args *g = job->g;
     const mf_gemm_ops *o = g->ops;
-    unsigned int csr = 0;
+    mf_fpenv csr;
+    memset(&csr, 0, sizeof(csr));
     if (o->ftz_daz) {
-        csr = _mm_getcsr();
-        _mm_setcsr(MF_GEMM_CSR_WORK);
+        csr = mf_fpenv_enter();
     }
     for (;;) {
         mf_intp t = __atomic_fetch_add(&g->next, 1, __ATOMIC_RELAXED);
@@ -193,7 +271,7 @@ mf_gemm_run_job(mf_gemm_job *job)
         }
     }
     if (o->ftz_daz) {
-        _mm_setcsr(csr);   /* also drops the flags raised here */
+        mf_fpenv_leave(csr);   /* also drops the flags raised here */
     }
 }
 
@@ -244,7 +322,9 @@ mf_gemm_drive(const mf_gemm_ops *o, const void *ctx, mf_intp m, mf_intp n, mf_in
               const void *A, mf_intp lda, const void *B, mf_intp ldb, float *C, mf_intp ldc,
               const mf_gemm_epilogue *ep)
 {
-    mf_gemm_args g = {o, ctx, m, n, k, A, lda, B, ldb, C, ldc, ep, o->NC, 0, 0, 0, 0, 0};
+    mf_gemm_args g = {o, ctx, m, n, k, A, lda, B, ldb, C, ldc, ep, o->NC, 0, 0, 0, 0, 0, NULL};
+    /* every context starts with the format (mf_gemm_ctx) */
+    g.fmt = *(const mf_format *const *)ctx;
     mf_gemm_job jobs[MF_GEMM_MAX_JOBS];
     pthread_t tids[MF_GEMM_MAX_JOBS];
     int started[MF_GEMM_MAX_JOBS];

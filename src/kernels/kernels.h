@@ -2,7 +2,8 @@
  * Kernel table.  Every kernel has a serial version (serial.c), the oracle;
  * SIMD versions (one file per ISA) must return bit-identical results and are
  * chosen at run time from the CPU's features (dispatch.c).  The environment
- * variable MINIFLOAT_KERNEL_LEVEL (serial, avx2, avx512, avx512bf16) or
+ * variable MINIFLOAT_KERNEL_LEVEL (serial, avx2, avx512, avx512bf16, neon,
+ * neon_bf16) or
  * minifloat._core.set_kernel_level() forces a level for tests and benchmarks.
  *
  * All kernels work on contiguous data; the ufunc and cast loops gather
@@ -28,6 +29,8 @@ typedef enum {
     MF_LEVEL_AVX2 = 1,
     MF_LEVEL_AVX512 = 2,
     MF_LEVEL_AVX512BF16 = 3,
+    MF_LEVEL_NEON = 4,          /* aarch64: Advanced SIMD (every aarch64 CPU) */
+    MF_LEVEL_NEON_BF16 = 5,     /* aarch64: + FEAT_BF16 (Armv8.6) */
     MF_NUM_LEVELS
 } mf_level;
 
@@ -116,6 +119,12 @@ extern const mf_kernels mf_kernels_avx512;
 #ifdef MF_HAVE_AVX512BF16
 extern const mf_kernels mf_kernels_avx512bf16;
 #endif
+#ifdef MF_HAVE_NEON
+extern const mf_kernels mf_kernels_neon;
+#endif
+#ifdef MF_HAVE_NEON_BF16
+extern const mf_kernels mf_kernels_neon_bf16;
+#endif
 
 /* Per-ISA entry points (src/kernels/<isa>.c, gemm in gemm_<isa>.c); a level's
  * table may reuse a lower level's entries. */
@@ -146,6 +155,22 @@ double mf_avx512bf16_dot(const mf_format *f, const void *a, const void *b, mf_in
 void mf_avx512bf16_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                            const void *A, mf_intp lda, const void *B, mf_intp ldb,
                            float *C, mf_intp ldc, const mf_gemm_epilogue *ep);
+
+void mf_neon_decode_f32(const mf_format *f, const void *src, float *dst, mf_intp n);
+void mf_neon_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n);
+void mf_neon_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b,
+                    void *out, mf_intp n);
+double mf_neon_sum(const mf_format *f, const void *src, mf_intp n);
+double mf_neon_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
+void mf_neon_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
+                         const void *A, mf_intp lda, const void *B, mf_intp ldb,
+                         float *C, mf_intp ldc, const mf_gemm_epilogue *ep);
+void mf_neon_bf16_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n);
+void mf_neon_bf16_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b,
+                         void *out, mf_intp n);
+void mf_neon_bf16_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
+                              const void *A, mf_intp lda, const void *B, mf_intp ldb,
+                              float *C, mf_intp ldc, const mf_gemm_epilogue *ep);
 
 /* the active table */
 extern const mf_kernels *mf_k;

@@ -1,0 +1,593 @@
+/*
+ * neon kernels (aarch64 Advanced SIMD, every aarch64 CPU): decode, encode,
+ * the fused binary operations, sum and dot for bfloat16 and every
+ * float8/float6/float4 format; decode for the integer formats (their other
+ * kernels are serial).
+ *
+ * The algorithms of avx2.c (see there and avx512.c), four float32 lanes per
+ * vector: integer bit manipulations for the codecs, bit selects (BSL) for
+ * the fixups.  The kernels of the small formats are compiled once per
+ * special-value rule.  Tails shorter than a vector go to the serial kernels
+ * (decode, encode, binary) or through a small buffer padded with values that
+ * leave the sums unchanged (sum, dot), so nothing reads or writes past the
+ * ends and no padding lane raises a flag.
+ *
+ * Which NaN an operation returns depends on its operand order (Arm returns
+ * the first signalling, then the first quiet NaN operand; FMLA looks at the
+ * addend first): the float operations are written in assembly, in the
+ * operand order of the serial kernels as gcc compiles them for aarch64, so
+ * the compiler cannot commute them.  Runs under the caller's FPCR (Linux and
+ * macOS start threads with round to nearest, no flush to zero, and NumPy
+ * does not change it), like the serial kernels.
+ */
+#include <arm_neon.h>
+#include "kernels.h"
+#include "scalar_ops.h"
+#include "simd_params.h"
+
+#define MF_INLINE static inline __attribute__((always_inline))
+#define U32(x) vdupq_n_u32((uint32_t)(x))
+#define S32(x) vdupq_n_s32((int32_t)(x))
+#define F32(x) vreinterpretq_f32_u32(x)
+#define BITS(x) vreinterpretq_u32_f32(x)
+
+typedef struct {
+    uint32x4_t dec_keep, dec_spec_lim, dec_inf_lim, maxfin;
+    int32x4_t dec_shl, dec_sra_neg, drop_neg, dec_shl_neg;
+    uint32x4_t dec_adj, dec_adj_sub;
+    uint32x4_t min_normal_m1, round_bias, exp_adj, sub_cbits, sbit;
+    float32x4_t sub_c;
+    uint32x4_t big_code, nan_xor;
+} regsn;
+
+MF_INLINE void
+regs_init(regsn *r, const mf_simd_params *p)
+{
+    r->dec_keep = U32(p->dec_keep);
+    r->dec_spec_lim = U32(p->dec_spec_lim);
+    r->dec_inf_lim = U32(p->dec_inf_lim);
+    r->maxfin = U32(p->maxfin);
+    r->dec_shl = S32(p->dec_shl);
+    r->dec_shl_neg = S32(-p->dec_shl);
+    r->dec_sra_neg = S32(-p->dec_sra);
+    r->drop_neg = S32(-p->drop);
+    r->dec_adj = U32(p->dec_adj);
+    r->dec_adj_sub = U32(p->dec_adj_sub);
+    r->min_normal_m1 = U32(p->min_normal_bits - 1u);
+    r->round_bias = U32(p->round_bias);
+    r->exp_adj = U32(p->exp_adj);
+    r->sub_cbits = U32(p->sub_cbits);
+    r->sub_c = F32(r->sub_cbits);
+    r->sbit = U32(p->sbit);
+    r->big_code = U32(p->big_code);
+    r->nan_xor = U32(p->nan_xor);
+}
+
+/* ------------------------------------------------------- ordered float ops */
+
+#define ASM_OP(INSN, R, A, B) \
+    __asm__(INSN " %0.4s, %1.4s, %2.4s" : "=w"(R) : "w"(A), "w"(B))
+
+MF_INLINE float32x4_t
+opv(mf_binary_op op, float32x4_t a, float32x4_t b)
+{
+    float32x4_t r;
+    switch (op) {
+        case MF_OP_ADD: ASM_OP("fadd", r, a, b); break;
+        case MF_OP_SUB: ASM_OP("fsub", r, a, b); break;
+        case MF_OP_MUL: ASM_OP("fmul", r, a, b); break;
+        default:        ASM_OP("fdiv", r, a, b); break;
+    }
+    return r;
+}
+
+MF_INLINE float32x4_t
+addv(float32x4_t a, float32x4_t b)
+{
+    float32x4_t r;
+    ASM_OP("fadd", r, a, b);
+    return r;
+}
+
+/* acc + a * b (FMLA: the addend's NaN first, then a's, then b's) */
+MF_INLINE float32x4_t
+fma_acc(float32x4_t a, float32x4_t b, float32x4_t acc)
+{
+    __asm__("fmla %0.4s, %1.4s, %2.4s" : "+w"(acc) : "w"(a), "w"(b));
+    return acc;
+}
+
+/* total + x with total the first operand, as serial */
+MF_INLINE double
+add_total(double total, float x)
+{
+    double xd = (double)x, r;
+    __asm__("fadd %d0, %d1, %d2" : "=w"(r) : "w"(total), "w"(xd));
+    return r;
+}
+
+/* ------------------------------------------------------- decode, 4 lanes */
+
+MF_INLINE float32x4_t
+dec_bf16(uint16x4_t codes)
+{
+    return F32(vshll_n_u16(codes, 16));
+}
+
+MF_INLINE float32x4_t
+dec_small(const regsn *r, uint32x4_t c, mf_simd_path path)
+{
+    uint32x4_t t = vshlq_u32(c, r->dec_shl);
+    uint32x4_t x = vandq_u32(vreinterpretq_u32_s32(vshlq_s32(vreinterpretq_s32_u32(t), r->dec_sra_neg)),
+                             r->dec_keep);
+    uint32x4_t xa = vandq_u32(x, U32(0x7FFFFFFFu));
+    uint32x4_t ksub = vcltq_u32(xa, U32(0x00800000u));
+    uint32x4_t y = vaddq_u32(xa, vbslq_u32(ksub, r->dec_adj_sub, r->dec_adj));
+    float32x4_t v = vsubq_f32(F32(y), F32(vandq_u32(ksub, r->dec_adj_sub)));
+    uint32x4_t vb = vorrq_u32(BITS(v), veorq_u32(x, xa));
+    if (path == MF_SIMD_SMALL_IEEE || path == MF_SIMD_SMALL_FN) {
+        uint32x4_t spec = U32(0x7FC00000u);
+        if (path == MF_SIMD_SMALL_IEEE) {
+            spec = vbslq_u32(vceqq_u32(xa, r->dec_inf_lim), U32(0x7F800000u), spec);
+        }
+        spec = vorrq_u32(spec, vandq_u32(x, U32(0x80000000u)));
+        vb = vbslq_u32(vcgtq_u32(xa, r->dec_spec_lim), spec, vb);
+    }
+    if (path == MF_SIMD_SMALL_FNUZ) {
+        vb = vbslq_u32(vceqq_u32(t, U32(0x80000000u)), U32(0xFFC00000u), vb);
+    }
+    return F32(vb);
+}
+
+MF_INLINE float32x4_t
+dec_e8m0(uint32x4_t c)
+{
+    uint32x4_t v = vshlq_n_u32(c, 23);
+    v = vbslq_u32(vceqq_u32(c, U32(0)), U32(0x00400000u), v);
+    v = vbslq_u32(vceqq_u32(c, U32(0xFFu)), U32(0x7FC00000u), v);
+    return F32(v);
+}
+
+MF_INLINE float32x4_t
+dec_int(const regsn *r, uint32x4_t c, mf_simd_path path)
+{
+    uint32x4_t t = vshlq_u32(c, r->dec_shl);
+    if (path == MF_SIMD_SINT) {
+        return vcvtq_f32_s32(vshlq_s32(vreinterpretq_s32_u32(t), r->dec_shl_neg));
+    }
+    return vcvtq_f32_u32(vshlq_u32(t, r->dec_shl_neg));
+}
+
+/* 4 codes (0..255, one per lane) -> float32 */
+MF_INLINE float32x4_t
+dec4(const regsn *r, mf_simd_path path, uint32x4_t c)
+{
+    if (path == MF_SIMD_E8M0) {
+        return dec_e8m0(c);
+    }
+    if (path == MF_SIMD_SINT || path == MF_SIMD_UINT) {
+        return dec_int(r, c, path);
+    }
+    return dec_small(r, c, path);
+}
+
+/* 16 byte codes -> 4 vectors of 4 lanes */
+MF_INLINE void
+widen16(uint8x16_t b, uint32x4_t c[4])
+{
+    uint16x8_t lo = vmovl_u8(vget_low_u8(b)), hi = vmovl_u8(vget_high_u8(b));
+    c[0] = vmovl_u16(vget_low_u16(lo));
+    c[1] = vmovl_u16(vget_high_u16(lo));
+    c[2] = vmovl_u16(vget_low_u16(hi));
+    c[3] = vmovl_u16(vget_high_u16(hi));
+}
+
+/* ------------------------------------------------------- encode, 4 lanes */
+
+MF_INLINE uint32x4_t
+enc_bf16(float32x4_t x, uint32x4_t *ovf)
+{
+    uint32x4_t u = BITS(x);
+    uint32x4_t hi = vshrq_n_u32(u, 16);
+    uint32x4_t lsb = vandq_u32(hi, U32(1));
+    uint32x4_t res = vshrq_n_u32(vaddq_u32(vaddq_u32(u, U32(0x7FFFu)), lsb), 16);
+    uint32x4_t au = vandq_u32(u, U32(0x7FFFFFFFu));
+    uint32x4_t knan = vcgtq_u32(au, U32(0x7F800000u));
+    uint32x4_t nanv = vorrq_u32(vandq_u32(hi, U32(0x8000u)), U32(0x7FC0u));
+    res = vbslq_u32(knan, nanv, res);
+    /* finite values in [0x7F7F8000, 0x7F800000) round to inf */
+    *ovf = vorrq_u32(*ovf, vandq_u32(vcgtq_u32(au, U32(0x7F7F7FFFu)),
+                                     vcleq_u32(au, U32(0x7F7FFFFFu))));
+    return res;
+}
+
+MF_INLINE uint32x4_t
+enc_small(const regsn *r, float32x4_t x, uint32x4_t *ovf, mf_simd_path path)
+{
+    uint32x4_t u = BITS(x);
+    uint32x4_t au = vandq_u32(u, U32(0x7FFFFFFFu));
+    uint32x4_t neg = vreinterpretq_u32_s32(vshrq_n_s32(vreinterpretq_s32_u32(u), 31));
+    uint32x4_t lsb = vandq_u32(vshlq_u32(au, r->drop_neg), U32(1));
+    uint32x4_t rn = vaddq_u32(vaddq_u32(au, r->round_bias), lsb);
+    uint32x4_t cn = vsubq_u32(vshlq_u32(rn, r->drop_neg), r->exp_adj);
+    /* every lane but NaN ones (zeroed: a signalling NaN must raise nothing) */
+    uint32x4_t knan = vcgtq_u32(au, U32(0x7F800000u));
+    float32x4_t t = vaddq_f32(F32(vbicq_u32(au, knan)), r->sub_c);
+    uint32x4_t cs = vsubq_u32(BITS(t), r->sub_cbits);
+    uint32x4_t code = vbslq_u32(vcgtq_u32(au, r->min_normal_m1), cn, cs);
+    /* overflow, inf and NaN lanes are big: the overflow code, signed
+     * (codes compare as signed integers, as in avx2.c) */
+    uint32x4_t kbig = vcgtq_s32(vreinterpretq_s32_u32(code), vreinterpretq_s32_u32(r->maxfin));
+    code = vbslq_u32(kbig, r->big_code, code);
+    uint32x4_t sgn = vandq_u32(neg, r->sbit);
+    if (path == MF_SIMD_SMALL_FNUZ) {
+        sgn = vbicq_u32(sgn, vceqq_u32(code, U32(0)));
+    }
+    uint32x4_t res = vorrq_u32(code, sgn);
+    if (path == MF_SIMD_SMALL_IEEE) {
+        res = vorrq_u32(res, vandq_u32(knan, r->nan_xor));
+    }
+    else if (path == MF_SIMD_SMALL_NONE) {
+        res = vbslq_u32(knan, vbicq_u32(r->sbit, res), res);
+    }
+    *ovf = vorrq_u32(*ovf, vbicq_u32(kbig, vcgtq_u32(au, U32(0x7F7FFFFFu))));
+    return res;
+}
+
+MF_INLINE uint32x4_t
+enc_e8m0(float32x4_t x, uint32x4_t *ovf)
+{
+    uint32x4_t u = BITS(x);
+    uint32x4_t au = vandq_u32(u, U32(0x7FFFFFFFu));
+    uint32x4_t code = vshrq_n_u32(vaddq_u32(au, U32(0x400000u)), 23);
+    uint32x4_t ksub = vcltq_u32(au, U32(0x00800000u));
+    uint32x4_t csub = vandq_u32(vcgtq_u32(au, U32(0x005FFFFFu)), U32(1));
+    code = vbslq_u32(ksub, csub, code);
+    int32x4_t su = vreinterpretq_s32_u32(u);
+    uint32x4_t kgood = vandq_u32(vcgtq_s32(su, S32(0)), vcltq_s32(su, S32(0x7F800000)));
+    *ovf = vorrq_u32(*ovf, vandq_u32(kgood, vceqq_u32(code, U32(0xFFu))));
+    return vbslq_u32(kgood, code, U32(0xFFu));
+}
+
+MF_INLINE uint32x4_t
+enc4(const regsn *r, mf_simd_path path, float32x4_t x, uint32x4_t *ovf)
+{
+    return path == MF_SIMD_E8M0 ? enc_e8m0(x, ovf) : enc_small(r, x, ovf, path);
+}
+
+/* four vectors of codes (0..255) -> 16 bytes in order */
+MF_INLINE uint8x16_t
+pack16b(uint32x4_t c0, uint32x4_t c1, uint32x4_t c2, uint32x4_t c3)
+{
+    uint16x8_t lo = vcombine_u16(vmovn_u32(c0), vmovn_u32(c1));
+    uint16x8_t hi = vcombine_u16(vmovn_u32(c2), vmovn_u32(c3));
+    return vcombine_u8(vmovn_u16(lo), vmovn_u16(hi));
+}
+
+MF_INLINE int
+any_set(uint32x4_t v)
+{
+    return vmaxvq_u32(v) != 0;
+}
+
+#define FOR_PATH(p, CALL, OTHERWISE)                                                   \
+    switch ((p).small_path) {                                                         \
+        case MF_SIMD_BF16:       CALL(MF_SIMD_BF16); break;                           \
+        case MF_SIMD_E8M0:       CALL(MF_SIMD_E8M0); break;                           \
+        case MF_SIMD_SMALL_IEEE: CALL(MF_SIMD_SMALL_IEEE); break;                     \
+        case MF_SIMD_SMALL_FN:   CALL(MF_SIMD_SMALL_FN); break;                       \
+        case MF_SIMD_SMALL_FNUZ: CALL(MF_SIMD_SMALL_FNUZ); break;                     \
+        case MF_SIMD_SMALL_NONE: CALL(MF_SIMD_SMALL_NONE); break;                     \
+        default:                 OTHERWISE; break;                                    \
+    }
+
+/* ------------------------------------------------------- decode_f32 */
+
+MF_INLINE void
+decode_path(const regsn *r, mf_simd_path path, const mf_format *f, const void *src, float *dst,
+            mf_intp n)
+{
+    mf_intp i = 0;
+    if (path == MF_SIMD_BF16) {
+        const uint16_t *s = (const uint16_t *)src;
+        for (; i + 8 <= n; i += 8) {
+            uint16x8_t c = vld1q_u16(s + i);
+            vst1q_f32(dst + i, dec_bf16(vget_low_u16(c)));
+            vst1q_f32(dst + i + 4, dec_bf16(vget_high_u16(c)));
+        }
+    }
+    else {
+        const uint8_t *s = (const uint8_t *)src;
+        for (; i + 16 <= n; i += 16) {
+            uint32x4_t c[4];
+            widen16(vld1q_u8(s + i), c);
+            for (int q = 0; q < 4; q++) {
+                vst1q_f32(dst + i + 4 * q, dec4(r, path, c[q]));
+            }
+        }
+    }
+    if (i < n) {
+        mf_serial_decode_f32(f, (const char *)src + i * f->itemsize, dst + i, n - i);
+    }
+}
+
+void
+mf_neon_decode_f32(const mf_format *f, const void *src, float *dst, mf_intp n)
+{
+    mf_simd_params p = mf_simd_params_of(f);
+    regsn r;
+    regs_init(&r, &p);
+#define CALL(PATH) decode_path(&r, PATH, f, src, dst, n)
+    if (p.path == MF_SIMD_SINT) {
+        CALL(MF_SIMD_SINT);
+        return;
+    }
+    if (p.path == MF_SIMD_UINT) {
+        CALL(MF_SIMD_UINT);
+        return;
+    }
+    FOR_PATH(p, CALL, mf_serial_decode_f32(f, src, dst, n))
+#undef CALL
+}
+
+/* ------------------------------------------------------- encode_f32 */
+
+MF_INLINE void
+encode_path(const regsn *r, mf_simd_path path, const mf_format *f, const float *src, void *dst,
+            mf_intp n)
+{
+    uint32x4_t ovf = U32(0);
+    mf_intp i = 0;
+    if (path == MF_SIMD_BF16) {
+        uint16_t *d = (uint16_t *)dst;
+        for (; i + 8 <= n; i += 8) {
+            uint32x4_t lo = enc_bf16(vld1q_f32(src + i), &ovf);
+            uint32x4_t hi = enc_bf16(vld1q_f32(src + i + 4), &ovf);
+            vst1q_u16(d + i, vcombine_u16(vmovn_u32(lo), vmovn_u32(hi)));
+        }
+    }
+    else {
+        uint8_t *d = (uint8_t *)dst;
+        for (; i + 16 <= n; i += 16) {
+            uint32x4_t c[4];
+            for (int q = 0; q < 4; q++) {
+                c[q] = enc4(r, path, vld1q_f32(src + i + 4 * q), &ovf);
+            }
+            vst1q_u8(d + i, pack16b(c[0], c[1], c[2], c[3]));
+        }
+    }
+    if (i < n) {
+        mf_serial_encode_f32(f, src + i, (char *)dst + i * f->itemsize, n - i);
+    }
+    if (any_set(ovf)) {
+        mf_raise_overflow();
+    }
+}
+
+void
+mf_neon_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n)
+{
+    mf_simd_params p = mf_simd_params_of(f);
+    regsn r;
+    regs_init(&r, &p);
+#define CALL(PATH) encode_path(&r, PATH, f, src, dst, n)
+    FOR_PATH(p, CALL, mf_serial_encode_f32(f, src, dst, n))
+#undef CALL
+}
+
+/* ------------------------------------------------------- binary */
+
+MF_INLINE void
+binary_path(mf_binary_op op, const regsn *r, mf_simd_path path, const mf_format *f,
+            const void *a, const void *b, void *out, mf_intp n)
+{
+    uint32x4_t ovf = U32(0);
+    mf_intp i = 0;
+    if (path == MF_SIMD_BF16) {
+        const uint16_t *pa = (const uint16_t *)a, *pb = (const uint16_t *)b;
+        uint16_t *po = (uint16_t *)out;
+        for (; i + 8 <= n; i += 8) {
+            uint16x8_t ca = vld1q_u16(pa + i), cb = vld1q_u16(pb + i);
+            float32x4_t r0 = opv(op, dec_bf16(vget_low_u16(ca)), dec_bf16(vget_low_u16(cb)));
+            float32x4_t r1 = opv(op, dec_bf16(vget_high_u16(ca)), dec_bf16(vget_high_u16(cb)));
+            uint32x4_t e0 = enc_bf16(r0, &ovf), e1 = enc_bf16(r1, &ovf);
+            vst1q_u16(po + i, vcombine_u16(vmovn_u32(e0), vmovn_u32(e1)));
+        }
+    }
+    else {
+        const uint8_t *pa = (const uint8_t *)a, *pb = (const uint8_t *)b;
+        uint8_t *po = (uint8_t *)out;
+        for (; i + 16 <= n; i += 16) {
+            uint32x4_t ca[4], cb[4], c[4];
+            widen16(vld1q_u8(pa + i), ca);
+            widen16(vld1q_u8(pb + i), cb);
+            for (int q = 0; q < 4; q++) {
+                c[q] = enc4(r, path, opv(op, dec4(r, path, ca[q]), dec4(r, path, cb[q])), &ovf);
+            }
+            vst1q_u8(po + i, pack16b(c[0], c[1], c[2], c[3]));
+        }
+    }
+    if (i < n) {
+        mf_intp sz = f->itemsize;
+        mf_serial_binary(op, f, (const char *)a + i * sz, (const char *)b + i * sz,
+                         (char *)out + i * sz, n - i);
+    }
+    if (any_set(ovf)) {
+        mf_raise_overflow();
+    }
+}
+
+#define BINARY_PATH(PATH)                                                                  \
+    switch (op) {                                                                         \
+        case MF_OP_ADD: binary_path(MF_OP_ADD, &r, PATH, f, a, b, out, n); break;         \
+        case MF_OP_SUB: binary_path(MF_OP_SUB, &r, PATH, f, a, b, out, n); break;         \
+        case MF_OP_MUL: binary_path(MF_OP_MUL, &r, PATH, f, a, b, out, n); break;         \
+        default:        binary_path(MF_OP_DIV, &r, PATH, f, a, b, out, n); break;         \
+    }
+
+void
+mf_neon_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b,
+               void *out, mf_intp n)
+{
+    mf_simd_params p = mf_simd_params_of(f);
+    regsn r;
+    regs_init(&r, &p);
+    FOR_PATH(p, BINARY_PATH, mf_serial_binary(op, f, a, b, out, n))
+}
+
+/* ------------------------------------------------------- sum, dot */
+
+/* lanes[j] = lanes[j] + lanes[j + w] for w = 16, 8, 4, 2, 1 (serial's
+ * lanes_combine); v[q] holds lanes 4q..4q+3 */
+MF_INLINE float
+combine32(float32x4_t v[8])
+{
+    for (int q = 0; q < 4; q++) {
+        v[q] = addv(v[q], v[q + 4]);
+    }
+    v[0] = addv(v[0], v[2]);
+    v[1] = addv(v[1], v[3]);
+    v[0] = addv(v[0], v[1]);
+    /* w = 2, 1: two-lane and scalar adds, so no lane computes (and raises
+     * a flag for) a sum serial does not */
+    float32x2_t lo = vget_low_f32(v[0]), hi = vget_high_f32(v[0]), s2;
+    __asm__("fadd %0.2s, %1.2s, %2.2s" : "=w"(s2) : "w"(lo), "w"(hi));
+    float x0 = vget_lane_f32(s2, 0), x1 = vget_lane_f32(s2, 1), s1;
+    __asm__("fadd %s0, %s1, %s2" : "=w"(s1) : "w"(x0), "w"(x1));
+    return s1;
+}
+
+MF_INLINE float32x4_t
+load_dec(const regsn *r, mf_simd_path path, const void *src, mf_intp i)
+{
+    if (path == MF_SIMD_BF16) {
+        return dec_bf16(vld1_u16((const uint16_t *)src + i));
+    }
+    const uint8_t *s = (const uint8_t *)src + i;
+    uint32_t w;
+    memcpy(&w, s, 4);
+    uint8x8_t b = vreinterpret_u8_u32(vdup_n_u32(w));
+    return dec4(r, path, vmovl_u16(vget_low_u16(vmovl_u8(b))));
+}
+
+MF_INLINE void
+load_tail(const mf_format *f, const void *src, mf_intp i, mf_intp m, float pad, float32x4_t v[8])
+{
+    float buf[MF_SUM_LANES];
+    for (int j = 0; j < MF_SUM_LANES; j++) {
+        buf[j] = pad;
+    }
+    mf_serial_decode_f32(f, (const char *)src + i * f->itemsize, buf, m);
+    for (int q = 0; q < 8; q++) {
+        v[q] = vld1q_f32(buf + 4 * q);
+    }
+}
+
+MF_INLINE float
+sum_block(const regsn *r, mf_simd_path path, const mf_format *f, const void *src, mf_intp len)
+{
+    float32x4_t acc[8];
+    for (int q = 0; q < 8; q++) {
+        acc[q] = vdupq_n_f32(-0.0f);
+    }
+    mf_intp i = 0;
+    for (; i + 32 <= len; i += 32) {
+        for (int q = 0; q < 8; q++) {
+            acc[q] = addv(acc[q], load_dec(r, path, src, i + 4 * q));
+        }
+    }
+    if (i < len) {
+        float32x4_t v[8];
+        load_tail(f, src, i, len - i, -0.0f, v);
+        for (int q = 0; q < 8; q++) {
+            acc[q] = addv(acc[q], v[q]);
+        }
+    }
+    return combine32(acc);
+}
+
+MF_INLINE float
+dot_block(const regsn *r, mf_simd_path path, const mf_format *f, const void *a, const void *b,
+          mf_intp len)
+{
+    float32x4_t acc[8];
+    for (int q = 0; q < 8; q++) {
+        acc[q] = vdupq_n_f32(-0.0f);
+    }
+    mf_intp i = 0;
+    for (; i + 32 <= len; i += 32) {
+        for (int q = 0; q < 8; q++) {
+            acc[q] = fma_acc(load_dec(r, path, a, i + 4 * q), load_dec(r, path, b, i + 4 * q), acc[q]);
+        }
+    }
+    if (i < len) {
+        /* padding products are (-0) * (+0) = -0: every lane stays as it is */
+        float32x4_t va[8], vb[8];
+        load_tail(f, a, i, len - i, -0.0f, va);
+        load_tail(f, b, i, len - i, 0.0f, vb);
+        for (int q = 0; q < 8; q++) {
+            acc[q] = fma_acc(va[q], vb[q], acc[q]);
+        }
+    }
+    return combine32(acc);
+}
+
+MF_INLINE double
+sum_path(const regsn *r, mf_simd_path path, const mf_format *f, const void *src, mf_intp n)
+{
+    double total = -0.0;
+    for (mf_intp start = 0; start < n; start += MF_SUM_BLOCK) {
+        mf_intp len = n - start < MF_SUM_BLOCK ? n - start : MF_SUM_BLOCK;
+        total = add_total(total, sum_block(r, path, f, (const char *)src + start * f->itemsize, len));
+    }
+    return total;
+}
+
+MF_INLINE double
+dot_path(const regsn *r, mf_simd_path path, const mf_format *f, const void *a, const void *b,
+         mf_intp n)
+{
+    double total = -0.0;
+    for (mf_intp start = 0; start < n; start += MF_SUM_BLOCK) {
+        mf_intp len = n - start < MF_SUM_BLOCK ? n - start : MF_SUM_BLOCK;
+        total = add_total(total, dot_block(r, path, f, (const char *)a + start * f->itemsize,
+                                           (const char *)b + start * f->itemsize, len));
+    }
+    return total;
+}
+
+double
+mf_neon_sum(const mf_format *f, const void *src, mf_intp n)
+{
+    mf_simd_params p = mf_simd_params_of(f);
+    regsn r;
+    regs_init(&r, &p);
+    double s = 0.0;
+#define CALL(PATH) s = sum_path(&r, PATH, f, src, n)
+    FOR_PATH(p, CALL, s = mf_serial_sum(f, src, n))
+#undef CALL
+    return s;
+}
+
+double
+mf_neon_dot(const mf_format *f, const void *a, const void *b, mf_intp n)
+{
+    mf_simd_params p = mf_simd_params_of(f);
+    regsn r;
+    regs_init(&r, &p);
+    double s = 0.0;
+#define CALL(PATH) s = dot_path(&r, PATH, f, a, b, n)
+    FOR_PATH(p, CALL, s = mf_serial_dot(f, a, b, n))
+#undef CALL
+    return s;
+}
+
+const mf_kernels mf_kernels_neon = {
+    .name = "neon",
+    .decode_f32 = mf_neon_decode_f32,
+    .encode_f32 = mf_neon_encode_f32,
+    .binary = mf_neon_binary,
+    .sum = mf_neon_sum,
+    .dot = mf_neon_dot,
+    .gemm_f32acc = mf_neon_gemm_f32acc,
+};

@@ -1,0 +1,481 @@
+/*
+ * C-level kernel harness: every kernel of every level this CPU (or the
+ * emulated CPU, under qemu-user) supports, against the serial oracle, bit
+ * for bit, flags included.  No Python, no NumPy: it links the kernel
+ * sources directly (see build.sh), so it cross-compiles for aarch64 and runs
+ * under qemu-aarch64 with QEMU_CPU choosing the emulated CPU's features.
+ *
+ *   harness [--quick]      exit 0: every level agrees with serial
+ *
+ * What it checks, per float format (and decode of the integer formats):
+ * decode of every code (or 64K random codes for bfloat16), encode of
+ * float32 inputs from every exponent and the edges (ties, overflow, NaN
+ * payloads, signalling NaNs, subnormals) with the FP flags serial raises,
+ * the four binary operations on random and special codes (flags too), sum
+ * and dot over lengths that cross the vector widths and the 4096-element
+ * block, and gemm_f32acc on shapes around the micro-tile and blocking edges,
+ * with adversarial operands whose products underflow (the FZ-before-rounding
+ * case of docs/design.md), C with subnormals, and the bfloat16 epilogue.
+ */
+#include <fenv.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "kernels/kernels.h"
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint32_t
+rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+
+static int failures = 0;
+static int quick = 0;
+#define FLAGS (FE_INVALID | FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW)
+
+static void
+fail(const char *level, const char *fmt, const char *what, long at, uint64_t got, uint64_t want)
+{
+    if (failures < 40) {
+        printf("  MISMATCH level=%s format=%s %s at %ld: got %#llx want %#llx\n", level, fmt, what,
+               at, (unsigned long long)got, (unsigned long long)want);
+    }
+    failures++;
+}
+
+static uint32_t f2u(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
+static float u2f(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
+static uint64_t d2u(double x) { uint64_t u; memcpy(&u, &x, 8); return u; }
+
+/* random code of a format (mostly in range, some specials) */
+static uint32_t
+rcode(const mf_format *f)
+{
+    uint32_t mask = f->bits >= 32 ? 0xFFFFFFFFu : ((1u << f->bits) - 1u);
+    if (f->id == MF_BFLOAT16) {
+        uint32_t r = rnd() % 16;
+        if (r == 0) return 0x7F80u | (rnd() & 0x807Fu);          /* inf / NaN */
+        if (r == 1) return rnd() & 0x807Fu;                      /* zero / subnormal */
+        if (r < 8) {                                             /* moderate exponents */
+            uint32_t e = 110 + rnd() % 36;
+            return (rnd() & 0x807Fu) | (e << 7);
+        }
+        return rnd() & 0xFFFFu;
+    }
+    return rnd() & mask;
+}
+
+static void
+fill_codes(const mf_format *f, void *p, long n)
+{
+    for (long i = 0; i < n; i++) {
+        uint32_t c = rcode(f);
+        if (f->itemsize == 2) ((uint16_t *)p)[i] = (uint16_t)c;
+        else ((uint8_t *)p)[i] = (uint8_t)c;
+    }
+}
+
+/* ------------------------------------------------------------ decode/encode */
+
+static void
+check_decode(const char *lv, const mf_kernels *k, const mf_format *f)
+{
+    long n = f->itemsize == 2 ? 65536 + 13 : 256 * 3 + 7;
+    void *src = malloc((size_t)n * 2);
+    float *a = malloc((size_t)n * 4), *b = malloc((size_t)n * 4);
+    for (long i = 0; i < n; i++) {
+        if (f->itemsize == 2) ((uint16_t *)src)[i] = (uint16_t)i;
+        else ((uint8_t *)src)[i] = (uint8_t)i;
+    }
+    mf_serial_decode_f32(f, src, a, n);
+    k->decode_f32(f, src, b, n);
+    for (long i = 0; i < n; i++) {
+        if (f2u(a[i]) != f2u(b[i])) {
+            fail(lv, f->name, "decode", i, f2u(b[i]), f2u(a[i]));
+        }
+    }
+    free(src); free(a); free(b);
+}
+
+static float
+rfloat(void)
+{
+    uint32_t r = rnd() % 8;
+    uint32_t u = rnd() ^ (rnd() << 16);
+    switch (r) {
+        case 0: return u2f(u);                                        /* any bits */
+        case 1: return u2f((u & 0x80000000u) | 0x7F800000u | (u & 0x7FFFFFu)); /* inf/NaN */
+        case 2: return u2f((u & 0x807FFFFFu));                        /* subnormal */
+        case 3: return u2f((u & 0x80000000u) | ((u & 0xFFFF0000u) >> 1 & 0x7FFF0000u) | 0x7FFFu); /* ties-ish */
+        case 4: return u2f((u & 0x807FFFFFu) | ((100u + rnd() % 60) << 23));
+        default: return u2f((u & 0x807FFFFFu) | ((115u + rnd() % 25) << 23));
+    }
+}
+
+static void
+check_encode(const char *lv, const mf_kernels *k, const mf_format *f)
+{
+    long n = quick ? 20000 : 200000;
+    float *x = malloc((size_t)n * 4);
+    void *a = malloc((size_t)n * 2), *b = malloc((size_t)n * 2);
+    static const uint32_t edge[] = {0x7F7F8000u, 0x7F7F7FFFu, 0x7F7FFFFFu, 0x7F800000u, 0x7F800001u,
+                                    0x7FC00000u, 0xFFC00001u, 0xFF800001u, 0x00000001u, 0x80000001u,
+                                    0x00800000u, 0x007FFFFFu, 0x3F808000u, 0x3F818000u, 0x3F80FFFFu};
+    for (long i = 0; i < n; i++) {
+        x[i] = (i < 15) ? u2f(edge[i]) : rfloat();
+    }
+    for (long len = 1; len <= n; len = len < 100 ? len + 1 : len * 3 + 1) {
+        for (int run = 0; run < 2; run++) {
+            const mf_kernels *kk = run ? k : &mf_kernels_serial;
+            void *out = run ? b : a;
+            memset(out, 0xA5, (size_t)n * 2);
+            feclearexcept(FE_ALL_EXCEPT);
+            kk->encode_f32(f, x, out, len);
+            int fl = fetestexcept(FLAGS);
+            static int fl_serial;
+            if (!run) fl_serial = fl;
+            else if (fl != fl_serial) fail(lv, f->name, "encode flags", len, fl, fl_serial);
+        }
+        if (memcmp(a, b, (size_t)n * f->itemsize) != 0) {
+            for (long i = 0; i < n; i++) {
+                uint32_t ca = f->itemsize == 2 ? ((uint16_t *)a)[i] : ((uint8_t *)a)[i];
+                uint32_t cb = f->itemsize == 2 ? ((uint16_t *)b)[i] : ((uint8_t *)b)[i];
+                if (ca != cb) { fail(lv, f->name, "encode", i, cb, ca); break; }
+            }
+        }
+    }
+    free(x); free(a); free(b);
+}
+
+/* ------------------------------------------------------------ binary */
+
+static void
+check_binary(const char *lv, const mf_kernels *k, const mf_format *f)
+{
+    long n = quick ? 5000 : 40000;
+    size_t sz = (size_t)f->itemsize;
+    char *x = malloc(n * sz), *y = malloc(n * sz), *a = malloc(n * sz), *b = malloc(n * sz);
+    fill_codes(f, x, n);
+    fill_codes(f, y, n);
+    for (int op = 0; op < MF_NUM_BINARY_OPS; op++) {
+        for (long len = 1; len <= n; len = len < 70 ? len + 1 : len * 4 + 3) {
+            int fls[2];
+            for (int run = 0; run < 2; run++) {
+                const mf_kernels *kk = run ? k : &mf_kernels_serial;
+                feclearexcept(FE_ALL_EXCEPT);
+                kk->binary((mf_binary_op)op, f, x, y, run ? b : a, len);
+                fls[run] = fetestexcept(FLAGS);
+            }
+            if (fls[0] != fls[1]) fail(lv, f->name, "binary flags", op * 1000000 + len, fls[1], fls[0]);
+            if (memcmp(a, b, len * sz) != 0) {
+                for (long i = 0; i < len; i++) {
+                    if (memcmp(a + i * sz, b + i * sz, sz)) {
+                        uint32_t ca = 0, cb = 0;
+                        memcpy(&ca, a + i * sz, sz);
+                        memcpy(&cb, b + i * sz, sz);
+                        fail(lv, f->name, op == 0 ? "add" : op == 1 ? "sub" : op == 2 ? "mul" : "div",
+                             i, cb, ca);
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    free(x); free(y); free(a); free(b);
+}
+
+/* ------------------------------------------------------------ sum, dot */
+
+static void
+check_reduce(const char *lv, const mf_kernels *k, const mf_format *f)
+{
+    long n = 9000;
+    size_t sz = (size_t)f->itemsize;
+    char *x = malloc(n * sz), *y = malloc(n * sz);
+    for (int trial = 0; trial < (quick ? 2 : 6); trial++) {
+        fill_codes(f, x, n);
+        fill_codes(f, y, n);
+        if (trial % 2 == 0) {
+            /* finite, moderate values: sums that are not simply NaN */
+            float tmp;
+            for (long i = 0; i < n; i++) {
+                for (int t = 0; t < 100; t++) {
+                    mf_serial_decode_f32(f, x + i * sz, &tmp, 1);
+                    if (isfinite(tmp)) break;
+                    fill_codes(f, x + i * sz, 1);
+                }
+                for (int t = 0; t < 100; t++) {
+                    mf_serial_decode_f32(f, y + i * sz, &tmp, 1);
+                    if (isfinite(tmp)) break;
+                    fill_codes(f, y + i * sz, 1);
+                }
+            }
+        }
+        for (long len = 0; len <= n; len = len < 80 ? len + 1 : len * 2 + 37) {
+            int fl0, fl1;
+            feclearexcept(FE_ALL_EXCEPT);
+            double s0 = mf_serial_sum(f, x, len);
+            fl0 = fetestexcept(FLAGS);
+            feclearexcept(FE_ALL_EXCEPT);
+            double s1 = k->sum(f, x, len);
+            fl1 = fetestexcept(FLAGS);
+            if (d2u(s0) != d2u(s1)) fail(lv, f->name, "sum", len, d2u(s1), d2u(s0));
+            if (fl0 != fl1) fail(lv, f->name, "sum flags", len, fl1, fl0);
+            feclearexcept(FE_ALL_EXCEPT);
+            s0 = mf_serial_dot(f, x, y, len);
+            fl0 = fetestexcept(FLAGS);
+            feclearexcept(FE_ALL_EXCEPT);
+            s1 = k->dot(f, x, y, len);
+            fl1 = fetestexcept(FLAGS);
+            if (d2u(s0) != d2u(s1)) fail(lv, f->name, "dot", len, d2u(s1), d2u(s0));
+            if (fl0 != fl1) fail(lv, f->name, "dot flags", len, fl1, fl0);
+        }
+    }
+    free(x); free(y);
+}
+
+/* ------------------------------------------------------------ gemm */
+
+typedef struct { float *vals; long ld; } ep_sink;
+
+static void
+ep_fn(void *ctx, mf_intp i0, mf_intp j0, mf_intp rows, mf_intp cols, float *vals, mf_intp ldv)
+{
+    ep_sink *s = (ep_sink *)ctx;
+    for (mf_intp i = 0; i < rows; i++) {
+        memcpy(s->vals + (i0 + i) * s->ld + j0, vals + i * ldv, sizeof(float) * (size_t)cols);
+    }
+}
+
+/* bfloat16 code of a value kind: 0 ordinary, 1 tiny (products underflow) */
+static uint16_t
+gemm_code(int mode)
+{
+    uint32_t r = rnd();
+    uint16_t s = (uint16_t)(r & 0x8000u);
+    switch (mode) {
+        case 0: return s | (uint16_t)(((120u + rnd() % 16) << 7) | (rnd() & 0x7Fu));
+        case 1: {
+            /* exponents around 2^-63: products near 2^-126 */
+            uint32_t e = 60u + rnd() % 8;
+            return s | (uint16_t)((e << 7) | (rnd() & 0x7Fu));
+        }
+        default: {
+            uint32_t t = rnd() % 20;
+            if (t == 0) return s | 0x7F80u;          /* inf */
+            if (t == 1) return 0x7FC1u;              /* NaN */
+            if (t == 2) return s | (rnd() & 0x7Fu);  /* zero / subnormal */
+            return s | (uint16_t)(((100u + rnd() % 60) << 7) | (rnd() & 0x7Fu));
+        }
+    }
+}
+
+static int
+same_f32(float a, float b)
+{
+    return f2u(a) == f2u(b) || (isnan(a) && isnan(b));
+}
+
+static void
+check_gemm_one(const char *lv, const mf_kernels *k, const mf_format *f, long m, long n, long kk,
+               int mode)
+{
+    size_t sz = (size_t)f->itemsize;
+    char *A = malloc(m * kk * sz + 1), *B = malloc(kk * n * sz + 1);
+    float *C0 = malloc(sizeof(float) * m * n + 4), *C1 = malloc(sizeof(float) * m * n + 4);
+    if (f->id == MF_BFLOAT16) {
+        for (long i = 0; i < m * kk; i++) ((uint16_t *)A)[i] = gemm_code(mode);
+        for (long i = 0; i < kk * n; i++) ((uint16_t *)B)[i] = gemm_code(mode);
+    }
+    else {
+        fill_codes(f, A, m * kk);
+        fill_codes(f, B, kk * n);
+    }
+    for (long i = 0; i < m * n; i++) {
+        uint32_t t = rnd() % 8;
+        C0[i] = t == 0 ? u2f(rnd() & 0x807FFFFFu)                  /* subnormal C */
+                : t == 1 ? 0.0f : u2f((rnd() & 0x807FFFFFu) | ((100u + rnd() % 40) << 23));
+        if (mode == 1 && t >= 2) C0[i] = u2f((rnd() & 0x807FFFFFu) | ((1u + rnd() % 6) << 23));
+    }
+    memcpy(C1, C0, sizeof(float) * m * n);
+    mf_serial_gemm_f32acc(f, m, n, kk, A, kk, B, n, C0, n, NULL);
+    k->gemm_f32acc(f, m, n, kk, A, kk, B, n, C1, n, NULL);
+    for (long i = 0; i < m * n; i++) {
+        if (!same_f32(C0[i], C1[i])) {
+            char what[96];
+            snprintf(what, sizeof what, "gemm %ldx%ldx%ld mode %d", m, n, kk, mode);
+            fail(lv, f->name, what, i, f2u(C1[i]), f2u(C0[i]));
+            break;
+        }
+    }
+    /* the epilogue (chains from +0) and the bfloat16 shortcut */
+    ep_sink s0 = {C0, n}, s1 = {C1, n};
+    mf_gemm_epilogue e0 = {ep_fn, &s0, NULL, 0, NULL}, e1 = {ep_fn, &s1, NULL, 0, NULL};
+    mf_serial_gemm_f32acc(f, m, n, kk, A, kk, B, n, NULL, 0, &e0);
+    k->gemm_f32acc(f, m, n, kk, A, kk, B, n, NULL, 0, &e1);
+    for (long i = 0; i < m * n; i++) {
+        if (!same_f32(C0[i], C1[i])) {
+            fail(lv, f->name, "gemm epilogue", i, f2u(C1[i]), f2u(C0[i]));
+            break;
+        }
+    }
+    uint16_t *h0 = malloc(2 * m * n + 2), *h1 = malloc(2 * m * n + 2);
+    int fl0 = 0, fl1 = 0;
+    mf_gemm_epilogue b0 = {NULL, NULL, (char *)h0, 2 * n, &fl0}, b1 = {NULL, NULL, (char *)h1, 2 * n, &fl1};
+    mf_serial_gemm_f32acc(f, m, n, kk, A, kk, B, n, NULL, 0, &b0);
+    k->gemm_f32acc(f, m, n, kk, A, kk, B, n, NULL, 0, &b1);
+    if (memcmp(h0, h1, 2 * m * n) != 0 || fl0 != fl1) {
+        fail(lv, f->name, "gemm bf16 epilogue", m * 10000 + kk, fl1, fl0);
+    }
+    free(h0); free(h1);
+    free(A); free(B); free(C0); free(C1);
+}
+
+static void
+check_gemm(const char *lv, const mf_kernels *k, const mf_format *f)
+{
+    static const long shapes[][3] = {
+        {1, 1, 1}, {3, 5, 7}, {8, 12, 2}, {9, 13, 3}, {16, 24, 33}, {40, 40, 40}, {33, 47, 257},
+        {64, 64, 64}, {121, 50, 300}, {7, 200, 513}, {130, 37, 64}, {96, 96, 96},
+    };
+    int ns = (int)(sizeof shapes / sizeof shapes[0]);
+    for (int s = 0; s < ns; s++) {
+        if (quick && s % 3 != 0) continue;
+        for (int mode = 0; mode < 3; mode++) {
+            if (f->id != MF_BFLOAT16 && mode > 0) break;
+            check_gemm_one(lv, k, f, shapes[s][0], shapes[s][1], shapes[s][2], mode);
+        }
+    }
+}
+
+/* the case where flushing before rounding (Arm FPCR.FZ) and after rounding
+ * (x86 FTZ, the oracle) differ: c = 2^-126 + 2^-149, a*b = -1.25 * 2^-149,
+ * exact sum 2^-126 - 2^-151 rounds to 2^-126 (kept); and its neighbour
+ * a*b = -1.5 * 2^-149 gives 2^-126 - 2^-150, tiny: 0 */
+static void
+check_gemm_edge(const char *lv, const mf_kernels *k)
+{
+    const mf_format *f = &mf_formats[MF_BFLOAT16];
+    enum { M = 40, N = 40, K = 40 };
+    static uint16_t A[M * K], B[K * N];
+    static float C0[M * N], C1[M * N];
+    memset(A, 0, sizeof A);
+    memset(B, 0, sizeof B);
+    for (int i = 0; i < M; i++) {
+        /* k = 1 (the odd member of the first pair: the first step) */
+        A[i * K + 1] = (i % 2) ? 0x9CC0u : 0x9CA0u;     /* -1.5 * 2^-70, -1.25 * 2^-70 */
+    }
+    for (int j = 0; j < N; j++) {
+        B[1 * N + j] = (j % 3 == 0) ? 0x1800u : (j % 3 == 1) ? 0x1880u : 0x17C0u; /* 2^-79, 2^-78, 1.5*2^-80 */
+    }
+    for (int i = 0; i < M * N; i++) {
+        C0[i] = C1[i] = u2f(0x00800001u + (uint32_t)(i % 3));
+    }
+    mf_serial_gemm_f32acc(f, M, N, K, A, K, B, N, C0, N, NULL);
+    k->gemm_f32acc(f, M, N, K, A, K, B, N, C1, N, NULL);
+    int kept = 0;
+    for (int i = 0; i < M * N; i++) {
+        if (f2u(C0[i]) == 0x00800000u) kept++;
+        if (!same_f32(C0[i], C1[i])) {
+            fail(lv, "bfloat16", "gemm FZ edge", i, f2u(C1[i]), f2u(C0[i]));
+            break;
+        }
+    }
+    if (kept == 0) {
+        printf("  note: the FZ edge case produced no 2^-126 result (test data)\n");
+    }
+}
+
+/* --count LEVEL KERNEL FORMAT N: run one kernel $MF_COUNT_REPS times (1) on
+ * N elements (gemm: N x N x N), for instruction counting under qemu
+ * (insn_counts.py) */
+static int
+count_mode(char **argv)
+{
+    int lv = mf_level_from_name(argv[2]);
+    if (lv < 0 || mf_set_level((mf_level)lv) != 0) {
+        fprintf(stderr, "level %s not available\n", argv[2]);
+        return 2;
+    }
+    const char *kern = argv[3];
+    const mf_format *f = NULL;
+    for (int id = 0; id < MF_NUM_PUBLIC_FORMATS; id++) {
+        if (strcmp(mf_formats[id].name, argv[4]) == 0) f = &mf_formats[id];
+    }
+    long n = atol(argv[5]);
+    if (f == NULL || n < 0) return 2;
+    long cnt = strcmp(kern, "gemm") == 0 ? n * n : n;
+    size_t sz = (size_t)f->itemsize;
+    char *a = calloc(cnt + 64, sz), *b = calloc(cnt + 64, sz), *o = calloc(cnt + 64, sz);
+    float *x = calloc(cnt + 64, 4), *c = calloc(cnt + 64, 4);
+    for (long i = 0; i < cnt; i++) {
+        /* ordinary finite values: 1 <= |x| < 4 */
+        uint32_t code = f->id == MF_BFLOAT16 ? (0x3F80u | (rnd() & 0x80FFu)) : (rnd() & 0x33u) | 0x30u;
+        code &= f->itemsize == 2 ? 0xFFFFu : (uint32_t)((1u << f->bits) - 1u);
+        memcpy(a + i * sz, &code, sz);
+        memcpy(b + i * sz, &code, sz);
+        x[i] = 1.0f + (float)(rnd() % 1000) / 1000.0f;
+    }
+    const mf_kernels *k = mf_k;
+    volatile double sink = 0;
+    const char *reps_env = getenv("MF_COUNT_REPS");
+    int reps = reps_env ? atoi(reps_env) : 1;
+    for (int r = 0; r < reps; r++) {
+    if (!strcmp(kern, "decode")) k->decode_f32(f, a, x, n);
+    else if (!strcmp(kern, "encode")) k->encode_f32(f, x, o, n);
+    else if (!strcmp(kern, "add")) k->binary(MF_OP_ADD, f, a, b, o, n);
+    else if (!strcmp(kern, "mul")) k->binary(MF_OP_MUL, f, a, b, o, n);
+    else if (!strcmp(kern, "sum")) sink = k->sum(f, a, n);
+    else if (!strcmp(kern, "dot")) sink = k->dot(f, a, b, n);
+    else if (!strcmp(kern, "gemm")) k->gemm_f32acc(f, n, n, n, a, n, b, n, c, n, NULL);
+    else return 2;
+    }
+    (void)sink;
+    return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+    if (argc == 6 && strcmp(argv[1], "--count") == 0) {
+        mf_init_luts();
+        return count_mode(argv);
+    }
+    quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    mf_init_luts();
+    int checked = 0;
+    printf("kernel levels here:");
+    for (int l = 0; l < MF_NUM_LEVELS; l++) {
+        if (mf_level_supported((mf_level)l)) printf(" %s", mf_level_name((mf_level)l));
+    }
+    printf(" (best: %s)\n", mf_level_name(mf_best_level()));
+    for (int l = 1; l < MF_NUM_LEVELS; l++) {
+        if (!mf_level_supported((mf_level)l)) continue;
+        mf_set_level((mf_level)l);
+        const mf_kernels *k = mf_k;
+        const char *lv = mf_level_name((mf_level)l);
+        int before = failures;
+        for (int id = 0; id < MF_NUM_PUBLIC_FORMATS; id++) {
+            const mf_format *f = &mf_formats[id];
+            if (f->itemsize > 2) continue;
+            check_decode(lv, k, f);
+            if (f->kind != MF_KIND_FLOAT) continue;
+            check_encode(lv, k, f);
+            check_binary(lv, k, f);
+            check_reduce(lv, k, f);
+            check_gemm(lv, k, f);
+        }
+        check_gemm_edge(lv, k);
+        printf("level %-10s vs serial: %s\n", lv, failures == before ? "bit-identical" : "MISMATCH");
+        checked++;
+    }
+    if (checked == 0) {
+        printf("no SIMD level on this CPU: nothing to compare\n");
+    }
+    return failures ? 1 : 0;
+}

@@ -196,8 +196,13 @@ def test_mixed_arithmetic_rounds_once_in_the_common_type(a, b):
             ref32 = uf(x32, y32)
             if str(rt) in R.FLOAT_DEFS:
                 want = R.fmt(str(rt)).encode(ref32.astype(np.float64))
-                np.testing.assert_array_equal(got.view(R.code_dtype(str(rt))),
-                                              want.astype(R.code_dtype(str(rt))), err_msg=uf.__name__)
+                gc, wc = got.view(R.code_dtype(str(rt))), want.astype(R.code_dtype(str(rt)))
+                if not R.X86:
+                    # which NaN: NumPy's float32 loop's CPU-dependent choice
+                    nan = np.isnan(ref32)
+                    gc, wc = gc[~nan], wc[~nan]
+                    assert np.isnan(got.astype(np.float32)[nan]).all(), uf.__name__
+                np.testing.assert_array_equal(gc, wc, err_msg=uf.__name__)
             else:
                 # float32 / float64 results: the exact float32 operation, widened
                 np.testing.assert_array_equal(got.astype(np.float64),

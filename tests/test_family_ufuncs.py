@@ -39,8 +39,14 @@ def round_ref(name, f32):
     return R.fmt(name).encode(np.asarray(f32, np.float32).astype(np.float64)).astype(R.code_dtype(name))
 
 
-def check_codes(got, want, what, a=None, b=None):
-    bad = np.nonzero(got != want)[0]
+def check_codes(got, want, what, a=None, b=None, name=None):
+    diff = got != want
+    if name is not None and not R.X86 and diff.any():
+        # which NaN a NaN operand gives is NumPy's float32 loop's choice,
+        # CPU-dependent (_refs.X86): off x86, any NaN for a NaN
+        table = R.fmt(name).decode_f64()
+        diff &= ~(np.isnan(table[got.astype(np.int64)]) & np.isnan(table[want.astype(np.int64)]))
+    bad = np.nonzero(diff)[0]
     if len(bad):
         show = [(None if a is None else float(a[i]), None if b is None else float(b[i]),
                  hex(int(got[i])), hex(int(want[i]))) for i in bad[:6]]
@@ -103,7 +109,7 @@ def test_binary_ufuncs_every_pair(name):
                 want = R.sign_ref(name, u, ca, cb)
             else:
                 want = round_ref(name, uf(a32, b32))
-            check_codes(got, want, f"{u}({name})", a32, b32)
+            check_codes(got, want, f"{u}({name})", a32, b32, name=name)
             results[u] = got
         for u in BINARY_BOOL:
             uf = getattr(np, u)

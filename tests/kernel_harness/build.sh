@@ -45,7 +45,7 @@ case "$arch" in
         static=()
         ;;
 esac
-for f in format_table.c kernels/serial.c kernels/gemm_serial.c; do
+for f in format_table.c kernels/serial.c kernels/gemm_serial.c kernels/parallel.c; do
     compile "$f"
 done
 compile kernels/dispatch.c "${defs[@]}"

@@ -186,6 +186,30 @@ def test_large_streamed_output(threads):
     assert np.array_equal(bits(r1), bits(o))
 
 
+@pytest.mark.parametrize("nthreads", [2, MANY])
+@pytest.mark.parametrize("start", [0, 1, 12345])
+def test_tasks_of_whole_huge_pages(threads, nthreads, start):
+    """Outputs large enough for tasks of 2 MiB: the first task runs up to the
+    output's first 2 MiB boundary (wherever the array starts), the others
+    are whole huge pages; every element is still computed once, with the
+    same bits, for casts both ways and a binary op."""
+    n = (2 << 20) * 4 * nthreads // 2 + 4099          # bfloat16 output, >= 2 MiB per task
+    x = values(n + start, 5).astype(np.float32)[start:]
+    enc1, _ = at_threads(threads, 1, lambda: x.astype(mf.bfloat16))
+    buf = np.empty(n + start, mf.bfloat16)
+    o = buf[start:]
+    at_threads(threads, nthreads, lambda: np.copyto(o, x, casting="unsafe"))
+    assert np.array_equal(bits(enc1), bits(o))
+    encN, _ = at_threads(threads, nthreads, lambda: x.astype(mf.bfloat16))   # a new array
+    assert np.array_equal(bits(enc1), bits(encN))
+    f32 = np.empty(n + start, np.float32)[start:]
+    at_threads(threads, nthreads, lambda: np.copyto(f32, o, casting="unsafe"))
+    assert np.array_equal(f32.view(np.uint32), enc1.astype(np.float32).view(np.uint32))
+    r1, _ = at_threads(threads, 1, lambda: np.multiply(enc1, o))
+    rN, _ = at_threads(threads, nthreads, lambda: np.multiply(enc1, o, out=buf[start:]))
+    assert np.array_equal(bits(r1), bits(rN))
+
+
 @pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2"])
 def test_sum_same_bits_any_thread_count(threads, name):
     dt = np.dtype(getattr(mf, name))

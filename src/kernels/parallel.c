@@ -226,6 +226,7 @@ typedef struct {
     mf_intp n;
     mf_intp isz, osz;          /* bytes per element of the inputs, the output */
     mf_intp chunk;             /* elements per task (a multiple of 64, of MF_SUM_BLOCK for sums) */
+    mf_intp head;              /* elements of task 0 (up to a huge page boundary of out), or chunk */
     mf_intp ntasks;
     mf_intp next;              /* the next task, taken atomically */
     double *partials;          /* sum, dot: one per MF_SUM_BLOCK block */
@@ -237,8 +238,9 @@ typedef struct {
 static void
 par_task(par_job *J, mf_intp t)
 {
-    mf_intp i0 = t * J->chunk;
-    mf_intp len = J->n - i0 < J->chunk ? J->n - i0 : J->chunk;
+    mf_intp i0 = t == 0 ? 0 : J->head + (t - 1) * J->chunk;
+    mf_intp want = t == 0 ? J->head : J->chunk;
+    mf_intp len = J->n - i0 < want ? J->n - i0 : want;
     const char *a = J->a + i0 * J->isz;
     switch (J->kind) {
         case PAR_DECODE:
@@ -326,7 +328,19 @@ par_run(par_job *J, int T, mf_intp unit, mf_intp bytes_per_elem)
         chunk = unit;
     }
     J->chunk = chunk;
-    J->ntasks = (J->n + chunk - 1) / chunk;
+    J->head = chunk;
+    if (J->kind != PAR_SUM && J->kind != PAR_DOT && J->out != NULL
+        && chunk * J->osz == MF_PAR_TASK_MAX_BYTES) {
+        /* tasks of whole huge pages of the output: task 0 runs up to the
+         * first 2 MiB boundary, so that no two threads fault in (and the
+         * kernel zeroes) the same huge page of a new array, one waiting for
+         * the other (docs/design.md "Threads for streaming kernels") */
+        mf_intp off = (mf_intp)((0 - (uintptr_t)J->out) & (uintptr_t)(MF_PAR_TASK_MAX_BYTES - 1));
+        if (off % J->osz == 0 && off > 0) {
+            J->head = off / J->osz;
+        }
+    }
+    J->ntasks = J->n <= J->head ? 1 : 1 + (J->n - J->head + chunk - 1) / chunk;
     J->next = 0;
     J->flags = 0;
     J->stream = J->n * J->osz >= ((mf_intp)8 << 20);

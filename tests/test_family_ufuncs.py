@@ -125,11 +125,11 @@ def test_binary_ufuncs_every_pair(name):
                     check_codes(codes_of(uf(a, b), name), results[u], f"{u}({name}) at {level}", a32, b32)
                     check_codes(codes_of(uf(a[5:-3], b[2:-6]), name),
                                 round_ref(name, uf(a32[5:-3], b32[2:-6])),
-                                f"{u}({name}) offset operands at {level}")
+                                f"{u}({name}) offset operands at {level}", name=name)
                     out = np.empty(len(a) - 1, a.dtype)
                     uf(a[1:], b[:-1], out=out)
                     check_codes(codes_of(out, name), round_ref(name, uf(a32[1:], b32[:-1])),
-                                f"{u}({name}, out=) at {level}")
+                                f"{u}({name}, out=) at {level}", name=name)
                     # in place
                     c = a.copy()
                     uf(c, b, out=c)

@@ -5,7 +5,7 @@ every executed translation block, and take the difference between running
 the kernel twice and once on the same N elements (N^3 multiply-adds for
 gemm), so start-up and set-up cancel; the per-call overhead is included.  Usage:
 
-    python insn_counts.py HARNESS_ARM [--markdown]
+    python insn_counts.py HARNESS_ARM [FORMAT ...]
 
 HARNESS_ARM is the cross-compiled harness (build.sh OUT aarch64-linux-gnu-gcc).
 Emulated CPU: max,sve=off (NEON + BF16); one thread.
@@ -61,7 +61,7 @@ LEVELS = ["serial", "neon", "neon_bf16"]
 def main():
     harness = sys.argv[1]
     rows = []
-    for fmt in FORMATS:
+    for fmt in sys.argv[2:] or FORMATS:
         for kern, n in KERNELS:
             vals = []
             for lv in LEVELS:

@@ -27,7 +27,9 @@
  * within these bounds: up to a 2 MiB huge page of output, so that threads
  * fault in different pages of a new array); see docs/design.md "Threads for
  * streaming kernels" */
+#ifndef MF_PAR_MIN_BYTES     /* overridable at build time, to measure it */
 #define MF_PAR_MIN_BYTES ((mf_intp)1 << 20)
+#endif
 #define MF_PAR_THREAD_BYTES ((mf_intp)256 << 10)
 #define MF_PAR_TASK_MIN_BYTES ((mf_intp)64 << 10)
 #define MF_PAR_TASK_MAX_BYTES ((mf_intp)2 << 20)

@@ -19,83 +19,13 @@
 #include <math.h>
 #include <string.h>
 #include "blocks.h"
+#include "blocks_scale.h"
 #include "../codec.h"
 #include "scalar_ops.h"
 #include "parallel.h"
 
 /* elements scaled at a time (a multiple of every block size) */
 #define CHUNK 4096
-
-/* floor(log2 |v|) of a positive finite float32 given by its bits */
-static inline int
-flog2_bits(uint32_t b)
-{
-    uint32_t field = b >> 23;
-    if (field) {
-        return (int)field - 127;
-    }
-    return -149 + (31 - __builtin_clz(b));   /* subnormal: b = m, v = m * 2^-149 */
-}
-
-/* ceil(log2 |v|) of a positive finite float32 */
-static inline int
-clog2_bits(uint32_t b)
-{
-    int e = flog2_bits(b);
-    int pow2 = (b >> 23) ? (b & 0x7FFFFFu) == 0 : (b & (b - 1u)) == 0;
-    return e + !pow2;
-}
-
-/* the float32 2^e for -149 <= e <= 127, exactly */
-static inline float
-pow2f(int e)
-{
-    if (e >= -126) {
-        return mf_bits_f32((uint32_t)(e + 127) << 23);
-    }
-    return mf_bits_f32(1u << (e + 149));
-}
-
-/* E8M0 scale code of a finite block with largest magnitude bits `ab` */
-static inline uint32_t
-mx_scale_code(const mf_block_params *p, uint32_t ab)
-{
-    if (ab >= 0x7F800000u) {
-        return 0xFFu;                      /* inf or NaN in the block: the NaN scale */
-    }
-    if (ab == 0) {
-        return 0u;                         /* log2(0) = -inf, clamped to 2^-127 */
-    }
-    int e;
-    switch (p->mode) {
-        case MF_SCALE_CEIL:
-            e = clog2_bits(ab) - p->emax;
-            break;
-        case MF_SCALE_EVEN: {
-            /* round amax half-up to the element's mantissa bits first */
-            uint32_t r = ab + (1u << (23 - p->elem_mbits - 1));
-            e = ((r >> 23) ? (int)(r >> 23) - 127 : flog2_bits(ab)) - p->emax;
-            break;
-        }
-        case MF_SCALE_RCEIL: {
-            float d = mf_bits_f32(ab) / p->elem_max;
-            uint32_t db = mf_f32_bits(d);
-            e = db ? clog2_bits(db) : -127;
-            break;
-        }
-        case MF_SCALE_FLOOR:
-        default:
-            e = flog2_bits(ab) - p->emax;
-            break;
-    }
-    if (e < -127) {
-        e = -127;
-    }
-    if (e > 127) {
-        e = 127;
-    }
-    return (uint32_t)(e + 127);
-}
 
 static inline uint32_t
 block_amax_bits(const float *x, int n)
@@ -208,7 +138,7 @@ serial_int8_dec(const int8_t *c, mf_intp n, float mul, float *o)
 
 const mf_block_ops mf_block_ops_serial = {
     serial_amax, serial_scale_clamp, serial_mxint8, serial_pack4, serial_unpack4, serial_mul2,
-    serial_int8_dec, serial_finite_amax,
+    serial_int8_dec, serial_finite_amax, NULL,
 };
 
 static const mf_block_ops *
@@ -242,6 +172,17 @@ quantize_row(const mf_block_params *p, const mf_block_ops *ops, const float *x, 
     const float s_dec = 1.0f / p->s_enc;
     const float sdb_mul = p->s_enc * (1.0f / 6.0f);
     (void)nblocks;
+    if (ops->quantize_blocks != NULL && p->kind != MF_BLOCK_MXINT8) {
+        /* the level's one-pass loop for the whole blocks; the padded tail
+         * block (if in range) below */
+        mf_intp nf = bhi < nfull ? bhi : nfull;
+        if (nf > blo) {
+            ops->quantize_blocks(p, x + blo * B, nf - blo,
+                                 codes + (p->elem->bits == 4 ? blo * B / 2 : blo * B),
+                                 scales + blo);
+            blo = nf;
+        }
+    }
     for (mf_intp b0 = blo; b0 < bhi; b0 += CHUNK / B) {
         mf_intp nb = bhi - b0 < CHUNK / B ? bhi - b0 : CHUNK / B;
         mf_intp nf = nfull - b0 < nb ? nfull - b0 : nb;     /* full blocks in this chunk */

@@ -67,6 +67,12 @@ typedef struct {
     void (*int8_dec)(const int8_t *c, mf_intp n, float mul, float *o);
     /* largest finite |x| bit pattern of x[0, n) (0 if none) */
     uint32_t (*finite_amax)(const float *x, mf_intp n);
+    /* NULL, or a whole quantize of nblocks full blocks in one pass over x
+     * (MX float elements and NVFP4): scales[b] and the codes (float4 packed;
+     * codes points at the first block's), bit-identical to what blocks.c's
+     * separate passes (amax, scales, scale_clamp, the cast, pack4) give */
+    void (*quantize_blocks)(const mf_block_params *p, const float *x, mf_intp nblocks,
+                            uint8_t *codes, uint8_t *scales);
 } mf_block_ops;
 
 extern const mf_block_ops mf_block_ops_serial;

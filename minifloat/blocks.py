@@ -451,8 +451,8 @@ class BlockScaled:
                            1 - self.axis, self.tensor_scale)
 
     def __matmul__(self, other):
-        if not isinstance(other, BlockScaled):
-            return NotImplemented
+        # a TypeError for anything else (not NotImplemented: NumPy would
+        # then dequantize this tensor through __array__, silently)
         return block_matmul(self, other)
 
     def __rmatmul__(self, other):

@@ -462,9 +462,10 @@ def _build_block_matmul(m, env):
     if env.ml is not None:
         runs.append(Run("ml_dtypes", "no block-scaled formats", None))
     if env.torch is not None:
-        # torch._scaled_mm (MX / NVFP4 scales) is CUDA-only; its CPU bf16 mm
-        # is in the "matmul bf16" cases (a minute at 2048^3 on AVX2 CPUs)
-        runs.append(Run("torch", "no CPU block-scaled matmul", None))
+        # torch 2.13's _scaled_mm on the CPU takes tensor-wise or row-wise
+        # float32 scales only (MX / NVFP4 block scales: "Invalid scaling
+        # configuration"); its CPU bf16 mm is in the "matmul bf16" cases
+        runs.append(Run("torch", "_scaled_mm: no block scales on CPU", None))
     runs.append(Run("numpy", "float32 a @ b (BLAS threads)", lambda: a32 @ b32))
     if env.nk is not None:
         runs.append(Run("numkong", "no block-scaled formats", None))

@@ -213,6 +213,20 @@ enc_clamped(const enc_regs *e, __m256 v)
     return _mm256_or_si256(code, _mm256_and_si256(_mm256_srai_epi32(u, 31), e->sbit));
 }
 
+/* the value of enc_clamped(e, v)'s code, for v >= 0 (a float32 with the
+ * format's precision: what decoding the code gives) */
+MF_INLINE __m256
+e4m3_value(const enc_regs *e, __m256 v)
+{
+    __m256i au = _mm256_castps_si256(v);
+    __m256i lsb = _mm256_and_si256(_mm256_srl_epi32(au, e->drop), e->one);
+    __m256i rn = _mm256_add_epi32(_mm256_add_epi32(au, e->round_bias), lsb);
+    __m256i cn = _mm256_sll_epi32(_mm256_srl_epi32(rn, e->drop), e->drop);
+    __m256 vs = _mm256_sub_ps(_mm256_add_ps(v, e->sub_c), e->sub_c);
+    return _mm256_blendv_ps(vs, _mm256_castsi256_ps(cn),
+                            _mm256_castsi256_ps(_mm256_cmpgt_epi32(au, e->min_normal_m1)));
+}
+
 /* four vectors of codes (< 256) -> 32 bytes in order */
 MF_INLINE __m256i
 pack_bytes32(__m256i c0, __m256i c1, __m256i c2, __m256i c3)
@@ -398,12 +412,29 @@ quantize_nv(const mf_block_params *p, const float *x, mf_intp nblocks, uint8_t *
                                    _mm256_castsi256_ps(fin));
         sdb = _mm256_min_ps(sdb, smax);                            /* sdb < smax ? sdb : smax */
         __m256i sc = enc_clamped(&es, sdb);
-        __m256 dec = _mm256_i32gather_ps(lut_e4m3, sc, 4);
+        /* S_dec_b's value, as the code decodes: sdb rounded to E4M3 in
+         * float32 (normal: the dropped bits cleared after the rounding
+         * carry; subnormal: (sdb + C) - C, exact) */
+        __m256 dec = e4m3_value(&es, sdb);
         __m256 rcp = _mm256_div_ps(one, _mm256_mul_ps(dec, s_dec));
         rcp = _mm256_min_ps(rcp, fmax);                           /* rcp < FLT_MAX ? rcp : FLT_MAX */
         store_scales(scales + g, _mm256_blendv_epi8(nv_nan, sc, fin), nb);
         /* the elements, two blocks (32 codes, 16 bytes) at a time; blocks
          * with the NaN scale get codes +0 */
+        if (nb == 8 && _mm256_movemask_ps(_mm256_castsi256_ps(fin)) == 0xFF) {
+            /* eight finite blocks (the common case): no masking */
+            for (int b = 0; b < 8; b += 2) {
+                const float *xb = xg + b * 16;
+                const __m256 m0 = lane_ps(rcp, b), m1 = lane_ps(rcp, b + 1);
+                __m256i q0 = enc_clamped(&e, scale_clamp8(_mm256_loadu_ps(xb), m0, hi, lo));
+                __m256i q1 = enc_clamped(&e, scale_clamp8(_mm256_loadu_ps(xb + 8), m0, hi, lo));
+                __m256i q2 = enc_clamped(&e, scale_clamp8(_mm256_loadu_ps(xb + 16), m1, hi, lo));
+                __m256i q3 = enc_clamped(&e, scale_clamp8(_mm256_loadu_ps(xb + 24), m1, hi, lo));
+                _mm_storeu_si128((__m128i *)(codes + (g + b) * 8),
+                                 pack_nibbles32(pack_bytes32(q0, q1, q2, q3)));
+            }
+            continue;
+        }
         for (int b = 0; b < nb; b += 2) {
             const float *xb = xg + b * 16;
             const __m256 m0 = lane_ps(rcp, b), m1 = lane_ps(rcp, b + 1);

@@ -8,8 +8,9 @@ the scales (and NVFP4's float32 tensor scale) and turns back into float32
 with ``.dequantize()`` or ``np.asarray``.  ``block_matmul(a, b)`` (``a @ b``)
 multiplies two of them in float32.  The rules, and where each comes from,
 are in docs/formats.md ("Block-scaled formats").  The loops are C
-(src/kernels/blocks.c): the scales in plain C, the elements by the cast
-kernels, so the SIMD levels are bit-exact with the serial one.
+(src/kernels/blocks.c: the serial oracle, separate passes, the elements by
+the cast kernels; blocks_avx2.c: one pass, eight blocks at a time), tested
+bit-exact against each other; the matmul runs minifloat's bfloat16 GEMM.
 """
 import json
 import math
@@ -135,6 +136,22 @@ Each rule, and where it comes from:
   nibble (torch's float4_e2m1fn_x2, safetensors' F4, DLPack code 17 with 2 lanes);
   MXINT8 int8. The blocked axis is stored last (`data`, `scales`) whatever `axis` is.
 - **Input**: converted to float32 first.
+- **Matmul** (`minifloat.block_matmul(a, b)`, or `a @ b`): a is (..., K) quantized along
+  K (`axis=-1`), b is (K, N) quantized along K too: `quantize(w, fmt, axis=0)`, or
+  `quantize(w_nk, fmt).T` for a weight stored (N, K) as `torch.nn.Linear` keeps it (no
+  copy: the same data and scales). Any two formats mix. Both operands are dequantized
+  *exactly* into bfloat16 (an MX value is a code of at most 4 significant bits, MXINT8 7,
+  times a power of two; an NVFP4 value without its tensor scale is an E2M1 code times an
+  E4M3 scale, 2 x 4 bits), K's padding dropped, and multiplied by minifloat's bfloat16
+  GEMM with float32 accumulation, so the result is bit-for-bit `np.matmul(A, B,
+  dtype=np.float32)` of those bfloat16 arrays, at every kernel level and thread count.
+  That GEMM's chain is VDPBF16PS's (src/kernels/gemm_serial.c): k taken in pairs, the
+  odd index first, each step one float32 rounding, values and results below 2^-126
+  flushed to zero. NVFP4's tensor scales multiply each result once:
+  float32(acc x (float64(S_dec,a) x S_dec,b)). A block with the NaN scale makes its
+  row of a (column of b) NaN; NaN results are +qNaN. The result is a float32 ndarray of
+  shape a.shape[:-1] + b.shape[1:]; the bfloat16 copies take 2(M + N)K bytes while the
+  call runs.
 """
 
 _META_KEY = "minifloat.block_scaled"

@@ -201,3 +201,32 @@ def test_levels_and_threads_give_the_same_bits(fmt):
     finally:
         _core.set_kernel_level(prev_level)
         mf.set_num_threads(prev_threads)
+
+
+def test_concurrent_calls_from_python_threads():
+    """several Python threads quantizing and multiplying at once share the
+    worker pool (a call that finds it busy works alone): same bits"""
+    import threading
+    a = data((96, 2 ** 15 + 48), 19)            # 3 Mi elements: the quantize is threaded
+    b = data((2 ** 15 + 48, 40), 20)
+    want = {}
+    for fmt in ("mxfp8_e4m3", "nvfp4"):
+        qa, qb = mf.quantize(a, fmt), mf.quantize(b, fmt, axis=0)
+        want[fmt] = (np.asarray(qa.data).view(np.uint8).copy(), (qa @ qb).view(np.uint32).copy())
+    errors = []
+
+    def work(fmt):
+        try:
+            for _ in range(2):
+                qa, qb = mf.quantize(a, fmt), mf.quantize(b, fmt, axis=0)
+                np.testing.assert_array_equal(np.asarray(qa.data).view(np.uint8), want[fmt][0])
+                np.testing.assert_array_equal((qa @ qb).view(np.uint32), want[fmt][1])
+        except Exception as e:          # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(f,)) for f in ("mxfp8_e4m3", "nvfp4") * 2]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]

@@ -332,7 +332,35 @@ mx_scale_floor8(const mf_block_params *p, __m256i ab)
                               _mm256_cmpgt_epi32(ab, _mm256_set1_epi32(0x7F7FFFFF)));
 }
 
-/* MX, 32-element blocks, eight at a time: scales, then elements */
+/* the scales of the nb <= 8 MX blocks at xg, stored; returns the
+ * multipliers 1 / 2^(code - 127) = 2^(127 - code) (exact, as pow2f) and
+ * sets *ok to the lanes without the NaN scale */
+MF_INLINE __m256
+mx_group_scales(const mf_block_params *p, const float *xg, int nb, uint8_t *scales, __m256i *ok)
+{
+    __m256i ab = group_amax(xg, 32, nb);
+    __m256i sc;
+    if (p->mode == MF_SCALE_FLOOR) {
+        sc = mx_scale_floor8(p, ab);
+    }
+    else {
+        uint32_t am[8], c[8];
+        _mm256_storeu_si256((__m256i *)am, ab);
+        for (int b = 0; b < 8; b++) {
+            c[b] = mx_scale_code(p, am[b]);
+        }
+        sc = _mm256_loadu_si256((const __m256i *)c);
+    }
+    store_scales(scales, sc, nb);
+    *ok = _mm256_xor_si256(_mm256_cmpeq_epi32(sc, _mm256_set1_epi32(0xFF)), _mm256_set1_epi32(-1));
+    __m256i mb = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(254), sc), 23);
+    mb = _mm256_blendv_epi8(mb, _mm256_set1_epi32(0x00400000),
+                            _mm256_cmpeq_epi32(sc, _mm256_set1_epi32(254)));
+    return _mm256_castsi256_ps(mb);
+}
+
+/* MX, 32-element blocks, eight at a time: the scales of the next eight
+ * before this eight's elements (as quantize_nv) */
 static void
 quantize_mx(const mf_block_params *p, const float *x, mf_intp nblocks, uint8_t *codes,
             uint8_t *scales)
@@ -341,31 +369,22 @@ quantize_mx(const mf_block_params *p, const float *x, mf_intp nblocks, uint8_t *
     enc_regs_init(&e, p->elem);
     const int fp4 = p->elem->bits == 4;
     const __m256 hi = _mm256_set1_ps(p->elem_max), lo = _mm256_set1_ps(-p->elem_max);
-    const __m256i cff = _mm256_set1_epi32(0xFF);
+    if (nblocks <= 0) {
+        return;
+    }
+    __m256i ok;
+    __m256 mul = mx_group_scales(p, x, nblocks < 8 ? (int)nblocks : 8, scales, &ok);
     for (mf_intp g = 0; g < nblocks; g += 8) {
         int nb = nblocks - g < 8 ? (int)(nblocks - g) : 8;
         const float *xg = x + g * 32;
-        __m256i ab = group_amax(xg, 32, nb);
-        __m256i sc;
-        if (p->mode == MF_SCALE_FLOOR) {
-            sc = mx_scale_floor8(p, ab);
+        __m256i ok_next = ok;
+        __m256 mul_next = mul;
+        if (g + 8 < nblocks) {
+            mf_intp g2 = g + 8;
+            mul_next = mx_group_scales(p, x + g2 * 32, nblocks - g2 < 8 ? (int)(nblocks - g2) : 8,
+                                       scales + g2, &ok_next);
         }
-        else {
-            uint32_t am[8], c[8];
-            _mm256_storeu_si256((__m256i *)am, ab);
-            for (int b = 0; b < 8; b++) {
-                c[b] = mx_scale_code(p, am[b]);
-            }
-            sc = _mm256_loadu_si256((const __m256i *)c);
-        }
-        store_scales(scales + g, sc, nb);
-        /* 1 / 2^(code - 127) = 2^(127 - code), exact (pow2f); lanes with
-         * the NaN scale get codes +0 */
-        __m256i ok = _mm256_xor_si256(_mm256_cmpeq_epi32(sc, cff), _mm256_set1_epi32(-1));
-        __m256i mb = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(254), sc), 23);
-        mb = _mm256_blendv_epi8(mb, _mm256_set1_epi32(0x00400000),
-                                _mm256_cmpeq_epi32(sc, _mm256_set1_epi32(254)));
-        const __m256 mul = _mm256_castsi256_ps(mb);
+        /* lanes with the NaN scale get codes +0 */
         for (int b = 0; b < nb; b++) {
             const float *xb = xg + b * 32;
             const __m256 m = lane_ps(mul, b);
@@ -381,44 +400,75 @@ quantize_mx(const mf_block_params *p, const float *x, mf_intp nblocks, uint8_t *
                 _mm256_storeu_si256((__m256i *)(codes + (g + b) * 32), bytes);
             }
         }
+        ok = ok_next;
+        mul = mul_next;
     }
 }
 
-/* NVFP4, 16-element blocks, eight at a time: TransformerEngine's S_dec_b =
- * e4m3(min(amax * (S_enc / 6), 448)), then 1 / (S_dec_b * S_dec) at most
- * FLT_MAX (the float32 operations of blocks.c), then the elements */
+/* NVFP4's scale constants */
+typedef struct {
+    enc_regs es;                 /* E4M3 */
+    __m256i nv_nan, inf;
+    __m256 smax, s_dec, sdb_mul, one, fmax;
+} nv_regs;
+
+/* the scales of the nb <= 8 blocks at xg: TransformerEngine's S_dec_b =
+ * e4m3(min(amax * (S_enc / 6), 448)) stored, and (returned) the multipliers
+ * 1 / (S_dec_b * S_dec), at most FLT_MAX, and which blocks are finite (the
+ * float32 operations of blocks.c) */
+MF_INLINE __m256
+nv_group_scales(const nv_regs *r, const float *xg, int nb, uint8_t *scales, __m256i *fin)
+{
+    __m256i ab = group_amax(xg, 16, nb);
+    *fin = _mm256_cmpgt_epi32(r->inf, ab);                     /* amax < inf */
+    __m256 sdb = _mm256_and_ps(_mm256_mul_ps(_mm256_castsi256_ps(ab), r->sdb_mul),
+                               _mm256_castsi256_ps(*fin));
+    sdb = _mm256_min_ps(sdb, r->smax);                          /* sdb < smax ? sdb : smax */
+    __m256i sc = enc_clamped(&r->es, sdb);
+    /* S_dec_b's value, as the code decodes: sdb rounded to E4M3 in float32
+     * (normal: the dropped bits cleared after the rounding carry;
+     * subnormal: (sdb + C) - C, exact) */
+    __m256 dec = e4m3_value(&r->es, sdb);
+    __m256 rcp = _mm256_div_ps(r->one, _mm256_mul_ps(dec, r->s_dec));
+    store_scales(scales, _mm256_blendv_epi8(r->nv_nan, sc, *fin), nb);
+    return _mm256_min_ps(rcp, r->fmax);                        /* rcp < FLT_MAX ? rcp : FLT_MAX */
+}
+
+/* NVFP4, 16-element blocks, eight at a time: the scales of the next eight
+ * are computed before this eight's elements, so that their dependency chain
+ * (amax, reduction, rounding, division) overlaps work already under way */
 static void
 quantize_nv(const mf_block_params *p, const float *x, mf_intp nblocks, uint8_t *codes,
             uint8_t *scales)
 {
     const mf_format *e4m3 = mf_fmt(MF_FLOAT8_E4M3FN);
-    enc_regs e, es;
+    nv_regs r;
+    enc_regs e;
     enc_regs_init(&e, p->elem);
-    enc_regs_init(&es, e4m3);
-    const float *lut_e4m3 = mf_lut8[MF_FLOAT8_E4M3FN];
-    const __m256i nv_nan = _mm256_set1_epi32((int)mf_nan_code(e4m3, 0));
-    const __m256 smax = _mm256_set1_ps(lut_e4m3[mf_max_finite_mag(e4m3)]);
-    const __m256 s_dec = _mm256_set1_ps(1.0f / p->s_enc);
-    const __m256 sdb_mul = _mm256_set1_ps(p->s_enc * (1.0f / 6.0f));
-    const __m256 one = _mm256_set1_ps(1.0f), fmax = _mm256_set1_ps(FLT_MAX);
+    enc_regs_init(&r.es, e4m3);
+    r.nv_nan = _mm256_set1_epi32((int)mf_nan_code(e4m3, 0));
+    r.inf = _mm256_set1_epi32(0x7F800000);
+    r.smax = _mm256_set1_ps(mf_lut8[MF_FLOAT8_E4M3FN][mf_max_finite_mag(e4m3)]);
+    r.s_dec = _mm256_set1_ps(1.0f / p->s_enc);
+    r.sdb_mul = _mm256_set1_ps(p->s_enc * (1.0f / 6.0f));
+    r.one = _mm256_set1_ps(1.0f);
+    r.fmax = _mm256_set1_ps(FLT_MAX);
     const __m256 hi = _mm256_set1_ps(p->elem_max), lo = _mm256_set1_ps(-p->elem_max);
-    const __m256i inf = _mm256_set1_epi32(0x7F800000);
+    if (nblocks <= 0) {
+        return;
+    }
+    __m256i fin;
+    __m256 rcp = nv_group_scales(&r, x, nblocks < 8 ? (int)nblocks : 8, scales, &fin);
     for (mf_intp g = 0; g < nblocks; g += 8) {
         int nb = nblocks - g < 8 ? (int)(nblocks - g) : 8;
         const float *xg = x + g * 16;
-        __m256i ab = group_amax(xg, 16, nb);
-        __m256i fin = _mm256_cmpgt_epi32(inf, ab);                /* amax < inf */
-        __m256 sdb = _mm256_and_ps(_mm256_mul_ps(_mm256_castsi256_ps(ab), sdb_mul),
-                                   _mm256_castsi256_ps(fin));
-        sdb = _mm256_min_ps(sdb, smax);                            /* sdb < smax ? sdb : smax */
-        __m256i sc = enc_clamped(&es, sdb);
-        /* S_dec_b's value, as the code decodes: sdb rounded to E4M3 in
-         * float32 (normal: the dropped bits cleared after the rounding
-         * carry; subnormal: (sdb + C) - C, exact) */
-        __m256 dec = e4m3_value(&es, sdb);
-        __m256 rcp = _mm256_div_ps(one, _mm256_mul_ps(dec, s_dec));
-        rcp = _mm256_min_ps(rcp, fmax);                           /* rcp < FLT_MAX ? rcp : FLT_MAX */
-        store_scales(scales + g, _mm256_blendv_epi8(nv_nan, sc, fin), nb);
+        __m256i fin_next = fin;
+        __m256 rcp_next = rcp;
+        if (g + 8 < nblocks) {
+            mf_intp g2 = g + 8;
+            rcp_next = nv_group_scales(&r, x + g2 * 16, nblocks - g2 < 8 ? (int)(nblocks - g2) : 8,
+                                       scales + g2, &fin_next);
+        }
         /* the elements, two blocks (32 codes, 16 bytes) at a time; blocks
          * with the NaN scale get codes +0 */
         if (nb == 8 && _mm256_movemask_ps(_mm256_castsi256_ps(fin)) == 0xFF) {
@@ -433,30 +483,33 @@ quantize_nv(const mf_block_params *p, const float *x, mf_intp nblocks, uint8_t *
                 _mm_storeu_si128((__m128i *)(codes + (g + b) * 8),
                                  pack_nibbles32(pack_bytes32(q0, q1, q2, q3)));
             }
-            continue;
         }
-        for (int b = 0; b < nb; b += 2) {
-            const float *xb = xg + b * 16;
-            const __m256 m0 = lane_ps(rcp, b), m1 = lane_ps(rcp, b + 1);
-            __m256i q[4];
-            q[0] = enc_clamped(&e, scale_clamp8(_mm256_loadu_ps(xb), m0, hi, lo));
-            q[1] = enc_clamped(&e, scale_clamp8(_mm256_loadu_ps(xb + 8), m0, hi, lo));
-            q[0] = _mm256_and_si256(q[0], lane_si(fin, b));
-            q[1] = _mm256_and_si256(q[1], lane_si(fin, b));
-            if (b + 1 < nb) {
-                q[2] = enc_clamped(&e, scale_clamp8(_mm256_loadu_ps(xb + 16), m1, hi, lo));
-                q[3] = enc_clamped(&e, scale_clamp8(_mm256_loadu_ps(xb + 24), m1, hi, lo));
-                q[2] = _mm256_and_si256(q[2], lane_si(fin, b + 1));
-                q[3] = _mm256_and_si256(q[3], lane_si(fin, b + 1));
-                _mm_storeu_si128((__m128i *)(codes + (g + b) * 8),
-                                 pack_nibbles32(pack_bytes32(q[0], q[1], q[2], q[3])));
-            }
-            else {
-                __m256i z = _mm256_setzero_si256();
-                _mm_storel_epi64((__m128i *)(codes + (g + b) * 8),
-                                 pack_nibbles32(pack_bytes32(q[0], q[1], z, z)));
+        else {
+            for (int b = 0; b < nb; b += 2) {
+                const float *xb = xg + b * 16;
+                const __m256 m0 = lane_ps(rcp, b), m1 = lane_ps(rcp, b + 1);
+                __m256i q[4];
+                q[0] = enc_clamped(&e, scale_clamp8(_mm256_loadu_ps(xb), m0, hi, lo));
+                q[1] = enc_clamped(&e, scale_clamp8(_mm256_loadu_ps(xb + 8), m0, hi, lo));
+                q[0] = _mm256_and_si256(q[0], lane_si(fin, b));
+                q[1] = _mm256_and_si256(q[1], lane_si(fin, b));
+                if (b + 1 < nb) {
+                    q[2] = enc_clamped(&e, scale_clamp8(_mm256_loadu_ps(xb + 16), m1, hi, lo));
+                    q[3] = enc_clamped(&e, scale_clamp8(_mm256_loadu_ps(xb + 24), m1, hi, lo));
+                    q[2] = _mm256_and_si256(q[2], lane_si(fin, b + 1));
+                    q[3] = _mm256_and_si256(q[3], lane_si(fin, b + 1));
+                    _mm_storeu_si128((__m128i *)(codes + (g + b) * 8),
+                                     pack_nibbles32(pack_bytes32(q[0], q[1], q[2], q[3])));
+                }
+                else {
+                    __m256i z = _mm256_setzero_si256();
+                    _mm_storel_epi64((__m128i *)(codes + (g + b) * 8),
+                                     pack_nibbles32(pack_bytes32(q[0], q[1], z, z)));
+                }
             }
         }
+        fin = fin_next;
+        rcp = rcp_next;
     }
 }
 

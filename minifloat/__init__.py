@@ -69,7 +69,7 @@ def set_num_threads(n):
 from .npyio import save, load, savez, savez_compressed
 from .convert import convert, pack, unpack
 from . import blocks
-from .blocks import quantize, BlockScaled
+from .blocks import quantize, block_matmul, BlockScaled
 from . import _numpy_patches
 
 _numpy_patches.apply()
@@ -77,6 +77,6 @@ _numpy_patches.apply()
 __all__ = ([t.__name__ for t in scalar_types] + ["finfo", "iinfo", "dtypes", "scalar_types",
                                                  "save", "load", "savez", "savez_compressed",
                                                  "convert", "pack", "unpack",
-                                                 "quantize", "BlockScaled",
+                                                 "quantize", "block_matmul", "BlockScaled",
                                                  "get_num_threads", "set_num_threads"]
            + list(exchange.__all__))

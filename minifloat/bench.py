@@ -447,6 +447,36 @@ def _build_block(name, dequant, env):
     return Plan(runs, nbytes=n * 4 + n * (1 if name == "mxfp8" else 0.5))
 
 
+def _build_block_matmul(m, env):
+    """block_matmul of MXFP8 / MXFP4 / NVFP4 operands (a along K, b quantized
+    with axis=0) next to minifloat's bfloat16 matmul and NumPy's float32 sgemm
+    of the same data; err is against the float32 product of the unquantized
+    data, so it shows each format's quantization error."""
+    a32 = env.f32("mA", m * m).reshape(m, m)
+    b32 = env.f32("mB", m * m).reshape(m, m)
+    ref = a32 @ b32
+    runs = []
+    for name in _BLOCK_BENCH:
+        fmt = _BLOCK_BENCH[name][0]
+        qa, qb = mf.quantize(a32, fmt), mf.quantize(b32, fmt, axis=0)
+        runs.append(Run("minifloat", f"qa @ qb, {fmt}",
+                        lambda qa=qa, qb=qb: qa @ qb))
+    a, b = env.coded("mA", m * m, "bfloat16").reshape(m, m), env.coded("mB", m * m,
+                                                                        "bfloat16").reshape(m, m)
+    runs.append(Run("minifloat", "bf16 a @ b", lambda: a @ b))
+    if env.ml is not None:
+        runs.append(Run("ml_dtypes", "no block-scaled formats", None))
+    if env.torch is not None:
+        # torch 2.13's _scaled_mm on the CPU takes tensor-wise or row-wise
+        # float32 scales only (MX / NVFP4 block scales: "Invalid scaling
+        # configuration"); its CPU bf16 mm is in the "matmul bf16" cases
+        runs.append(Run("torch", "_scaled_mm: no block scales on CPU", None))
+    runs.append(Run("numpy", "float32 a @ b (BLAS threads)", lambda: a32 @ b32))
+    if env.nk is not None:
+        runs.append(Run("numkong", "no block-scaled formats", None))
+    return Plan(runs, expected=ref, tol=0.5, flops=2.0 * m ** 3)
+
+
 def _register_all():
     for fmt, modes in (("bf16", (True, False)), ("e4m3fn", (True, False)),
                        ("e5m2", (True, False))):
@@ -485,6 +515,10 @@ def _register_all():
                       f"{'<-' if dequant else '->'} block-scaled), rows of 4096",
                       lambda env, nm=name, d=dequant: _build_block(nm, d, env),
                       available=lambda: hasattr(mf, "quantize"))
+    _register("block matmul", "matmul of two block-scaled square matrices (float32 result) "
+              "vs bf16 and float32 matmul", lambda env: _build_block_matmul(env.mm_sizes[1], env),
+              available=lambda: hasattr(mf, "block_matmul"),
+              size=lambda env: f"{env.mm_sizes[1]}^3")
     # minifloat.convert: add its cases here once the function exists (available=hasattr).
 
 

@@ -5,10 +5,12 @@ MXFP4, MXINT8) and NVIDIA's NVFP4.
 for MX, 16 for NVFP4), gives every block a scale and rounds the elements to
 the element format; it returns a :class:`BlockScaled`, which holds the codes,
 the scales (and NVFP4's float32 tensor scale) and turns back into float32
-with ``.dequantize()`` or ``np.asarray``.  The rules, and where each comes
-from, are in docs/formats.md ("Block-scaled formats").  The loops are C
-(src/kernels/blocks.c): the scales in plain C, the elements by the cast
-kernels, so the SIMD levels are bit-exact with the serial one.
+with ``.dequantize()`` or ``np.asarray``.  ``block_matmul(a, b)`` (``a @ b``)
+multiplies two of them in float32.  The rules, and where each comes from,
+are in docs/formats.md ("Block-scaled formats").  The loops are C
+(src/kernels/blocks.c: the serial oracle, separate passes, the elements by
+the cast kernels; blocks_avx2.c: one pass, eight blocks at a time), tested
+bit-exact against each other; the matmul runs minifloat's bfloat16 GEMM.
 """
 import json
 import math
@@ -19,7 +21,7 @@ from numpy.lib.array_utils import normalize_axis_index
 
 from . import _core
 
-__all__ = ["quantize", "BlockScaled", "BLOCK_FORMATS"]
+__all__ = ["quantize", "block_matmul", "BlockScaled", "BLOCK_FORMATS"]
 
 _KIND_MX, _KIND_MXINT8, _KIND_NV = 0, 1, 2
 _SCALE_MODES = {"floor": 0, "ceil": 1, "even": 2, "rceil": 3}
@@ -134,6 +136,22 @@ Each rule, and where it comes from:
   nibble (torch's float4_e2m1fn_x2, safetensors' F4, DLPack code 17 with 2 lanes);
   MXINT8 int8. The blocked axis is stored last (`data`, `scales`) whatever `axis` is.
 - **Input**: converted to float32 first.
+- **Matmul** (`minifloat.block_matmul(a, b)`, or `a @ b`): a is (..., K) quantized along
+  K (`axis=-1`), b is (K, N) quantized along K too: `quantize(w, fmt, axis=0)`, or
+  `quantize(w_nk, fmt).T` for a weight stored (N, K) as `torch.nn.Linear` keeps it (no
+  copy: the same data and scales). Any two formats mix. Both operands are dequantized
+  *exactly* into bfloat16 (an MX value is a code of at most 4 significant bits, MXINT8 7,
+  times a power of two; an NVFP4 value without its tensor scale is an E2M1 code times an
+  E4M3 scale, 2 x 4 bits), K's padding dropped, and multiplied by minifloat's bfloat16
+  GEMM with float32 accumulation, so the result is bit-for-bit `np.matmul(A, B,
+  dtype=np.float32)` of those bfloat16 arrays, at every kernel level and thread count.
+  That GEMM's chain is VDPBF16PS's (src/kernels/gemm_serial.c): k taken in pairs, the
+  odd index first, each step one float32 rounding, values and results below 2^-126
+  flushed to zero. NVFP4's tensor scales multiply each result once:
+  float32(acc x (float64(S_dec,a) x S_dec,b)). A block with the NaN scale makes its
+  row of a (column of b) NaN; NaN results are +qNaN. The result is a float32 ndarray of
+  shape a.shape[:-1] + b.shape[1:]; the bfloat16 copies take 2(M + N)K bytes while the
+  call runs.
 """
 
 _META_KEY = "minifloat.block_scaled"
@@ -222,6 +240,62 @@ def quantize(x, fmt, *, axis=-1, scale_rounding="floor", global_amax=None):
         data = data.view(spec.element_dtype)
     return BlockScaled(spec.name, data, scales.reshape(lead + (nb,)).view(spec.scale_dtype),
                        x.shape, ax, tensor_scale)
+
+
+def block_matmul(a, b):
+    """The float32 product ``a @ b`` of two block-scaled tensors (also
+    ``a @ b`` on :class:`BlockScaled`), each blocked along the contracted
+    axis K:
+
+    a:  shape (..., K), quantized with ``axis=-1`` (activations; any number
+        of leading axes),
+    b:  shape (K, N) quantized with ``axis=0`` -- ``quantize(w, fmt,
+        axis=0)`` -- or (K,); a weight stored (N, K) as PyTorch's Linear
+        keeps it, quantized along its last axis, is ``w_q.T`` (no copy).
+
+    Any two formats mix (their block sizes may differ); padding on K never
+    enters the product.  Both are dequantized exactly into bfloat16 (an MX
+    value has at most 7 significant bits, an NVFP4 value without its tensor
+    scale 6) and multiplied by minifloat's bfloat16 GEMM with float32
+    accumulation: bit-for-bit ``np.matmul(A, B, dtype=np.float32)`` of those
+    bfloat16 arrays, the same at every kernel level and thread count.  For
+    NVFP4 operands the tensor scales are applied to each result, once:
+    ``float32(acc * (float64(ts_a) * ts_b))``.  A block with the NaN scale
+    makes its row of a (column of b) NaN.  Returns a float32 ndarray of
+    shape a.shape[:-1] + b.shape[1:].
+    """
+    if not isinstance(a, BlockScaled) or not isinstance(b, BlockScaled):
+        raise TypeError("block_matmul multiplies two BlockScaled tensors (minifloat.quantize); "
+                        f"got {type(a).__name__} and {type(b).__name__}: quantize both, or "
+                        "multiply q.dequantize() with the array")
+    if a.axis != a.ndim - 1:
+        raise ValueError(f"block_matmul: a must be blocked along its last axis (K); it is "
+                         f"blocked along axis {a.axis} of shape {a.shape}: quantize it with "
+                         "axis=-1")
+    if b.ndim > 2 or b.axis != 0:
+        raise ValueError(f"block_matmul: b must be (K, N) or (K,) blocked along axis 0 (K); "
+                         f"got shape {b.shape} blocked along axis {b.axis}: quantize it with "
+                         "quantize(w, fmt, axis=0), or pass w_q.T for a (N, K) weight "
+                         "quantized along its last axis")
+    K = a.shape[-1]
+    if b.shape[0] != K:
+        raise ValueError(f"block_matmul: a's last axis has {K} elements but b's first has "
+                         f"{b.shape[0]} (shapes {a.shape} and {b.shape})")
+    lead = a.shape[:-1]
+    M = math.prod(lead)
+    N = b.shape[1] if b.ndim == 2 else 1
+    out = np.empty((M, N), np.float32)
+    if M and N:
+        sa, sb = a._spec, b._spec
+        ac = np.ascontiguousarray(a.data).view(np.uint8).reshape(M, -1)
+        asc = np.ascontiguousarray(a.scales).view(np.uint8).reshape(M, -1)
+        bc = np.ascontiguousarray(b.data).view(np.uint8).reshape(N, -1)
+        bsc = np.ascontiguousarray(b.scales).view(np.uint8).reshape(N, -1)
+        ts_a = 1.0 if a.tensor_scale is None else float(a.tensor_scale)
+        ts_b = 1.0 if b.tensor_scale is None else float(b.tensor_scale)
+        _core._block_matmul(ac, asc, sa.kind, sa.elem_id, sa.block, ts_a,
+                            bc, bsc, sb.kind, sb.elem_id, sb.block, ts_b, K, out)
+    return out.reshape(lead + b.shape[1:])
 
 
 def _normalize_axis(axis, ndim):
@@ -377,6 +451,31 @@ class BlockScaled:
         shape = list(data.shape[:-1])
         shape.insert(new_axis, self.shape[self.axis])
         return BlockScaled(self.format, data, scales, tuple(shape), new_axis, self.tensor_scale)
+
+    @property
+    def T(self):
+        """The transpose of a 2-D tensor (a 1-D one is its own): the same
+        data and scales, no copy -- the blocked axis moves with it.  A
+        weight w of shape (N, K) quantized along K (axis=-1) gives
+        ``quantize(w, fmt).T``, (K, N) blocked along axis 0, the right
+        operand of :func:`block_matmul`."""
+        if self.ndim == 1:
+            return self
+        if self.ndim != 2:
+            raise ValueError(f"BlockScaled.T is for 1-D and 2-D tensors; this one has shape "
+                             f"{self.shape}")
+        return BlockScaled(self.format, self.data, self.scales, self.shape[::-1],
+                           1 - self.axis, self.tensor_scale)
+
+    def __matmul__(self, other):
+        # a TypeError for anything else (not NotImplemented: NumPy would
+        # then dequantize this tensor through __array__, silently)
+        return block_matmul(self, other)
+
+    def __rmatmul__(self, other):
+        raise TypeError(f"{type(other).__name__} @ BlockScaled: block_matmul multiplies two "
+                        "BlockScaled tensors; quantize the other operand too, or use "
+                        "q.dequantize()")
 
     # ---- error report
     def sqnr(self, x):

@@ -122,6 +122,68 @@ py_block_dequantize(PyObject *NPY_UNUSED(self), PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* the codes/scales of one operand of _block_matmul: (rows, crow) and (rows, nb) */
+static int
+check_operand(PyArrayObject *codes, PyArrayObject *scales, const mf_block_params *p,
+              npy_intp rows, npy_intp k, const char *what)
+{
+    if (check(codes, NPY_UINT8, 2, what) < 0 || check(scales, NPY_UINT8, 2, what) < 0) {
+        return -1;
+    }
+    npy_intp nb = (k + p->block - 1) / p->block;
+    npy_intp crow = (p->elem && p->elem->bits == 4) ? nb * p->block / 2 : nb * p->block;
+    if (PyArray_DIM(codes, 0) != rows || PyArray_DIM(codes, 1) != crow
+        || PyArray_DIM(scales, 0) != rows || PyArray_DIM(scales, 1) != nb) {
+        PyErr_Format(PyExc_ValueError, "%s: codes/scales do not match %zd rows of %zd elements",
+                     what, (Py_ssize_t)rows, (Py_ssize_t)k);
+        return -1;
+    }
+    return 0;
+}
+
+/* _block_matmul(a_codes, a_scales, a_kind, a_elem, a_block, a_ts,
+ *               b_codes, b_scales, b_kind, b_elem, b_block, b_ts, k, out)
+ * out (M, N) float32 = A @ B, A's rows and B's columns blocked along k */
+static PyObject *
+py_block_matmul(PyObject *NPY_UNUSED(self), PyObject *args)
+{
+    PyArrayObject *ac, *as, *bc, *bs, *out;
+    int akind, aelem, ablock, bkind, belem, bblock;
+    double ats, bts;
+    Py_ssize_t k;
+    if (!PyArg_ParseTuple(args, "O!O!iiidO!O!iiidnO!", &PyArray_Type, &ac, &PyArray_Type, &as,
+                          &akind, &aelem, &ablock, &ats, &PyArray_Type, &bc, &PyArray_Type, &bs,
+                          &bkind, &belem, &bblock, &bts, &k, &PyArray_Type, &out)) {
+        return NULL;
+    }
+    mf_block_params pa, pb;
+    if (parse_params(&pa, akind, aelem, ablock, 0, 1.0) < 0
+        || parse_params(&pb, bkind, belem, bblock, 0, 1.0) < 0
+        || check(out, NPY_FLOAT32, 2, "out") < 0) {
+        return NULL;
+    }
+    if (k < 0 || !PyArray_ISWRITEABLE(out)) {
+        PyErr_SetString(PyExc_ValueError, "_block_matmul: bad depth or read-only out");
+        return NULL;
+    }
+    npy_intp M = PyArray_DIM(out, 0), N = PyArray_DIM(out, 1);
+    if (check_operand(ac, as, &pa, M, k, "a") < 0 || check_operand(bc, bs, &pb, N, k, "b") < 0) {
+        return NULL;
+    }
+    int r;
+    NPY_BEGIN_THREADS_DEF;
+    NPY_BEGIN_THREADS;
+    r = mf_block_matmul(&pa, (const uint8_t *)PyArray_DATA(ac), (const uint8_t *)PyArray_DATA(as),
+                        (float)ats, &pb, (const uint8_t *)PyArray_DATA(bc),
+                        (const uint8_t *)PyArray_DATA(bs), (float)bts, M, N, k,
+                        (float *)PyArray_DATA(out));
+    NPY_END_THREADS;
+    if (r < 0) {
+        return PyErr_NoMemory();
+    }
+    Py_RETURN_NONE;
+}
+
 /* _finite_amax(x f32 contiguous) -> float */
 static PyObject *
 py_finite_amax(PyObject *NPY_UNUSED(self), PyObject *arg)
@@ -163,6 +225,9 @@ static PyMethodDef block_methods[] = {
      "_block_quantize(x, codes, scales, kind, elem_id, block, mode, s_enc) (minifloat.blocks)."},
     {"_block_dequantize", py_block_dequantize, METH_VARARGS,
      "_block_dequantize(codes, scales, out, kind, elem_id, block, s_dec) (minifloat.blocks)."},
+    {"_block_matmul", py_block_matmul, METH_VARARGS,
+     "_block_matmul(a_codes, a_scales, a_kind, a_elem, a_block, a_ts, b_codes, b_scales, "
+     "b_kind, b_elem, b_block, b_ts, k, out) (minifloat.blocks.block_matmul)."},
     {"_finite_amax", py_finite_amax, METH_O,
      "_finite_amax(x): the largest |x| over x's finite float32 elements (0 if none)."},
     {NULL, NULL, 0, NULL},

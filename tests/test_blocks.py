@@ -448,6 +448,54 @@ def test_serial_and_simd_levels_bit_exact(fmt):
             np.testing.assert_array_equal(a, b)
 
 
+def _edge_rows(k, seed):
+    """rows that reach every branch of the one-pass SIMD loops: blocks of
+    zeros, of subnormals, at the top and bottom of the E8M0 range, with an
+    inf or a NaN, amax exactly a power of two, the specials scattered"""
+    rng = np.random.default_rng(seed)
+    rows = [wide_data(1, k, seed)[0],
+            np.zeros(k, np.float32),
+            (rng.standard_normal(k) * 2.0 ** -140).astype(np.float32),
+            (rng.standard_normal(k) * 2.0 ** 120).astype(np.float32),
+            (rng.standard_normal(k) * 2.0 ** -120).astype(np.float32),
+            np.where(rng.random(k) < 0.5, 0.0, 2.0 ** rng.integers(-20, 20, k)).astype(np.float32)]
+    spec = wide_data(1, k, seed + 1)[0]
+    idx = rng.integers(0, k, max(k // 7, 1))
+    spec[idx] = rng.choice(SPECIALS, idx.size)
+    rows.append(spec)
+    z = np.zeros(k, np.float32)
+    z[::16] = rng.choice(SPECIALS, z[::16].size)        # one special per NVFP4 block
+    rows.append(z)
+    return np.stack(rows)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("mode", MODES)
+def test_levels_bit_exact_modes_widths_edges(fmt, mode):
+    """the one-pass SIMD quantize (8 blocks at a time, the scales vectorised
+    for "floor") against the serial passes: every scale rule, block counts
+    that leave partial groups of 8 (and an odd count of NVFP4 blocks), a
+    padded tail, and the edge rows"""
+    if fmt == "nvfp4" and mode != "floor":
+        pytest.skip("nvfp4 has one scale rule")
+    levels = _core.kernel_levels()
+    prev = _core.get_kernel_level()
+    try:
+        for k in (16, 32, 48, 7 * 32, 9 * 32 + 16, 17 * 16 + 5, 600):
+            x = _edge_rows(k, k)
+            got = []
+            for level in levels:
+                _core.set_kernel_level(level)
+                q = mf.quantize(x, fmt, scale_rounding=mode)
+                got.append((codes_of(q), q.scales.view(np.uint8).copy()))
+            for g in got[1:]:
+                np.testing.assert_array_equal(got[0][0], g[0])
+                np.testing.assert_array_equal(got[0][1], g[1])
+    finally:
+        _core.set_kernel_level(prev)
+    check_against_reference(_edge_rows(333, 5), fmt, mode)
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_padding_never_leaks(fmt):
     B = 16 if fmt == "nvfp4" else 32

@@ -10,92 +10,18 @@
  * active level's encode_f32 (the cast), which makes this kernel bit-exact
  * across levels whenever the cast is.
  */
-#define _GNU_SOURCE 1
 #include <float.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
-#include <unistd.h>
 #include <math.h>
 #include <string.h>
 #include "blocks.h"
+#include "blocks_scale.h"
 #include "../codec.h"
 #include "scalar_ops.h"
 #include "parallel.h"
 
 /* elements scaled at a time (a multiple of every block size) */
 #define CHUNK 4096
-
-/* floor(log2 |v|) of a positive finite float32 given by its bits */
-static inline int
-flog2_bits(uint32_t b)
-{
-    uint32_t field = b >> 23;
-    if (field) {
-        return (int)field - 127;
-    }
-    return -149 + (31 - __builtin_clz(b));   /* subnormal: b = m, v = m * 2^-149 */
-}
-
-/* ceil(log2 |v|) of a positive finite float32 */
-static inline int
-clog2_bits(uint32_t b)
-{
-    int e = flog2_bits(b);
-    int pow2 = (b >> 23) ? (b & 0x7FFFFFu) == 0 : (b & (b - 1u)) == 0;
-    return e + !pow2;
-}
-
-/* the float32 2^e for -149 <= e <= 127, exactly */
-static inline float
-pow2f(int e)
-{
-    if (e >= -126) {
-        return mf_bits_f32((uint32_t)(e + 127) << 23);
-    }
-    return mf_bits_f32(1u << (e + 149));
-}
-
-/* E8M0 scale code of a finite block with largest magnitude bits `ab` */
-static inline uint32_t
-mx_scale_code(const mf_block_params *p, uint32_t ab)
-{
-    if (ab >= 0x7F800000u) {
-        return 0xFFu;                      /* inf or NaN in the block: the NaN scale */
-    }
-    if (ab == 0) {
-        return 0u;                         /* log2(0) = -inf, clamped to 2^-127 */
-    }
-    int e;
-    switch (p->mode) {
-        case MF_SCALE_CEIL:
-            e = clog2_bits(ab) - p->emax;
-            break;
-        case MF_SCALE_EVEN: {
-            /* round amax half-up to the element's mantissa bits first */
-            uint32_t r = ab + (1u << (23 - p->elem_mbits - 1));
-            e = ((r >> 23) ? (int)(r >> 23) - 127 : flog2_bits(ab)) - p->emax;
-            break;
-        }
-        case MF_SCALE_RCEIL: {
-            float d = mf_bits_f32(ab) / p->elem_max;
-            uint32_t db = mf_f32_bits(d);
-            e = db ? clog2_bits(db) : -127;
-            break;
-        }
-        case MF_SCALE_FLOOR:
-        default:
-            e = flog2_bits(ab) - p->emax;
-            break;
-    }
-    if (e < -127) {
-        e = -127;
-    }
-    if (e > 127) {
-        e = 127;
-    }
-    return (uint32_t)(e + 127);
-}
 
 static inline uint32_t
 block_amax_bits(const float *x, int n)
@@ -208,7 +134,7 @@ serial_int8_dec(const int8_t *c, mf_intp n, float mul, float *o)
 
 const mf_block_ops mf_block_ops_serial = {
     serial_amax, serial_scale_clamp, serial_mxint8, serial_pack4, serial_unpack4, serial_mul2,
-    serial_int8_dec, serial_finite_amax,
+    serial_int8_dec, serial_finite_amax, NULL,
 };
 
 static const mf_block_ops *
@@ -242,6 +168,17 @@ quantize_row(const mf_block_params *p, const mf_block_ops *ops, const float *x, 
     const float s_dec = 1.0f / p->s_enc;
     const float sdb_mul = p->s_enc * (1.0f / 6.0f);
     (void)nblocks;
+    if (ops->quantize_blocks != NULL && p->kind != MF_BLOCK_MXINT8) {
+        /* the level's one-pass loop for the whole blocks; the padded tail
+         * block (if in range) below */
+        mf_intp nf = bhi < nfull ? bhi : nfull;
+        if (nf > blo) {
+            ops->quantize_blocks(p, x + blo * B, nf - blo,
+                                 codes + (p->elem->bits == 4 ? blo * B / 2 : blo * B),
+                                 scales + blo);
+            blo = nf;
+        }
+    }
     for (mf_intp b0 = blo; b0 < bhi; b0 += CHUNK / B) {
         mf_intp nb = bhi - b0 < CHUNK / B ? bhi - b0 : CHUNK / B;
         mf_intp nf = nfull - b0 < nb ? nfull - b0 : nb;     /* full blocks in this chunk */
@@ -350,20 +287,13 @@ run_block_job(const block_job *j)
         hi = hi < j->nblocks ? hi : j->nblocks;
         if (j->dequant) {
             dequantize_row(j->p, j->ops, j->ccodes + r * j->crow, j->cscales + r * j->nblocks,
-                           j->k, lo, hi, j->s_dec, j->out + r * j->k);
+                           j->k, lo, hi, j->s_dec, j->out + r * j->k + lo * j->p->block);
         }
         else {
             quantize_row(j->p, j->ops, j->x + r * j->k, j->k, lo, hi, j->codes + r * j->crow,
                          j->scales + r * j->nblocks, buf, cbuf, amax, mul);
         }
     }
-}
-
-static void *
-block_thread_main(void *arg)
-{
-    run_block_job((const block_job *)arg);
-    return NULL;
 }
 
 static int block_threads_override = 0;   /* tests: _block_threads(n) */
@@ -387,8 +317,33 @@ mf_block_set_threads(int n)
     return prev;
 }
 
-/* split the blocks of all rows evenly; every block's result is the same
- * whatever the split */
+/* tasks of the shared pool (parallel.h): ranges of blocks, taken from a
+ * counter by whichever thread is free */
+typedef struct {
+    block_job base;
+    mf_intp total, ntasks, next;
+} block_pool_ctx;
+
+static void
+block_pool_fn(void *vctx, int w)
+{
+    block_pool_ctx *c = (block_pool_ctx *)vctx;
+    (void)w;
+    for (;;) {
+        mf_intp t = __atomic_fetch_add(&c->next, 1, __ATOMIC_RELAXED);
+        if (t >= c->ntasks) {
+            break;
+        }
+        block_job j = c->base;
+        j.g0 = c->total * t / c->ntasks;
+        j.g1 = c->total * (t + 1) / c->ntasks;
+        run_block_job(&j);
+    }
+}
+
+/* split the blocks of all rows into a few tasks per thread, run on the
+ * shared worker pool (or here alone if another call holds it); every
+ * block's result is the same whatever the split */
 static void
 run_blocks(block_job *base, mf_intp rows)
 {
@@ -407,25 +362,13 @@ run_blocks(block_job *base, mf_intp rows)
         run_block_job(base);
         return;
     }
-    block_job jobs[64];
-    pthread_t tids[64];
-    int started[64] = {0};
-    for (int t = 0; t < T; t++) {
-        jobs[t] = *base;
-        jobs[t].g0 = total * t / T;
-        jobs[t].g1 = total * (t + 1) / T;
-    }
-    for (int t = 1; t < T; t++) {
-        started[t] = pthread_create(&tids[t], NULL, block_thread_main, &jobs[t]) == 0;
-        if (!started[t]) {
-            run_block_job(&jobs[t]);          /* no thread: do it here */
-        }
-    }
-    run_block_job(&jobs[0]);
-    for (int t = 1; t < T; t++) {
-        if (started[t]) {
-            pthread_join(tids[t], NULL);
-        }
+    block_pool_ctx c;
+    c.base = *base;
+    c.total = total;
+    c.ntasks = (mf_intp)T * 4 < total ? (mf_intp)T * 4 : total;
+    c.next = 0;
+    if (mf_pool_run(block_pool_fn, &c, T) == 0) {
+        block_pool_fn(&c, 0);
     }
 }
 
@@ -467,7 +410,8 @@ mf_block_dequantize(const mf_block_params *p, const uint8_t *codes, const uint8_
     run_blocks(&j, rows);
 }
 
-/* blocks [blo, bhi) of one row */
+/* blocks [blo, bhi) of one row (of k elements): their elements [blo * B,
+ * min(bhi * B, k)) to o[0, ...) */
 static void
 dequantize_row(const mf_block_params *p, const mf_block_ops *ops, const uint8_t *c,
                const uint8_t *s, mf_intp k, mf_intp blo, mf_intp bhi, float s_dec, float *o)
@@ -483,21 +427,21 @@ dequantize_row(const mf_block_params *p, const mf_block_ops *ops, const uint8_t 
         for (mf_intp b = blo; b < bhi; b++) {
             mf_intp j0 = b * B, n = j0 + B < k ? B : k - j0;
             float m = s[b] == 0xFFu ? NAN : pow2f((int)s[b] - 127);
-            (n == B ? ops->int8_dec : serial_int8_dec)((const int8_t *)c + j0, n, m, o + j0);
+            (n == B ? ops->int8_dec : serial_int8_dec)((const int8_t *)c + j0, n, m, o + (j0 - jlo));
         }
         return;
     }
     if (fp4) {
         mf_intp jf = jhi < kfull ? jhi : kfull;          /* whole blocks: SIMD */
         if (jf > jlo) {
-            ops->unpack4(c + jlo / 2, jf - jlo, lut4, o + jlo);
+            ops->unpack4(c + jlo / 2, jf - jlo, lut4, o);
         }
         for (mf_intp j = jf > jlo ? jf : jlo; j < jhi; j++) {
-            o[j] = lut4[(c[j / 2] >> (4 * (j & 1))) & 0xFu];
+            o[j - jlo] = lut4[(c[j / 2] >> (4 * (j & 1))) & 0xFu];
         }
     }
     else {
-        mf_k->decode_f32(p->elem, c + jlo, o + jlo, jhi - jlo);
+        mf_k->decode_f32(p->elem, c + jlo, o, jhi - jlo);
     }
     /* NVFP4: code * scale is exact (2 x 4 significant bits), then one
      * rounding for the tensor scale; MX: (code * 2^e) * 1, exact */
@@ -510,9 +454,214 @@ dequantize_row(const mf_block_params *p, const mf_block_ops *ops, const uint8_t 
                      : (sb == 0xFFu ? NAN : pow2f((int)sb - 127));
         }
         mf_intp nf = nfull - b0 < nb ? nfull - b0 : nb;
-        ops->mul2(o + b0 * B, nf, B, mul, m2);
+        ops->mul2(o + (b0 * B - jlo), nf, B, mul, m2);
         if (nf < nb) {
-            mul2_1(o + (b0 + nf) * B, k - (b0 + nf) * B, mul[nf], m2);
+            mul2_1(o + ((b0 + nf) * B - jlo), k - (b0 + nf) * B, mul[nf], m2);
         }
     }
+}
+
+/* ---- matmul of two block-scaled operands
+ *
+ * Both operands are dequantized into bfloat16 -- exactly: an MX value is a
+ * code of at most 4 significant bits (MXINT8: 7) times a power of two, an
+ * NVFP4 value without its tensor scale is a float4 code times an E4M3
+ * scale, 2 x 4 significant bits -- A as it is stored (M x K, row-major), B
+ * transposed into the K x N layout the GEMM reads; then the bfloat16 GEMM
+ * (kernels.h's gemm_f32acc: float32 accumulation, the same chains at every
+ * level and thread count) runs with an epilogue that applies the NVFP4
+ * tensor scales and stores float32.  NaN results are stored as +qNaN, as
+ * np.matmul's float32 output of the bfloat16 GEMM. */
+
+#define BMM_TILE_N 16          /* columns of B (rows of b's codes) per task */
+#define BMM_TILE_K 256         /* depth per dequantized tile (a multiple of every block) */
+
+typedef struct {
+    const mf_block_params *p;
+    const uint8_t *codes, *scales;
+    mf_intp rows, k, crow, nblocks;
+} bmm_operand;
+
+typedef struct {
+    bmm_operand a, b;
+    const mf_block_ops *ops;
+    uint16_t *A, *Bt;
+    mf_intp a_rows_per_task, ntasks_a, ntasks_b, next;
+} bmm_prep;
+
+static void
+bmm_prep_task(bmm_prep *c, mf_intp t, float *buf, uint16_t *hbuf)
+{
+    const mf_format *bf16 = mf_fmt(MF_BFLOAT16);
+    if (t < c->ntasks_a) {
+        const bmm_operand *o = &c->a;
+        const int B = o->p->block;
+        mf_intp r0 = t * c->a_rows_per_task;
+        mf_intp r1 = r0 + c->a_rows_per_task < o->rows ? r0 + c->a_rows_per_task : o->rows;
+        for (mf_intp r = r0; r < r1; r++) {
+            for (mf_intp b0 = 0; b0 < o->nblocks; b0 += BMM_TILE_K / B) {
+                mf_intp b1 = b0 + BMM_TILE_K / B < o->nblocks ? b0 + BMM_TILE_K / B : o->nblocks;
+                mf_intp j0 = b0 * B, j1 = b1 * B < o->k ? b1 * B : o->k;
+                dequantize_row(o->p, c->ops, o->codes + r * o->crow, o->scales + r * o->nblocks,
+                               o->k, b0, b1, 1.0f, buf);
+                mf_k->encode_f32(bf16, buf, c->A + r * o->k + j0, j1 - j0);
+            }
+        }
+        return;
+    }
+    /* b: rows n0.. of its codes are columns of B; tiles of BMM_TILE_N x
+     * BMM_TILE_K dequantized, rounded to bfloat16 (exact), transposed */
+    const bmm_operand *o = &c->b;
+    const int B = o->p->block;
+    const mf_intp N = o->rows, K = o->k;
+    mf_intp n0 = (t - c->ntasks_a) * BMM_TILE_N;
+    int nn = N - n0 < BMM_TILE_N ? (int)(N - n0) : BMM_TILE_N;
+    for (mf_intp b0 = 0; b0 < o->nblocks; b0 += BMM_TILE_K / B) {
+        mf_intp b1 = b0 + BMM_TILE_K / B < o->nblocks ? b0 + BMM_TILE_K / B : o->nblocks;
+        mf_intp j0 = b0 * B, j1 = b1 * B < K ? b1 * B : K;
+        mf_intp kk = j1 - j0;
+        for (int i = 0; i < nn; i++) {
+            mf_intp r = n0 + i;
+            dequantize_row(o->p, c->ops, o->codes + r * o->crow, o->scales + r * o->nblocks, K,
+                           b0, b1, 1.0f, buf);
+            mf_k->encode_f32(bf16, buf, hbuf + i * BMM_TILE_K, kk);
+        }
+        for (mf_intp j = 0; j < kk; j++) {
+            uint16_t *dst = c->Bt + (j0 + j) * N + n0;
+            for (int i = 0; i < nn; i++) {
+                dst[i] = hbuf[i * BMM_TILE_K + j];
+            }
+        }
+    }
+}
+
+static void
+bmm_prep_fn(void *vctx, int w)
+{
+    bmm_prep *c = (bmm_prep *)vctx;
+    float buf[BMM_TILE_K];
+    uint16_t hbuf[BMM_TILE_N * BMM_TILE_K];
+    (void)w;
+    for (;;) {
+        mf_intp t = __atomic_fetch_add(&c->next, 1, __ATOMIC_RELAXED);
+        if (t >= c->ntasks_a + c->ntasks_b) {
+            break;
+        }
+        bmm_prep_task(c, t, buf, hbuf);
+    }
+}
+
+typedef struct {
+    float *C;
+    mf_intp ldc;
+    double ts;                 /* the product of the tensor scales */
+    int scaled;
+} bmm_out;
+
+static void
+bmm_epilogue(void *vctx, mf_intp i0, mf_intp j0, mf_intp rows, mf_intp cols, float *vals,
+             mf_intp ldv)
+{
+    const bmm_out *o = (const bmm_out *)vctx;
+    for (mf_intp i = 0; i < rows; i++) {
+        const float *v = vals + i * ldv;
+        float *c = o->C + (i0 + i) * o->ldc + j0;
+        for (mf_intp j = 0; j < cols; j++) {
+            float x = o->scaled ? (float)((double)v[j] * o->ts) : v[j];
+            uint32_t u = mf_f32_bits(x);
+            c[j] = (u & 0x7FFFFFFFu) > 0x7F800000u ? mf_bits_f32(0x7FC00000u) : x;
+        }
+    }
+}
+
+/* the bfloat16 operands' memory, kept between calls (up to BMM_KEEP bytes)
+ * to spare the page faults of fresh memory (5% of a 2048^3 call), or a new
+ * block when another call holds it */
+#define BMM_KEEP ((size_t)64 << 20)
+static void *bmm_keep = NULL;
+static size_t bmm_keep_size = 0;
+static int bmm_keep_busy = 0;
+
+static void *
+bmm_buffer(size_t bytes, int *kept)
+{
+    *kept = __atomic_exchange_n(&bmm_keep_busy, 1, __ATOMIC_ACQUIRE) == 0;
+    if (!*kept) {
+        return malloc(bytes);
+    }
+    if (bmm_keep_size < bytes) {
+        free(bmm_keep);
+        bmm_keep = malloc(bytes);
+        bmm_keep_size = bmm_keep ? bytes : 0;
+    }
+    if (bmm_keep == NULL) {
+        __atomic_store_n(&bmm_keep_busy, 0, __ATOMIC_RELEASE);
+        *kept = 0;
+    }
+    return bmm_keep;
+}
+
+static void
+bmm_release(void *mem, int kept)
+{
+    if (!kept) {
+        free(mem);
+        return;
+    }
+    if (bmm_keep_size > BMM_KEEP) {
+        free(bmm_keep);
+        bmm_keep = NULL;
+        bmm_keep_size = 0;
+    }
+    __atomic_store_n(&bmm_keep_busy, 0, __ATOMIC_RELEASE);
+}
+
+int
+mf_block_matmul(const mf_block_params *pa, const uint8_t *ca, const uint8_t *sa, float ts_a,
+                const mf_block_params *pb, const uint8_t *cb, const uint8_t *sb, float ts_b,
+                mf_intp M, mf_intp N, mf_intp K, float *C)
+{
+    if (M <= 0 || N <= 0) {
+        return 0;
+    }
+    if (K <= 0) {
+        memset(C, 0, sizeof(float) * (size_t)(M * N));
+        return 0;
+    }
+    int kept;
+    uint16_t *A = bmm_buffer(sizeof(uint16_t) * (size_t)((M + N) * K), &kept);
+    if (A == NULL) {
+        return -1;
+    }
+    uint16_t *Bt = A + M * K;
+    bmm_prep c;
+    memset(&c, 0, sizeof c);
+    c.ops = block_ops();
+    c.A = A;
+    c.Bt = Bt;
+    const bmm_operand oa = {pa, ca, sa, M, K, 0, (K + pa->block - 1) / pa->block};
+    const bmm_operand ob = {pb, cb, sb, N, K, 0, (K + pb->block - 1) / pb->block};
+    c.a = oa;
+    c.b = ob;
+    c.a.crow = (pa->elem && pa->elem->bits == 4) ? c.a.nblocks * pa->block / 2
+                                                  : c.a.nblocks * pa->block;
+    c.b.crow = (pb->elem && pb->elem->bits == 4) ? c.b.nblocks * pb->block / 2
+                                                  : c.b.nblocks * pb->block;
+    /* about 64 Ki elements of A per task */
+    c.a_rows_per_task = K >= 65536 ? 1 : 65536 / K;
+    c.ntasks_a = (M + c.a_rows_per_task - 1) / c.a_rows_per_task;
+    c.ntasks_b = (N + BMM_TILE_N - 1) / BMM_TILE_N;
+    int T = block_max_threads();
+    mf_intp elems = (M + N) * K;
+    if ((mf_intp)T > elems / MF_BLOCK_THREAD_MIN) {
+        T = (int)(elems / MF_BLOCK_THREAD_MIN);
+    }
+    if (T <= 1 || mf_pool_run(bmm_prep_fn, &c, T) == 0) {
+        bmm_prep_fn(&c, 0);
+    }
+    bmm_out out = {C, N, (double)ts_a * (double)ts_b, ts_a != 1.0f || ts_b != 1.0f};
+    mf_gemm_epilogue ep = {bmm_epilogue, &out, NULL, 0, NULL};
+    mf_k->gemm_f32acc(mf_fmt(MF_BFLOAT16), M, N, K, A, K, Bt, N, NULL, 0, &ep);
+    bmm_release(A, kept);
+    return 0;
 }

@@ -67,6 +67,12 @@ typedef struct {
     void (*int8_dec)(const int8_t *c, mf_intp n, float mul, float *o);
     /* largest finite |x| bit pattern of x[0, n) (0 if none) */
     uint32_t (*finite_amax)(const float *x, mf_intp n);
+    /* NULL, or a whole quantize of nblocks full blocks in one pass over x
+     * (MX float elements and NVFP4): scales[b] and the codes (float4 packed;
+     * codes points at the first block's), bit-identical to what blocks.c's
+     * separate passes (amax, scales, scale_clamp, the cast, pack4) give */
+    void (*quantize_blocks)(const mf_block_params *p, const float *x, mf_intp nblocks,
+                            uint8_t *codes, uint8_t *scales);
 } mf_block_ops;
 
 extern const mf_block_ops mf_block_ops_serial;
@@ -86,5 +92,16 @@ void mf_block_dequantize(const mf_block_params *p, const uint8_t *codes, const u
 int mf_block_set_threads(int n);
 /* largest |x| over the finite elements of x (0 if none) */
 float mf_finite_amax(const float *x, mf_intp n);
+/* C (M x N, row-major float32) = A @ B for a block-scaled A (M rows of K,
+ * blocked along K: codes/scales as mf_block_quantize writes them) and B given
+ * as its N columns, each blocked along K the same way (b quantized with
+ * axis=0), ts_a / ts_b the NVFP4 tensor decode scales (1 for MX): both
+ * dequantized exactly into bfloat16 (without the tensor scales), the
+ * bfloat16 GEMM (gemm_f32acc), then C = (float)(acc * ((double)ts_a * ts_b))
+ * when a tensor scale is not 1; NaN results as +qNaN.  Returns 0, or -1 if
+ * memory ran out (nothing written). */
+int mf_block_matmul(const mf_block_params *pa, const uint8_t *ca, const uint8_t *sa, float ts_a,
+                    const mf_block_params *pb, const uint8_t *cb, const uint8_t *sb, float ts_b,
+                    mf_intp M, mf_intp N, mf_intp K, float *C);
 
 #endif

@@ -4,8 +4,14 @@
  * at a time, so bit-identical (tests/test_blocks.py compares the levels).
  * Compiled with -mavx2 and called only after the run-time CPU check.
  */
+#include <float.h>
+#include <string.h>
 #include <immintrin.h>
 #include "blocks.h"
+#include "blocks_scale.h"
+#include "simd_params.h"
+
+#define MF_INLINE static inline __attribute__((always_inline))
 
 static inline uint32_t
 hmax_epu32(__m256i v)
@@ -158,7 +164,368 @@ avx2_finite_amax(const float *x, mf_intp n)
     return m;
 }
 
+
+/* ---- the one-pass quantize: amax, scale, scale-and-clamp, round, pack,
+ * eight blocks at a time (their scales first, together, then their
+ * elements: a block's elements wait on its scale, and eight scales at once
+ * keep that wait off the loop).  The element codes come from the cast's
+ * rounding (avx2.c's enc_small, serial.c's mf_enc1) restricted to what
+ * quantize feeds it: finite values already clamped to the element's largest
+ * finite magnitude, so no overflow, inf or NaN lanes.  The scales: MX from
+ * blocks_scale.h (the floor rule vectorised), NVFP4 by the float32
+ * operations of blocks.c. */
+
+typedef struct {
+    __m256i abs, one, round_bias, exp_adj, min_normal_m1, sub_cbits, sbit;
+    __m128i drop;
+    __m256 sub_c;
+} enc_regs;
+
+static void
+enc_regs_init(enc_regs *e, const mf_format *f)
+{
+    mf_simd_params sp = mf_simd_params_of(f);
+    e->abs = _mm256_set1_epi32(0x7FFFFFFF);
+    e->one = _mm256_set1_epi32(1);
+    e->round_bias = _mm256_set1_epi32((int)sp.round_bias);
+    e->exp_adj = _mm256_set1_epi32((int)sp.exp_adj);
+    e->min_normal_m1 = _mm256_set1_epi32((int)(sp.min_normal_bits - 1u));
+    e->sub_cbits = _mm256_set1_epi32((int)sp.sub_cbits);
+    e->sub_c = _mm256_castsi256_ps(e->sub_cbits);
+    e->sbit = _mm256_set1_epi32((int)sp.sbit);
+    e->drop = _mm_cvtsi32_si128(sp.drop);
+}
+
+/* codes (one a 32-bit lane) of finite v with |v| <= the largest finite
+ * value: round to nearest even (normal: on the bits; subnormal: by adding
+ * C, ulp(C) the smallest subnormal), the sign on top */
+MF_INLINE __m256i
+enc_clamped(const enc_regs *e, __m256 v)
+{
+    __m256i u = _mm256_castps_si256(v);
+    __m256i au = _mm256_and_si256(u, e->abs);
+    __m256i lsb = _mm256_and_si256(_mm256_srl_epi32(au, e->drop), e->one);
+    __m256i rn = _mm256_add_epi32(_mm256_add_epi32(au, e->round_bias), lsb);
+    __m256i cn = _mm256_sub_epi32(_mm256_srl_epi32(rn, e->drop), e->exp_adj);
+    __m256 t = _mm256_add_ps(_mm256_castsi256_ps(au), e->sub_c);
+    __m256i cs = _mm256_sub_epi32(_mm256_castps_si256(t), e->sub_cbits);
+    __m256i code = _mm256_blendv_epi8(cs, cn, _mm256_cmpgt_epi32(au, e->min_normal_m1));
+    return _mm256_or_si256(code, _mm256_and_si256(_mm256_srai_epi32(u, 31), e->sbit));
+}
+
+/* the value of enc_clamped(e, v)'s code, for v >= 0 (a float32 with the
+ * format's precision: what decoding the code gives) */
+MF_INLINE __m256
+e4m3_value(const enc_regs *e, __m256 v)
+{
+    __m256i au = _mm256_castps_si256(v);
+    __m256i lsb = _mm256_and_si256(_mm256_srl_epi32(au, e->drop), e->one);
+    __m256i rn = _mm256_add_epi32(_mm256_add_epi32(au, e->round_bias), lsb);
+    __m256i cn = _mm256_sll_epi32(_mm256_srl_epi32(rn, e->drop), e->drop);
+    __m256 vs = _mm256_sub_ps(_mm256_add_ps(v, e->sub_c), e->sub_c);
+    return _mm256_blendv_ps(vs, _mm256_castsi256_ps(cn),
+                            _mm256_castsi256_ps(_mm256_cmpgt_epi32(au, e->min_normal_m1)));
+}
+
+/* four vectors of codes (< 256) -> 32 bytes in order */
+MF_INLINE __m256i
+pack_bytes32(__m256i c0, __m256i c1, __m256i c2, __m256i c3)
+{
+    __m256i p = _mm256_packus_epi16(_mm256_packus_epi32(c0, c1), _mm256_packus_epi32(c2, c3));
+    return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* 32 float4 codes (bytes < 16, in order) -> 16 bytes, element 2j low */
+MF_INLINE __m128i
+pack_nibbles32(__m256i bytes)
+{
+    __m256i w = _mm256_maddubs_epi16(bytes, _mm256_set1_epi16(0x1001));
+    __m256i p = _mm256_packus_epi16(w, w);
+    return _mm256_castsi256_si128(_mm256_permute4x64_epi64(p, _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+/* clamp(v * m, -lim, lim) as blocks.c's scale_clamp1 */
+MF_INLINE __m256
+scale_clamp8(__m256 v, __m256 m, __m256 hi, __m256 lo)
+{
+    return _mm256_max_ps(_mm256_min_ps(_mm256_mul_ps(v, m), hi), lo);
+}
+
+/* largest |x| bit patterns of the nb <= 8 blocks of B (16 or 32) at x, one a
+ * lane (0 in the lanes past nb): the blocks' maxima, then a transposing
+ * reduction, so that the eight amaxes end up in one register */
+MF_INLINE __m256i
+group_amax(const float *x, int B, int nb)
+{
+    const __m256i mask = _mm256_set1_epi32(0x7FFFFFFF);
+    __m256i m[8];
+    for (int b = 0; b < 8; b++) {
+        m[b] = _mm256_setzero_si256();
+        if (b < nb) {
+            const __m256i *p = (const __m256i *)(x + b * B);
+            __m256i t = _mm256_and_si256(_mm256_loadu_si256(p), mask);
+            for (int i = 1; i < B / 8; i++) {
+                t = _mm256_max_epu32(t, _mm256_and_si256(_mm256_loadu_si256(p + i), mask));
+            }
+            m[b] = t;
+        }
+    }
+    __m256i a[4], c[2];
+    for (int i = 0; i < 4; i++) {
+        a[i] = _mm256_max_epu32(_mm256_unpacklo_epi32(m[2 * i], m[2 * i + 1]),
+                                _mm256_unpackhi_epi32(m[2 * i], m[2 * i + 1]));
+    }
+    for (int i = 0; i < 2; i++) {
+        c[i] = _mm256_max_epu32(_mm256_unpacklo_epi64(a[2 * i], a[2 * i + 1]),
+                                _mm256_unpackhi_epi64(a[2 * i], a[2 * i + 1]));
+    }
+    return _mm256_max_epu32(_mm256_permute2x128_si256(c[0], c[1], 0x20),
+                            _mm256_permute2x128_si256(c[0], c[1], 0x31));
+}
+
+/* lane b of v in every lane */
+MF_INLINE __m256
+lane_ps(__m256 v, int b)
+{
+    return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(b));
+}
+
+MF_INLINE __m256i
+lane_si(__m256i v, int b)
+{
+    return _mm256_permutevar8x32_epi32(v, _mm256_set1_epi32(b));
+}
+
+/* the nb <= 8 scale codes (one a lane, < 256) to scales[0, nb) */
+MF_INLINE void
+store_scales(uint8_t *scales, __m256i sc, int nb)
+{
+    __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(sc), _mm256_extracti128_si256(sc, 1));
+    w = _mm_packus_epi16(w, w);
+    if (nb == 8) {
+        _mm_storel_epi64((__m128i *)scales, w);
+    }
+    else {
+        uint8_t t[16];
+        _mm_storeu_si128((__m128i *)t, w);
+        memcpy(scales, t, (size_t)nb);
+    }
+}
+
+/* MX scale codes of eight blocks from their amax bits (blocks_scale.h's
+ * mx_scale_code, vectorised for the spec's floor rule) */
+MF_INLINE __m256i
+mx_scale_floor8(const mf_block_params *p, __m256i ab)
+{
+    const __m256i c127 = _mm256_set1_epi32(127);
+    __m256i field = _mm256_srli_epi32(ab, 23);
+    /* subnormal amax: its value as an integer converts exactly */
+    __m256i fsub = _mm256_srli_epi32(_mm256_castps_si256(_mm256_cvtepi32_ps(ab)), 23);
+    __m256i e = _mm256_blendv_epi8(_mm256_sub_epi32(fsub, _mm256_set1_epi32(127 + 149)),
+                                   _mm256_sub_epi32(field, c127),
+                                   _mm256_cmpgt_epi32(field, _mm256_setzero_si256()));
+    e = _mm256_sub_epi32(e, _mm256_set1_epi32(p->emax));
+    e = _mm256_min_epi32(_mm256_max_epi32(e, _mm256_set1_epi32(-127)), c127);
+    __m256i code = _mm256_add_epi32(e, c127);
+    code = _mm256_andnot_si256(_mm256_cmpeq_epi32(ab, _mm256_setzero_si256()), code);
+    return _mm256_blendv_epi8(code, _mm256_set1_epi32(0xFF),
+                              _mm256_cmpgt_epi32(ab, _mm256_set1_epi32(0x7F7FFFFF)));
+}
+
+/* the scales of the nb <= 8 MX blocks at xg, stored; returns the
+ * multipliers 1 / 2^(code - 127) = 2^(127 - code) (exact, as pow2f) and
+ * sets *ok to the lanes without the NaN scale */
+MF_INLINE __m256
+mx_group_scales(const mf_block_params *p, const float *xg, int nb, uint8_t *scales, __m256i *ok)
+{
+    __m256i ab = group_amax(xg, 32, nb);
+    __m256i sc;
+    if (p->mode == MF_SCALE_FLOOR) {
+        sc = mx_scale_floor8(p, ab);
+    }
+    else {
+        uint32_t am[8], c[8];
+        _mm256_storeu_si256((__m256i *)am, ab);
+        for (int b = 0; b < 8; b++) {
+            c[b] = mx_scale_code(p, am[b]);
+        }
+        sc = _mm256_loadu_si256((const __m256i *)c);
+    }
+    store_scales(scales, sc, nb);
+    *ok = _mm256_xor_si256(_mm256_cmpeq_epi32(sc, _mm256_set1_epi32(0xFF)), _mm256_set1_epi32(-1));
+    __m256i mb = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(254), sc), 23);
+    mb = _mm256_blendv_epi8(mb, _mm256_set1_epi32(0x00400000),
+                            _mm256_cmpeq_epi32(sc, _mm256_set1_epi32(254)));
+    return _mm256_castsi256_ps(mb);
+}
+
+/* MX, 32-element blocks, eight at a time: the scales of the next eight
+ * before this eight's elements (as quantize_nv) */
+static void
+quantize_mx(const mf_block_params *p, const float *x, mf_intp nblocks, uint8_t *codes,
+            uint8_t *scales)
+{
+    enc_regs e;
+    enc_regs_init(&e, p->elem);
+    const int fp4 = p->elem->bits == 4;
+    const __m256 hi = _mm256_set1_ps(p->elem_max), lo = _mm256_set1_ps(-p->elem_max);
+    if (nblocks <= 0) {
+        return;
+    }
+    __m256i ok;
+    __m256 mul = mx_group_scales(p, x, nblocks < 8 ? (int)nblocks : 8, scales, &ok);
+    for (mf_intp g = 0; g < nblocks; g += 8) {
+        int nb = nblocks - g < 8 ? (int)(nblocks - g) : 8;
+        const float *xg = x + g * 32;
+        __m256i ok_next = ok;
+        __m256 mul_next = mul;
+        if (g + 8 < nblocks) {
+            mf_intp g2 = g + 8;
+            mul_next = mx_group_scales(p, x + g2 * 32, nblocks - g2 < 8 ? (int)(nblocks - g2) : 8,
+                                       scales + g2, &ok_next);
+        }
+        /* lanes with the NaN scale get codes +0 */
+        for (int b = 0; b < nb; b++) {
+            const float *xb = xg + b * 32;
+            const __m256 m = lane_ps(mul, b);
+            __m256i q[4];
+            for (int i = 0; i < 4; i++) {
+                q[i] = enc_clamped(&e, scale_clamp8(_mm256_loadu_ps(xb + 8 * i), m, hi, lo));
+            }
+            __m256i bytes = _mm256_and_si256(pack_bytes32(q[0], q[1], q[2], q[3]), lane_si(ok, b));
+            if (fp4) {
+                _mm_storeu_si128((__m128i *)(codes + (g + b) * 16), pack_nibbles32(bytes));
+            }
+            else {
+                _mm256_storeu_si256((__m256i *)(codes + (g + b) * 32), bytes);
+            }
+        }
+        ok = ok_next;
+        mul = mul_next;
+    }
+}
+
+/* NVFP4's scale constants */
+typedef struct {
+    enc_regs es;                 /* E4M3 */
+    __m256i nv_nan, inf;
+    __m256 smax, s_dec, sdb_mul, one, fmax;
+} nv_regs;
+
+/* the scales of the nb <= 8 blocks at xg: TransformerEngine's S_dec_b =
+ * e4m3(min(amax * (S_enc / 6), 448)) stored, and (returned) the multipliers
+ * 1 / (S_dec_b * S_dec), at most FLT_MAX, and which blocks are finite (the
+ * float32 operations of blocks.c) */
+MF_INLINE __m256
+nv_group_scales(const nv_regs *r, const float *xg, int nb, uint8_t *scales, __m256i *fin)
+{
+    __m256i ab = group_amax(xg, 16, nb);
+    *fin = _mm256_cmpgt_epi32(r->inf, ab);                     /* amax < inf */
+    __m256 sdb = _mm256_and_ps(_mm256_mul_ps(_mm256_castsi256_ps(ab), r->sdb_mul),
+                               _mm256_castsi256_ps(*fin));
+    sdb = _mm256_min_ps(sdb, r->smax);                          /* sdb < smax ? sdb : smax */
+    __m256i sc = enc_clamped(&r->es, sdb);
+    /* S_dec_b's value, as the code decodes: sdb rounded to E4M3 in float32
+     * (normal: the dropped bits cleared after the rounding carry;
+     * subnormal: (sdb + C) - C, exact) */
+    __m256 dec = e4m3_value(&r->es, sdb);
+    __m256 rcp = _mm256_div_ps(r->one, _mm256_mul_ps(dec, r->s_dec));
+    store_scales(scales, _mm256_blendv_epi8(r->nv_nan, sc, *fin), nb);
+    return _mm256_min_ps(rcp, r->fmax);                        /* rcp < FLT_MAX ? rcp : FLT_MAX */
+}
+
+/* NVFP4, 16-element blocks, eight at a time: the scales of the next eight
+ * are computed before this eight's elements, so that their dependency chain
+ * (amax, reduction, rounding, division) overlaps work already under way */
+static void
+quantize_nv(const mf_block_params *p, const float *x, mf_intp nblocks, uint8_t *codes,
+            uint8_t *scales)
+{
+    const mf_format *e4m3 = mf_fmt(MF_FLOAT8_E4M3FN);
+    nv_regs r;
+    enc_regs e;
+    enc_regs_init(&e, p->elem);
+    enc_regs_init(&r.es, e4m3);
+    r.nv_nan = _mm256_set1_epi32((int)mf_nan_code(e4m3, 0));
+    r.inf = _mm256_set1_epi32(0x7F800000);
+    r.smax = _mm256_set1_ps(mf_lut8[MF_FLOAT8_E4M3FN][mf_max_finite_mag(e4m3)]);
+    r.s_dec = _mm256_set1_ps(1.0f / p->s_enc);
+    r.sdb_mul = _mm256_set1_ps(p->s_enc * (1.0f / 6.0f));
+    r.one = _mm256_set1_ps(1.0f);
+    r.fmax = _mm256_set1_ps(FLT_MAX);
+    const __m256 hi = _mm256_set1_ps(p->elem_max), lo = _mm256_set1_ps(-p->elem_max);
+    if (nblocks <= 0) {
+        return;
+    }
+    __m256i fin;
+    __m256 rcp = nv_group_scales(&r, x, nblocks < 8 ? (int)nblocks : 8, scales, &fin);
+    for (mf_intp g = 0; g < nblocks; g += 8) {
+        int nb = nblocks - g < 8 ? (int)(nblocks - g) : 8;
+        const float *xg = x + g * 16;
+        __m256i fin_next = fin;
+        __m256 rcp_next = rcp;
+        if (g + 8 < nblocks) {
+            mf_intp g2 = g + 8;
+            rcp_next = nv_group_scales(&r, x + g2 * 16, nblocks - g2 < 8 ? (int)(nblocks - g2) : 8,
+                                       scales + g2, &fin_next);
+        }
+        /* the elements, two blocks (32 codes, 16 bytes) at a time; blocks
+         * with the NaN scale get codes +0 */
+        if (nb == 8 && _mm256_movemask_ps(_mm256_castsi256_ps(fin)) == 0xFF) {
+            /* eight finite blocks (the common case): no masking */
+            for (int b = 0; b < 8; b += 2) {
+                const float *xb = xg + b * 16;
+                const __m256 m0 = lane_ps(rcp, b), m1 = lane_ps(rcp, b + 1);
+                __m256i q0 = enc_clamped(&e, scale_clamp8(_mm256_loadu_ps(xb), m0, hi, lo));
+                __m256i q1 = enc_clamped(&e, scale_clamp8(_mm256_loadu_ps(xb + 8), m0, hi, lo));
+                __m256i q2 = enc_clamped(&e, scale_clamp8(_mm256_loadu_ps(xb + 16), m1, hi, lo));
+                __m256i q3 = enc_clamped(&e, scale_clamp8(_mm256_loadu_ps(xb + 24), m1, hi, lo));
+                _mm_storeu_si128((__m128i *)(codes + (g + b) * 8),
+                                 pack_nibbles32(pack_bytes32(q0, q1, q2, q3)));
+            }
+        }
+        else {
+            for (int b = 0; b < nb; b += 2) {
+                const float *xb = xg + b * 16;
+                const __m256 m0 = lane_ps(rcp, b), m1 = lane_ps(rcp, b + 1);
+                __m256i q[4];
+                q[0] = enc_clamped(&e, scale_clamp8(_mm256_loadu_ps(xb), m0, hi, lo));
+                q[1] = enc_clamped(&e, scale_clamp8(_mm256_loadu_ps(xb + 8), m0, hi, lo));
+                q[0] = _mm256_and_si256(q[0], lane_si(fin, b));
+                q[1] = _mm256_and_si256(q[1], lane_si(fin, b));
+                if (b + 1 < nb) {
+                    q[2] = enc_clamped(&e, scale_clamp8(_mm256_loadu_ps(xb + 16), m1, hi, lo));
+                    q[3] = enc_clamped(&e, scale_clamp8(_mm256_loadu_ps(xb + 24), m1, hi, lo));
+                    q[2] = _mm256_and_si256(q[2], lane_si(fin, b + 1));
+                    q[3] = _mm256_and_si256(q[3], lane_si(fin, b + 1));
+                    _mm_storeu_si128((__m128i *)(codes + (g + b) * 8),
+                                     pack_nibbles32(pack_bytes32(q[0], q[1], q[2], q[3])));
+                }
+                else {
+                    __m256i z = _mm256_setzero_si256();
+                    _mm_storel_epi64((__m128i *)(codes + (g + b) * 8),
+                                     pack_nibbles32(pack_bytes32(q[0], q[1], z, z)));
+                }
+            }
+        }
+        fin = fin_next;
+        rcp = rcp_next;
+    }
+}
+
+static void
+avx2_quantize_blocks(const mf_block_params *p, const float *x, mf_intp nblocks, uint8_t *codes,
+                     uint8_t *scales)
+{
+    if (p->kind == MF_BLOCK_NV) {
+        quantize_nv(p, x, nblocks, codes, scales);
+    }
+    else {
+        quantize_mx(p, x, nblocks, codes, scales);
+    }
+}
+
 const mf_block_ops mf_block_ops_avx2 = {
     avx2_amax, avx2_scale_clamp, avx2_mxint8, avx2_pack4, avx2_unpack4, avx2_mul2,
-    avx2_int8_dec, avx2_finite_amax,
+    avx2_int8_dec, avx2_finite_amax, avx2_quantize_blocks,
 };

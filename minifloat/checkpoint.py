@@ -102,10 +102,29 @@ def _as_real(c, key=None):
 
 # --------------------------------------------------------------------------- statistics
 
+#: _core._stats's accumulator slots
+(_A_N, _A_NAN, _A_INF, _A_FINITE, _A_MIN, _A_MAX, _A_MEAN, _A_M2, _A_OVER, _A_ZY, _A_ZX, _A_GT,
+ _A_ERR2, _A_REF2) = range(14)
+
+
+def _kernel_source(dt):
+    """The chunk dtypes _core._stats reads itself: a float format decoded by
+    the kernels, float32 and float64 (NumPy's own float16 -> float32 cast is
+    faster than the codec's)."""
+    return dt in (np.float32, np.float64) or (dt.name in _FORMATS
+                                              and _FORMATS[dt.name]["kind"] == "float")
+
+
 class Stats:
     """Running statistics of one tensor (or a file's totals of the target
     columns).  min/max/mean/std are over the finite values; NaN and inf are
-    counted.  Mean and variance merge chunk by chunk (Chan et al.)."""
+    counted.  Mean and variance merge block by block (Chan et al.).
+
+    The work is one call of the fused kernel _core._stats per chunk
+    (src/kernels/stats.c: decode to float32 blocks of 2048 values, then
+    counts, min, max, float64 sum and centred sum of squares per block, and
+    with a target the cast and its error, in the same pass); complex tensors
+    (|x|) and histograms (--plot) take the NumPy route, _add_numpy."""
 
     def __init__(self, target=None, bins=None):
         self.n = self.nan = self.inf = self.finite = 0
@@ -121,8 +140,40 @@ class Stats:
         self.err2 = self.ref2 = 0.0
         self.bins = bins
         self.hist = None if bins is None else np.zeros(len(bins) - 1, np.int64)
+        self._acc = None
 
     def add(self, chunk):
+        dt = chunk.dtype
+        if self.hist is not None or dt.kind == "c":
+            return self._add_numpy(chunk)
+        if dt == np.float16:
+            chunk = chunk.astype(np.float32)
+        elif not _kernel_source(dt):
+            chunk = chunk.astype(np.float64)         # integers and bool: as before, in float64
+        x = np.require(chunk.reshape(-1), requirements="CA")
+        if self._acc is None:
+            self._acc = np.zeros(14)
+            self._acc[_A_MIN], self._acc[_A_MAX] = math.inf, -math.inf
+        y = None
+        if self.target is not None and x.dtype == np.float64:
+            y = _buf("y", np.float64, x.size)
+            with np.errstate(over="ignore", invalid="ignore"):
+                np.copyto(y, x.astype(self.tdtype), casting="unsafe")
+        _core._stats(self._acc, x, self.target, self.lossy_rel if self.target else 1.0, y)
+        a = self._acc
+        self.n, self.nan, self.inf, self.finite = (int(v) for v in a[_A_N:_A_FINITE + 1])
+        self.min, self.max, self.mean, self.m2 = (float(v) for v in a[_A_MIN:_A_M2 + 1])
+        if self.target is not None:
+            zy, zx = int(a[_A_ZY]), int(a[_A_ZX])
+            self.over = int(a[_A_OVER])
+            # flushed: cast(x) == 0 != x (a format with a zero casts 0 to 0)
+            self.ftz = zy - zx if zy else 0
+            # lost more than half the precision: |cast(x) - x| > r|x|, which
+            # also holds for each flushed value, counted as flushed only
+            self.lossy = int(a[_A_GT]) - self.ftz
+            self.err2, self.ref2 = float(a[_A_ERR2]), float(a[_A_REF2])
+
+    def _add_numpy(self, chunk):
         x = _as_real(chunk, "x")   # float32 (exact) for formats up to 32 bits, else float64
         self.n += x.size
         if not x.size:

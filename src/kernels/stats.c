@@ -1,0 +1,170 @@
+/*
+ * inspect's statistics kernel, serial (the oracle), and the driver that
+ * decodes a chunk into cache-sized float32 blocks for the block kernel of
+ * the active level.  The summation order is in kernels.h.
+ */
+#include <math.h>
+#include <string.h>
+#include <fenv.h>
+#include "stats.h"
+
+#define STATS_BODY(T, ABS)                                                               \
+    float mn[MF_STATS_LANES], mx[MF_STATS_LANES];                                         \
+    double s1[MF_STATS_LANES], s2[MF_STATS_LANES], e2[MF_STATS_LANES], r2[MF_STATS_LANES]; \
+    T lo[MF_STATS_LANES], hi[MF_STATS_LANES];                                             \
+    (void)mn; (void)mx; (void)lo; (void)hi;                                               \
+    for (int j = 0; j < MF_STATS_LANES; j++) {                                            \
+        s1[j] = s2[j] = e2[j] = r2[j] = 0.0;                                              \
+        lo[j] = (T)INFINITY;                                                              \
+        hi[j] = (T)-INFINITY;                                                             \
+    }                                                                                     \
+    int64_t nan = 0, fin = 0;                                                             \
+    for (mf_intp i = 0; i < n; i++) {                                                     \
+        T v = x[i];                                                                       \
+        int f = ABS(v) < (T)INFINITY;                                                     \
+        nan += v != v;                                                                    \
+        fin += f;                                                                         \
+        int j = (int)(i % MF_STATS_LANES);                                                \
+        T vl = f ? v : (T)INFINITY, vh = f ? v : (T)-INFINITY;                            \
+        lo[j] = vl < lo[j] ? vl : lo[j];                                                  \
+        hi[j] = vh > hi[j] ? vh : hi[j];                                                  \
+        s1[j] = s1[j] + (f ? (double)v : 0.0);                                            \
+    }                                                                                     \
+    s->nan = nan;                                                                         \
+    s->finite = fin;                                                                      \
+    s->inf = n - nan - fin;                                                               \
+    double sum = mf_stats_combine_sum(s1);                                                \
+    s->sum = sum;                                                                         \
+    double mean = fin ? sum / (double)fin : 0.0;                                          \
+    int64_t over = 0, zy = 0, zx = 0, gt = 0;                                             \
+    for (mf_intp i = 0; i < n; i++) {                                                     \
+        T v = x[i];                                                                       \
+        int f = ABS(v) < (T)INFINITY;                                                     \
+        int j = (int)(i % MF_STATS_LANES);                                                \
+        double d = f ? (double)v - mean : 0.0;                                            \
+        s2[j] = s2[j] + d * d;                                                            \
+        if (y != NULL) {                                                                  \
+            T w = y[i];                                                                   \
+            int g = f && ABS(w) < (T)INFINITY;                                            \
+            over += f && !g;                                                              \
+            zy += g && w == 0;                                                            \
+            zx += g && v == 0;                                                            \
+            double xd = g ? (double)v : 0.0;                                              \
+            double ed = g ? (double)(T)(w - v) : 0.0;                                     \
+            r2[j] = r2[j] + xd * xd;                                                      \
+            e2[j] = e2[j] + ed * ed;                                                      \
+            gt += fabs(ed) > fabs(xd) * rel;                                              \
+        }                                                                                 \
+    }                                                                                     \
+    s->m2 = mf_stats_combine_sum(s2);                                                     \
+    s->err2 = mf_stats_combine_sum(e2);                                                   \
+    s->ref2 = mf_stats_combine_sum(r2);                                                   \
+    s->over = over;                                                                       \
+    s->zeros_y = zy;                                                                      \
+    s->zeros_x = zx;                                                                      \
+    s->gt = gt;
+
+void
+mf_serial_stats_f32(mf_stats_block *s, const float *x, const float *y, double rel, mf_intp n)
+{
+    STATS_BODY(float, fabsf)
+    float l[MF_STATS_LANES], h[MF_STATS_LANES];
+    memcpy(l, lo, sizeof l);
+    memcpy(h, hi, sizeof h);
+    s->min = mf_stats_combine_min(l);
+    s->max = mf_stats_combine_max(h);
+}
+
+void
+mf_serial_stats_f64(mf_stats_block *s, const double *x, const double *y, double rel, mf_intp n)
+{
+    STATS_BODY(double, fabs)
+    /* min and max of float64 values: order does not matter but for the sign
+     * of a zero; halving as for float32 */
+    for (int w = MF_STATS_LANES / 2; w >= 1; w /= 2) {
+        for (int j = 0; j < w; j++) {
+            lo[j] = lo[j + w] < lo[j] ? lo[j + w] : lo[j];
+            hi[j] = hi[j + w] > hi[j] ? hi[j + w] : hi[j];
+        }
+    }
+    s->min = lo[0];
+    s->max = hi[0];
+}
+
+void
+mf_stats_merge(mf_stats_acc *a, const mf_stats_block *b, mf_intp n)
+{
+    a->n += n;
+    a->nan += b->nan;
+    a->inf += b->inf;
+    a->over += b->over;
+    a->zeros_y += b->zeros_y;
+    a->zeros_x += b->zeros_x;
+    a->gt += b->gt;
+    a->err2 += b->err2;
+    a->ref2 += b->ref2;
+    if (b->finite == 0) {
+        return;
+    }
+    double k = (double)b->finite, n0 = (double)a->finite, tot = n0 + k;
+    double bmean = b->sum / k;
+    double delta = bmean - a->mean;
+    a->mean += delta * k / tot;
+    a->m2 += b->m2 + delta * delta * n0 * k / tot;
+    a->finite += b->finite;
+    if (b->min < a->min) {
+        a->min = b->min;
+    }
+    if (b->max > a->max) {
+        a->max = b->max;
+    }
+}
+
+void
+mf_stats_run(mf_stats_acc *a, const mf_format *src, const void *x, mf_intp n,
+             const mf_format *tgt, double rel, void *codes_out)
+{
+    const mf_kernels *k = mf_k;
+    float xb[MF_STATS_BLOCK], yb[MF_STATS_BLOCK];
+    unsigned char cb[MF_STATS_BLOCK * 2];
+    fexcept_t flags;
+    fegetexceptflag(&flags, FE_ALL_EXCEPT);
+    int same = tgt != NULL && tgt->id == MF_IEEE_FLOAT32;
+    for (mf_intp start = 0; start < n; start += MF_STATS_BLOCK) {
+        mf_intp len = n - start < MF_STATS_BLOCK ? n - start : MF_STATS_BLOCK;
+        const float *xv;
+        if (src == NULL) {
+            xv = (const float *)x + start;
+        }
+        else {
+            k->decode_f32(src, (const char *)x + start * src->itemsize, xb, len);
+            xv = xb;
+        }
+        const float *yv = NULL;
+        if (same) {
+            yv = xv;
+        }
+        else if (tgt != NULL) {
+            void *c = codes_out != NULL ? (void *)((char *)codes_out + start * tgt->itemsize)
+                                        : (void *)cb;
+            k->encode_f32(tgt, xv, c, len);
+            k->decode_f32(tgt, c, yb, len);
+            yv = yb;
+        }
+        mf_stats_block b;
+        k->stats_f32(&b, xv, yv, rel, len);
+        mf_stats_merge(a, &b, len);
+    }
+    fesetexceptflag(&flags, FE_ALL_EXCEPT);
+}
+
+void
+mf_stats_run_f64(mf_stats_acc *a, const double *x, const double *y, mf_intp n, double rel)
+{
+    for (mf_intp start = 0; start < n; start += MF_STATS_BLOCK) {
+        mf_intp len = n - start < MF_STATS_BLOCK ? n - start : MF_STATS_BLOCK;
+        mf_stats_block b;
+        mf_serial_stats_f64(&b, x + start, y != NULL ? y + start : NULL, rel, len);
+        mf_stats_merge(a, &b, len);
+    }
+}

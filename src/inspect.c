@@ -35,15 +35,16 @@ contiguous_1d(PyArrayObject *a, const char *what)
     return 0;
 }
 
-/* _stats(acc, x, target, rel, y=None, out=None) */
+/* _stats(acc, x, target, rel, y=None, out=None, moments=True) */
 PyObject *
 mf_py_stats(PyObject *NPY_UNUSED(self), PyObject *args)
 {
     PyArrayObject *acc, *x;
     PyObject *target, *yobj = Py_None, *outobj = Py_None;
     double rel;
-    if (!PyArg_ParseTuple(args, "O!O!Od|OO", &PyArray_Type, &acc, &PyArray_Type, &x, &target,
-                          &rel, &yobj, &outobj)) {
+    int moments = 1;
+    if (!PyArg_ParseTuple(args, "O!O!Od|OOp", &PyArray_Type, &acc, &PyArray_Type, &x, &target,
+                          &rel, &yobj, &outobj, &moments)) {
         return NULL;
     }
     if (PyArray_TYPE(acc) != NPY_DOUBLE || PyArray_SIZE(acc) != A_LEN || contiguous_1d(acc, "acc") < 0
@@ -117,7 +118,7 @@ mf_py_stats(PyObject *NPY_UNUSED(self), PyObject *args)
         mf_stats_run_f64(&a, data, y, n, rel);
     }
     else {
-        mf_stats_run(&a, src, data, n, tgt, rel, codes);
+        mf_stats_run(&a, src, data, n, tgt, rel, codes, moments);
     }
     Py_END_ALLOW_THREADS
     v[A_N] = (double)a.n; v[A_NAN] = (double)a.nan; v[A_INF] = (double)a.inf;

@@ -109,6 +109,10 @@ def _model(x, y, rel):
                              "zx", "gt", "err2", "ref2")]
 
 
+def codes(a):
+    return a.view(np.uint16 if a.dtype.itemsize == 2 else np.uint8)
+
+
 def run_kernel(x, target, y=None):
     acc = np.zeros(14)
     acc[4], acc[5] = math.inf, -math.inf
@@ -162,6 +166,15 @@ def test_stats_match_model(level, name, n):
             got = run_kernel(x, target, y if x.dtype == np.float64 else None)
         want = model(xv, y, rel_of(target) if target else 1.0, x.dtype == np.float64)
         assert got.tolist() == want, (name, target, n)
+        if target is not None and x.dtype != np.float64:
+            # convert's mode: the cast's error sums only
+            acc = np.zeros(14)
+            out = np.empty(n, dtype_of(target)) if target not in ("float16", "float32") else None
+            with kernel_level(level), np.errstate(over="ignore"):
+                _core._stats(acc, x, target, rel_of(target), None, out, False)
+            assert acc[0] == n and acc[12:].tolist() == want[12:], (name, target, n)
+            if out is not None:
+                assert codes(out).tolist() == codes(xv.astype(out.dtype)).tolist()
 
 
 @pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float32", "float8_e5m2"])
@@ -200,6 +213,15 @@ def test_codes_out_and_errors():
     acc[4], acc[5] = math.inf, -math.inf
     _core._stats(acc, x, "float8_e4m3fn", 0.25, None, out)
     assert out.view(np.uint8).tolist() == x.astype(minifloat.float8_e4m3fn).view(np.uint8).tolist()
+    # moments=False: the same codes and error sums (the rest undefined)
+    for level in LEVELS:
+        with kernel_level(level):
+            acc2 = np.zeros(14)
+            acc2[4], acc2[5] = math.inf, -math.inf
+            out2 = np.empty_like(out)
+            _core._stats(acc2, x, "float8_e4m3fn", 0.25, None, out2, False)
+        assert out2.view(np.uint8).tolist() == out.view(np.uint8).tolist()
+        assert acc2[0] == acc[0] and acc2[12:].tolist() == acc[12:].tolist()
     with pytest.raises(ValueError, match="acc"):
         _core._stats(np.zeros(3), x, None, 1.0)
     with pytest.raises(TypeError):

@@ -83,6 +83,9 @@ typedef struct mf_gemm_epilogue {
  * take m = x < m ? x : m (x > m ? x : m); the lanes are combined by halving
  * (lane j with lane j + 4, then j + 2, then j + 1, as in stats_combine).
  * Products are rounded before they are added (no FMA).
+ * With moments == 0 (and y given), only err2 and ref2 are defined: the
+ * rest may be anything, and a level may skip their work (convert needs
+ * only the cast's error).
  */
 #define MF_STATS_LANES 8
 #define MF_STATS_BLOCK 2048
@@ -125,7 +128,7 @@ typedef struct {
                         float *C, mf_intp ldc, const struct mf_gemm_epilogue *ep);
     /* inspect's statistics of n <= MF_STATS_BLOCK float32 values (above) */
     void (*stats_f32)(mf_stats_block *s, const float *x, const float *y, double rel,
-                      mf_intp n);
+                      mf_intp n, int moments);
 } mf_kernels;
 
 extern const mf_kernels mf_kernels_serial;
@@ -140,12 +143,12 @@ void mf_serial_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                            const void *A, mf_intp lda, const void *B, mf_intp ldb,
                            float *C, mf_intp ldc, const mf_gemm_epilogue *ep);
 void mf_serial_stats_f32(mf_stats_block *s, const float *x, const float *y, double rel,
-                         mf_intp n);
+                         mf_intp n, int moments);
 /* the same for float64 values (float64 sources; every level uses this one) */
 void mf_serial_stats_f64(mf_stats_block *s, const double *x, const double *y, double rel,
                          mf_intp n);
 void mf_avx2_stats_f32(mf_stats_block *s, const float *x, const float *y, double rel,
-                       mf_intp n);
+                       mf_intp n, int moments);
 #ifdef MF_HAVE_AVX2
 extern const mf_kernels mf_kernels_avx2;
 #endif

@@ -65,8 +65,10 @@
     s->gt = gt;
 
 void
-mf_serial_stats_f32(mf_stats_block *s, const float *x, const float *y, double rel, mf_intp n)
+mf_serial_stats_f32(mf_stats_block *s, const float *x, const float *y, double rel, mf_intp n,
+                    int moments)
 {
+    (void)moments;      /* the oracle computes everything */
     STATS_BODY(float, fabsf)
     float l[MF_STATS_LANES], h[MF_STATS_LANES];
     memcpy(l, lo, sizeof l);
@@ -122,7 +124,7 @@ mf_stats_merge(mf_stats_acc *a, const mf_stats_block *b, mf_intp n)
 
 void
 mf_stats_run(mf_stats_acc *a, const mf_format *src, const void *x, mf_intp n,
-             const mf_format *tgt, double rel, void *codes_out)
+             const mf_format *tgt, double rel, void *codes_out, int moments)
 {
     const mf_kernels *k = mf_k;
     float xb[MF_STATS_BLOCK], yb[MF_STATS_BLOCK];
@@ -152,7 +154,11 @@ mf_stats_run(mf_stats_acc *a, const mf_format *src, const void *x, mf_intp n,
             yv = yb;
         }
         mf_stats_block b;
-        k->stats_f32(&b, xv, yv, rel, len);
+        k->stats_f32(&b, xv, yv, rel, len, moments || yv == NULL);
+        if (!(moments || yv == NULL)) {
+            /* not computed: merge only the error sums */
+            b.nan = b.inf = b.finite = b.over = b.zeros_y = b.zeros_x = b.gt = 0;
+        }
         mf_stats_merge(a, &b, len);
     }
     fesetexceptflag(&flags, FE_ALL_EXCEPT);

@@ -56,11 +56,12 @@ void mf_stats_merge(mf_stats_acc *a, const mf_stats_block *b, mf_intp n);
  * included) or NULL for float32 values.  tgt: NULL, or the target format
  * (y = decode(encode(x)) with the kernels; MF_IEEE_FLOAT32: y = x).  With
  * codes_out (tgt a public format), the encoded codes are also stored there
- * (convert's cast and error in one pass).  Raises no FP flags it did not
- * find raised.
+ * (convert's cast and error in one pass).  moments == 0 (with tgt): only
+ * n, err2 and ref2 are accumulated.  Raises no FP flags it did
+ * not find raised.
  */
 void mf_stats_run(mf_stats_acc *a, const mf_format *src, const void *x, mf_intp n,
-                  const mf_format *tgt, double rel, void *codes_out);
+                  const mf_format *tgt, double rel, void *codes_out, int moments);
 /* float64 values, y (or NULL) their round trip computed by the caller */
 void mf_stats_run_f64(mf_stats_acc *a, const double *x, const double *y, mf_intp n, double rel);
 

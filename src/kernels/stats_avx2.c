@@ -21,8 +21,62 @@ hsum_epi32(__m256i v)
     return s;
 }
 
+typedef struct {
+    __m256 bad;
+    __m256d e2a, e2b, r2a, r2b, s2a, s2b;
+    __m256i czy, czx, cgt;
+} tacc;
+
+/* the target columns without masks (and the centred squares with
+ * with_m2); t->bad has a lane set where an x or y was not finite */
+static inline __attribute__((always_inline)) void
+target_fast(tacc *t, const float *x, const float *y, mf_intp n8, __m256d vmean, __m256d vrel,
+            const int with_m2, const int with_counts)
+{
+    const __m256 vinf = _mm256_set1_ps(INFINITY), zero = _mm256_setzero_ps();
+    const __m256 vabs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    const __m256d dabs = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7FFFFFFFFFFFFFFFll));
+    tacc a = *t;
+    for (mf_intp i = 0; i < n8; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        __m256 w = _mm256_loadu_ps(y + i);
+        a.bad = _mm256_or_ps(a.bad, _mm256_cmp_ps(_mm256_and_ps(w, vabs), vinf, _CMP_NLT_UQ));
+        if (!with_m2) {
+            a.bad = _mm256_or_ps(a.bad, _mm256_cmp_ps(_mm256_and_ps(v, vabs), vinf, _CMP_NLT_UQ));
+        }
+        if (with_counts) {
+            a.czy = _mm256_sub_epi32(a.czy, _mm256_castps_si256(_mm256_cmp_ps(w, zero, _CMP_EQ_OQ)));
+            a.czx = _mm256_sub_epi32(a.czx, _mm256_castps_si256(_mm256_cmp_ps(v, zero, _CMP_EQ_OQ)));
+        }
+        __m256 e = _mm256_sub_ps(w, v);
+        __m256d ea = _mm256_cvtps_pd(_mm256_castps256_ps128(e));
+        __m256d eb = _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1));
+        __m256d xa = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+        __m256d xb = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+        if (with_m2) {
+            __m256d da = _mm256_sub_pd(xa, vmean), db = _mm256_sub_pd(xb, vmean);
+            a.s2a = _mm256_add_pd(a.s2a, _mm256_mul_pd(da, da));
+            a.s2b = _mm256_add_pd(a.s2b, _mm256_mul_pd(db, db));
+        }
+        a.r2a = _mm256_add_pd(a.r2a, _mm256_mul_pd(xa, xa));
+        a.r2b = _mm256_add_pd(a.r2b, _mm256_mul_pd(xb, xb));
+        a.e2a = _mm256_add_pd(a.e2a, _mm256_mul_pd(ea, ea));
+        a.e2b = _mm256_add_pd(a.e2b, _mm256_mul_pd(eb, eb));
+        if (with_counts) {
+            __m256d gta = _mm256_cmp_pd(_mm256_and_pd(ea, dabs),
+                                        _mm256_mul_pd(_mm256_and_pd(xa, dabs), vrel), _CMP_GT_OQ);
+            __m256d gtb = _mm256_cmp_pd(_mm256_and_pd(eb, dabs),
+                                        _mm256_mul_pd(_mm256_and_pd(xb, dabs), vrel), _CMP_GT_OQ);
+            a.cgt = _mm256_sub_epi64(a.cgt, _mm256_castpd_si256(gta));
+            a.cgt = _mm256_sub_epi64(a.cgt, _mm256_castpd_si256(gtb));
+        }
+    }
+    *t = a;
+}
+
 void
-mf_avx2_stats_f32(mf_stats_block *s, const float *x, const float *y, double rel, mf_intp n)
+mf_avx2_stats_f32(mf_stats_block *s, const float *x, const float *y, double rel, mf_intp n,
+                  int moments)
 {
     const __m256 vinf = _mm256_set1_ps(INFINITY), vninf = _mm256_set1_ps(-INFINITY);
     const __m256 vabs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
@@ -34,8 +88,9 @@ mf_avx2_stats_f32(mf_stats_block *s, const float *x, const float *y, double rel,
     /* Values are nearly always all finite: a first try without masks (NaN
      * leaves min_ps/max_ps's second operand, the lane, unchanged and makes
      * the sum NaN; an inf shows in min or max), which gives the masked
-     * loop's lanes exactly when every value is finite. */
-    for (mf_intp i = 0; i < n8; i += 8) {
+     * loop's lanes exactly when every value is finite.  Without moments the
+     * target loop checks x itself. */
+    for (mf_intp i = 0; i < (moments ? n8 : 0); i += 8) {
         __m256 v = _mm256_loadu_ps(x + i);
         lo = _mm256_min_ps(v, lo);
         hi = _mm256_max_ps(v, hi);
@@ -43,10 +98,10 @@ mf_avx2_stats_f32(mf_stats_block *s, const float *x, const float *y, double rel,
         s1b = _mm256_add_pd(s1b, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
     }
     __m256d chk = _mm256_add_pd(s1a, s1b);
-    int vec_finite =
-        _mm256_movemask_ps(_mm256_cmp_ps(_mm256_max_ps(_mm256_and_ps(lo, vabs), _mm256_and_ps(hi, vabs)),
+    int vec_finite = !moments ||
+        (_mm256_movemask_ps(_mm256_cmp_ps(_mm256_max_ps(_mm256_and_ps(lo, vabs), _mm256_and_ps(hi, vabs)),
                                          vinf, _CMP_LT_OQ)) == 0xFF
-        && _mm256_movemask_pd(_mm256_cmp_pd(chk, chk, _CMP_ORD_Q)) == 0xF;
+         && _mm256_movemask_pd(_mm256_cmp_pd(chk, chk, _CMP_ORD_Q)) == 0xF);
     if (vec_finite) {
         cfin = _mm256_set1_epi32((int)(n8 / 8));
     }
@@ -131,36 +186,20 @@ mf_avx2_stats_f32(mf_stats_block *s, const float *x, const float *y, double rel,
     if (y != NULL && vec_finite) {
         /* every x finite: try without masks, keep the result if every y is
          * finite too (the masked loop's lanes, exactly) */
-        __m256 bad = zero;
-        for (mf_intp i = 0; i < n8; i += 8) {
-            __m256 v = _mm256_loadu_ps(x + i);
-            __m256 w = _mm256_loadu_ps(y + i);
-            bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_and_ps(w, vabs), vinf, _CMP_NLT_UQ));
-            czy = _mm256_sub_epi32(czy, _mm256_castps_si256(_mm256_cmp_ps(w, zero, _CMP_EQ_OQ)));
-            czx = _mm256_sub_epi32(czx, _mm256_castps_si256(_mm256_cmp_ps(v, zero, _CMP_EQ_OQ)));
-            __m256 e = _mm256_sub_ps(w, v);
-            __m256d ea = _mm256_cvtps_pd(_mm256_castps256_ps128(e));
-            __m256d eb = _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1));
-            __m256d xa = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
-            __m256d xb = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
-            __m256d da = _mm256_sub_pd(xa, vmean), db = _mm256_sub_pd(xb, vmean);
-            s2a = _mm256_add_pd(s2a, _mm256_mul_pd(da, da));
-            s2b = _mm256_add_pd(s2b, _mm256_mul_pd(db, db));
-            r2a = _mm256_add_pd(r2a, _mm256_mul_pd(xa, xa));
-            r2b = _mm256_add_pd(r2b, _mm256_mul_pd(xb, xb));
-            e2a = _mm256_add_pd(e2a, _mm256_mul_pd(ea, ea));
-            e2b = _mm256_add_pd(e2b, _mm256_mul_pd(eb, eb));
-            __m256d gta = _mm256_cmp_pd(_mm256_and_pd(ea, dabs),
-                                        _mm256_mul_pd(_mm256_and_pd(xa, dabs), vrel), _CMP_GT_OQ);
-            __m256d gtb = _mm256_cmp_pd(_mm256_and_pd(eb, dabs),
-                                        _mm256_mul_pd(_mm256_and_pd(xb, dabs), vrel), _CMP_GT_OQ);
-            cgt = _mm256_sub_epi64(cgt, _mm256_castpd_si256(gta));
-            cgt = _mm256_sub_epi64(cgt, _mm256_castpd_si256(gtb));
+        tacc t = {zero, _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(),
+                  _mm256_setzero_pd(), s2a, s2b, czy, czx, cgt};
+        if (moments) {
+            target_fast(&t, x, y, n8, vmean, vrel, 1, 1);
         }
-        masked = _mm256_movemask_ps(bad) != 0;
-        if (masked) {
-            e2a = e2b = r2a = r2b = _mm256_setzero_pd();
-            czy = czx = cgt = _mm256_setzero_si256();
+        else {
+            target_fast(&t, x, y, n8, vmean, vrel, 0, 0);
+        }
+        s2a = t.s2a;
+        s2b = t.s2b;
+        masked = _mm256_movemask_ps(t.bad) != 0;
+        if (!masked) {
+            e2a = t.e2a; e2b = t.e2b; r2a = t.r2a; r2b = t.r2b;
+            czy = t.czy; czx = t.czx; cgt = t.cgt;
         }
     }
     for (mf_intp i = 0; i < (masked ? n8 : 0); i += 8) {

@@ -21,6 +21,9 @@ from . import safetensors as st
 from .convert import convert as _convert, pack as _pack, unpack as _unpack
 
 CHUNK = 1 << 18          # values per chunk: 2 MiB of float64, stays in cache
+#: values per chunk on the kernel route (_core._stats: no float64 copies; its
+#: threads split a chunk, so chunks must be large enough to share)
+KCHUNK = 1 << 20
 
 _FORMATS = {f["name"]: f for f in _core.formats()}
 # floating-point codes; F8_E8M0 holds block scales (powers of two), never cast
@@ -147,7 +150,9 @@ class Stats:
         if self.hist is not None or dt.kind == "c":
             return self._add_numpy(chunk)
         if dt == np.float16:
-            chunk = chunk.astype(np.float32)
+            c32 = _buf("x16", np.float32, chunk.size)
+            np.copyto(c32, chunk.reshape(-1))
+            chunk = c32
         elif not _kernel_source(dt):
             chunk = chunk.astype(np.float64)         # integers and bool: as before, in float64
         x = np.require(chunk.reshape(-1), requirements="CA")
@@ -298,7 +303,9 @@ def inspect_file(path, target=None, progress=None, bins=None):
             is_float = info.dtype in FLOAT_CODES          # the casts convert would do
             s = Stats(target if is_float else None, bins)
             size = info.end - info.begin
-            for c in _chunks(f, name):
+            npdt = np.dtype(st.DTYPES[info.dtype])
+            big = bins is None and (_kernel_source(npdt) or npdt == np.float16)
+            for c in _chunks(f, name, KCHUNK if big else CHUNK):
                 s.add(c)
                 if progress is not None:
                     progress(c.size * st._BITS[info.dtype] // 8)
@@ -382,10 +389,12 @@ def _cast_chunks(f, name, tdt, saturate, rounding, seed, row, tot, progress):
     err2 = ref2 = 0.0
     sub = st._BITS[st.code_of(tdt)] < 8
     bits = st._BITS[f.info(name).dtype]
-    fused = rounding == "nearest" and not saturate
+    fused = (rounding == "nearest" and not saturate
+             and _kernel_source(np.dtype(st.DTYPES[f.info(name).dtype]))
+             and f.info(name).dtype != "F64")
     acc = None
-    for k, c in enumerate(_chunks(f, name)):
-        if fused and _kernel_source(c.dtype) and c.dtype != np.float64:
+    for k, c in enumerate(_chunks(f, name, KCHUNK if fused else CHUNK)):
+        if fused:
             # one pass: decode to float32 blocks, encode (the cast), decode
             # back, error sums (the statistics kernel, writing the codes)
             if acc is None:

@@ -332,3 +332,30 @@ def test_direct_cast_all_codes(level, a, b):
         with np.errstate(over="ignore"):
             y2 = np.repeat(x, 2)[::2].astype(db)
         assert codes_of(y2).tolist() == codes_of(want).tolist()
+
+
+def test_threads_give_the_same_bits():
+    """Chunks above 1 MiB are split between threads at block boundaries and
+    the blocks merged in order: any thread count gives the same result."""
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal(3 * 2**20 + 5) * 300).astype(np.float32).astype(minifloat.bfloat16)
+    x[12345] = np.nan
+    res = {}
+    for t in (1, 2, 3):
+        prev = minifloat.set_num_threads(t)
+        try:
+            for moments in (True, False):
+                acc = np.zeros(14)
+                acc[4], acc[5] = math.inf, -math.inf
+                out = np.empty(x.size, minifloat.float8_e4m3fn)
+                with np.errstate(over="ignore"):
+                    _core._stats(acc, x, "float8_e4m3fn", 0.25, None, out, moments)
+                res.setdefault(moments, []).append((acc.view(np.uint64).tolist(),
+                                                    out.view(np.uint8).tobytes()))
+        finally:
+            minifloat.set_num_threads(prev)
+    for moments, rs in res.items():
+        assert all(r == rs[0] for r in rs), moments
+    xv = x.astype(np.float32)
+    y = roundtrip(xv, "float8_e4m3fn").astype(np.float32)
+    assert res[True][0][0] == np.array(model(xv, y, 0.25, False)).view(np.uint64).tolist()

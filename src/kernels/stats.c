@@ -6,7 +6,9 @@
 #include <math.h>
 #include <string.h>
 #include <fenv.h>
+#include <stdlib.h>
 #include "stats.h"
+#include "parallel.h"
 
 #define STATS_BODY(T, ABS)                                                               \
     float mn[MF_STATS_LANES], mx[MF_STATS_LANES];                                         \
@@ -122,44 +124,125 @@ mf_stats_merge(mf_stats_acc *a, const mf_stats_block *b, mf_intp n)
     }
 }
 
+/* one block: decode x (unless float32), cast to the target and back, the
+ * block kernel of the active level */
+static void
+stats_one_block(const mf_kernels *k, mf_stats_block *b, const mf_format *src, const void *x,
+                mf_intp start, mf_intp len, const mf_format *tgt, double rel, void *codes_out,
+                int moments)
+{
+    float xb[MF_STATS_BLOCK], yb[MF_STATS_BLOCK];
+    unsigned char cb[MF_STATS_BLOCK * 2];
+    const float *xv;
+    if (src == NULL) {
+        xv = (const float *)x + start;
+    }
+    else {
+        k->decode_f32(src, (const char *)x + start * src->itemsize, xb, len);
+        xv = xb;
+    }
+    const float *yv = NULL;
+    if (tgt != NULL && tgt->id == MF_IEEE_FLOAT32) {
+        yv = xv;
+    }
+    else if (tgt != NULL) {
+        void *c = codes_out != NULL ? (void *)((char *)codes_out + start * tgt->itemsize)
+                                    : (void *)cb;
+        k->encode_f32(tgt, xv, c, len);
+        k->decode_f32(tgt, c, yb, len);
+        yv = yb;
+    }
+    int all = moments || yv == NULL;
+    k->stats_f32(b, xv, yv, rel, len, all);
+    if (!all) {
+        /* not computed: merge only the error sums */
+        b->nan = b->inf = b->finite = b->over = b->zeros_y = b->zeros_x = b->gt = 0;
+    }
+}
+
+typedef struct {
+    const mf_kernels *k;
+    const mf_format *src, *tgt;
+    const void *x;
+    mf_intp n, nblocks, ntasks, per_task;
+    double rel;
+    void *codes_out;
+    int moments;
+    mf_stats_block *blocks;
+    mf_intp next;
+    fenv_t env;
+} stats_job;
+
+static void
+stats_worker(void *ctx, int w)
+{
+    stats_job *J = (stats_job *)ctx;
+    fenv_t saved;
+    if (w != 0) {
+        fegetenv(&saved);
+        fesetenv(&J->env);
+    }
+    for (;;) {
+        mf_intp t = __atomic_fetch_add(&J->next, 1, __ATOMIC_RELAXED);
+        if (t >= J->ntasks) {
+            break;
+        }
+        mf_intp b0 = t * J->per_task, b1 = b0 + J->per_task < J->nblocks ? b0 + J->per_task
+                                                                           : J->nblocks;
+        for (mf_intp b = b0; b < b1; b++) {
+            mf_intp start = b * MF_STATS_BLOCK;
+            mf_intp len = J->n - start < MF_STATS_BLOCK ? J->n - start : MF_STATS_BLOCK;
+            stats_one_block(J->k, &J->blocks[b], J->src, J->x, start, len, J->tgt, J->rel,
+                            J->codes_out, J->moments);
+        }
+    }
+    if (w != 0) {
+        fesetenv(&saved);      /* the workers' flags are dropped: the caller raises none */
+    }
+}
+
+/* Large chunks are split between the pool's threads at block boundaries;
+ * the blocks' results are merged in index order on this thread, so the
+ * result is the same for any number of threads. */
 void
 mf_stats_run(mf_stats_acc *a, const mf_format *src, const void *x, mf_intp n,
              const mf_format *tgt, double rel, void *codes_out, int moments)
 {
     const mf_kernels *k = mf_k;
-    float xb[MF_STATS_BLOCK], yb[MF_STATS_BLOCK];
-    unsigned char cb[MF_STATS_BLOCK * 2];
     fexcept_t flags;
     fegetexceptflag(&flags, FE_ALL_EXCEPT);
-    int same = tgt != NULL && tgt->id == MF_IEEE_FLOAT32;
-    for (mf_intp start = 0; start < n; start += MF_STATS_BLOCK) {
-        mf_intp len = n - start < MF_STATS_BLOCK ? n - start : MF_STATS_BLOCK;
-        const float *xv;
-        if (src == NULL) {
-            xv = (const float *)x + start;
+    mf_intp bytes = n * (src != NULL ? src->itemsize : 4);
+    int T = bytes < MF_PAR_MIN_BYTES ? 1 : mf_get_num_threads();
+    if (T > 1 && bytes / MF_PAR_THREAD_BYTES < T) {
+        T = (int)(bytes / MF_PAR_THREAD_BYTES);
+    }
+    mf_intp nblocks = (n + MF_STATS_BLOCK - 1) / MF_STATS_BLOCK;
+    mf_stats_block *blocks = T > 1 ? malloc((size_t)nblocks * sizeof *blocks) : NULL;
+    if (blocks != NULL) {
+        stats_job J = {.k = k, .src = src, .tgt = tgt, .x = x, .n = n, .nblocks = nblocks,
+                       .rel = rel, .codes_out = codes_out, .moments = moments,
+                       .blocks = blocks, .next = 0};
+        /* tasks of 16 blocks (32768 values), at least four per thread */
+        J.per_task = 16;
+        J.ntasks = (nblocks + J.per_task - 1) / J.per_task;
+        fegetenv(&J.env);
+        if (mf_pool_run(stats_worker, &J, T) == 0) {
+            stats_worker(&J, 0);       /* the pool is busy: this thread does it all */
         }
-        else {
-            k->decode_f32(src, (const char *)x + start * src->itemsize, xb, len);
-            xv = xb;
+        for (mf_intp b = 0; b < nblocks; b++) {
+            mf_intp len = n - b * MF_STATS_BLOCK < MF_STATS_BLOCK ? n - b * MF_STATS_BLOCK
+                                                                  : MF_STATS_BLOCK;
+            mf_stats_merge(a, &blocks[b], len);
         }
-        const float *yv = NULL;
-        if (same) {
-            yv = xv;
+        free(blocks);
+    }
+    else {
+        for (mf_intp start = 0; start < n; start += MF_STATS_BLOCK) {
+            mf_intp len = n - start < MF_STATS_BLOCK ? n - start : MF_STATS_BLOCK;
+            mf_stats_block b;
+            stats_one_block(k, &b, src, x, start, len, tgt, rel, codes_out, moments);
+            mf_stats_merge(a, &b, len);
         }
-        else if (tgt != NULL) {
-            void *c = codes_out != NULL ? (void *)((char *)codes_out + start * tgt->itemsize)
-                                        : (void *)cb;
-            k->encode_f32(tgt, xv, c, len);
-            k->decode_f32(tgt, c, yb, len);
-            yv = yb;
-        }
-        mf_stats_block b;
-        k->stats_f32(&b, xv, yv, rel, len, moments || yv == NULL);
-        if (!(moments || yv == NULL)) {
-            /* not computed: merge only the error sums */
-            b.nan = b.inf = b.finite = b.over = b.zeros_y = b.zeros_x = b.gt = 0;
-        }
-        mf_stats_merge(a, &b, len);
     }
     fesetexceptflag(&flags, FE_ALL_EXCEPT);
 }

@@ -499,6 +499,7 @@ def _build_ckpt_inspect(target, env):
                 note="reads the file")]
     if env.ml is not None:
         runs.append(Run("ml_dtypes", "no checkpoint statistics", None))
+    runs.append(Run("numpy", "no bf16 dtype", None))
     if env.torch is not None and _st_peer(env, "torch") is not None:
         torch = env.torch
         loaded = _torch_loaded(env, path)
@@ -508,15 +509,16 @@ def _build_ckpt_inspect(target, env):
         def torch_stats():
             out = []
             for x in loaded.values():
-                xf = x.float()
-                row = [xf.min(), xf.max(), xf.mean(), xf.std(), x.isnan().sum(),
-                       x.isinf().sum()]
+                xf = x.float()                  # count_nonzero: faster than .sum() of a bool
+                row = [xf.min(), xf.max(), xf.mean(), xf.std(),
+                       torch.count_nonzero(xf.isnan()), torch.count_nonzero(xf.isinf())]
                 if target:
                     y = x.to(f8).float()
                     fin = y.isfinite()
                     e = torch.where(fin, y - xf, 0.0)
-                    ftz = ((y == 0) & (xf != 0)).sum()
-                    row += [(~fin).sum(), ftz, (e.abs() > r * xf.abs()).sum() - ftz,
+                    ftz = torch.count_nonzero((y == 0) & (xf != 0))
+                    row += [torch.count_nonzero(~fin), ftz,
+                            torch.count_nonzero(e.abs() > r * xf.abs()) - ftz,
                             (e * e).sum(dtype=torch.float64),
                             (torch.where(fin, xf, 0.0) ** 2).sum(dtype=torch.float64)]
                 out.append([float(v) for v in row])
@@ -1177,7 +1179,7 @@ LEGEND = [
     "speed-up = that library's time / minifloat's time in this run (above 1: minifloat faster).",
     "n/a: the library cannot do it; absent: not installed; !: wrong result (see details).",
     "For casts the np f32 column is a plain float32 copy (memcpy), the physical reference.",
-    "u16: NumPy's uint16 add of the same bytes (add, multiply): the memory limit.",
+    "u16: NumPy's uint16 add (add, multiply) or .sum() (ckpt inspect) of the same bytes: memory speed.",
     "mf 1t: minifloat on one thread (minifloat.set_num_threads(1)).",
 ]
 ESTIMATE_LEGEND = "~: not run, estimated from the library's best GF/s in this run (--max-call)."

@@ -115,7 +115,8 @@ def _kernel_source(dt):
     the kernels, float32 and float64 (NumPy's own float16 -> float32 cast is
     faster than the codec's)."""
     return dt in (np.float32, np.float64) or (dt.name in _FORMATS
-                                              and _FORMATS[dt.name]["kind"] == "float")
+                                              and _FORMATS[dt.name]["kind"] == "float"
+                                              and dt == _FORMATS[dt.name]["dtype"])
 
 
 class Stats:

@@ -62,7 +62,7 @@ def lane_sums(terms):
     return lanes[0]
 
 
-def model(x, y, rel, wide):
+def model(x, y, rel):
     """The kernel's accumulator after one call, computed with NumPy: x the
     values (float32 or float64), y their round trip (same type) or None."""
     with np.errstate(all="ignore"):
@@ -125,7 +125,6 @@ def sample(name, n, rng):
     the format (NaN, inf, -0, subnormals) and random ones."""
     dt = dtype_of(name)
     if name in ("float32", "float64"):
-        u = np.uint32 if name == "float32" else np.uint64
         special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-40, 5e-324, 3.4e38,
                             -1.0, 1.5], np.float64)
         with np.errstate(over="ignore"):
@@ -134,7 +133,6 @@ def sample(name, n, rng):
         x[rng.integers(0, n, min(n, 40))] = rng.choice(special, min(n, 40))
         if n > 100:
             x[:special.size] = special
-        del u
         return x
     codes = rng.integers(0, 256 ** dt.itemsize, n).astype(np.uint16 if dt.itemsize == 2 else np.uint8)
     if name.startswith("float6"):
@@ -164,7 +162,7 @@ def test_stats_match_model(level, name, n):
             y = roundtrip(xv, target).astype(xv.dtype)
         with kernel_level(level):
             got = run_kernel(x, target, y if x.dtype == np.float64 else None)
-        want = model(xv, y, rel_of(target) if target else 1.0, x.dtype == np.float64)
+        want = model(xv, y, rel_of(target) if target else 1.0)
         assert got.tolist() == want, (name, target, n)
         if target is not None and x.dtype != np.float64:
             # convert's mode: the cast's error sums only
@@ -174,7 +172,8 @@ def test_stats_match_model(level, name, n):
                 _core._stats(acc, x, target, rel_of(target), None, out, False)
             assert acc[0] == n and acc[12:].tolist() == want[12:], (name, target, n)
             if out is not None:
-                assert codes(out).tolist() == codes(xv.astype(out.dtype)).tolist()
+                with np.errstate(over="ignore"):
+                    assert codes(out).tolist() == codes(xv.astype(out.dtype)).tolist()
 
 
 @pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float32", "float8_e5m2"])
@@ -200,7 +199,7 @@ def test_all_finite_fast_path_matches_masked():
     x[2040] = np.nan
     x[4095] = 1000.0                     # overflows float8_e4m3fn
     y = roundtrip(x, "float8_e4m3fn").astype(np.float32)
-    want = model(x, y, rel_of("float8_e4m3fn"), False)
+    want = model(x, y, rel_of("float8_e4m3fn"))
     for level in LEVELS:
         with kernel_level(level):
             assert run_kernel(x, "float8_e4m3fn").tolist() == want, level
@@ -358,4 +357,20 @@ def test_threads_give_the_same_bits():
         assert all(r == rs[0] for r in rs), moments
     xv = x.astype(np.float32)
     y = roundtrip(xv, "float8_e4m3fn").astype(np.float32)
-    assert res[True][0][0] == np.array(model(xv, y, 0.25, False)).view(np.uint64).tolist()
+    assert res[True][0][0] == np.array(model(xv, y, 0.25)).view(np.uint64).tolist()
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e5m2", "float32", "float64", "float16"])
+def test_kernel_route_warns_nothing(name):
+    """Every code (NaN payloads, signalling NaNs, infs) through Stats with a
+    target: no RuntimeWarning (the kernels' FP flags are not the user's)."""
+    dt = dtype_of(name)
+    if dt.itemsize <= 2:
+        x = np.arange(256 ** dt.itemsize).astype(np.uint16 if dt.itemsize == 2 else np.uint8).view(dt)
+    else:
+        x = sample(name, 5000, np.random.default_rng(0))
+    s = ck.Stats("float8_e4m3fn")
+    s.add(x)
+    np.add(np.ones(3), 1.0)            # NumPy reports flags left over after its own loops
+    assert s.nan == int(np.isnan(as_values(x)).sum())

@@ -250,10 +250,13 @@ mf_stats_run(mf_stats_acc *a, const mf_format *src, const void *x, mf_intp n,
 void
 mf_stats_run_f64(mf_stats_acc *a, const double *x, const double *y, mf_intp n, double rel)
 {
+    fexcept_t flags;
+    fegetexceptflag(&flags, FE_ALL_EXCEPT);   /* NaN compares raise invalid: not ours to report */
     for (mf_intp start = 0; start < n; start += MF_STATS_BLOCK) {
         mf_intp len = n - start < MF_STATS_BLOCK ? n - start : MF_STATS_BLOCK;
         mf_stats_block b;
         mf_serial_stats_f64(&b, x + start, y != NULL ? y + start : NULL, rel, len);
         mf_stats_merge(a, &b, len);
     }
+    fesetexceptflag(&flags, FE_ALL_EXCEPT);
 }

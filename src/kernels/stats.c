@@ -10,27 +10,48 @@
 #include "stats.h"
 #include "parallel.h"
 
+/* Each loop runs over whole groups of MF_STATS_LANES values with the lane
+ * as the inner index (so that the compiler may vectorise it: the lanes are
+ * independent, nothing is reassociated), then over the tail. */
+#define LANE_LOOP(...)                                                                    \
+    do {                                                                                  \
+        mf_intp n8_ = n - n % MF_STATS_LANES;                                             \
+        for (mf_intp i0_ = 0; i0_ < n8_; i0_ += MF_STATS_LANES) {                         \
+            for (int j = 0; j < MF_STATS_LANES; j++) {                                    \
+                mf_intp i = i0_ + j;                                                      \
+                __VA_ARGS__                                                               \
+            }                                                                             \
+        }                                                                                 \
+        for (mf_intp i = n8_; i < n; i++) {                                               \
+            int j = (int)(i - n8_);                                                       \
+            __VA_ARGS__                                                                   \
+        }                                                                                 \
+    } while (0)
+
 #define STATS_BODY(T, ABS)                                                               \
-    float mn[MF_STATS_LANES], mx[MF_STATS_LANES];                                         \
     double s1[MF_STATS_LANES], s2[MF_STATS_LANES], e2[MF_STATS_LANES], r2[MF_STATS_LANES]; \
     T lo[MF_STATS_LANES], hi[MF_STATS_LANES];                                             \
-    (void)mn; (void)mx; (void)lo; (void)hi;                                               \
+    int64_t cnan[MF_STATS_LANES], cfin[MF_STATS_LANES];                                   \
     for (int j = 0; j < MF_STATS_LANES; j++) {                                            \
         s1[j] = s2[j] = e2[j] = r2[j] = 0.0;                                              \
         lo[j] = (T)INFINITY;                                                              \
         hi[j] = (T)-INFINITY;                                                             \
+        cnan[j] = cfin[j] = 0;                                                            \
     }                                                                                     \
-    int64_t nan = 0, fin = 0;                                                             \
-    for (mf_intp i = 0; i < n; i++) {                                                     \
+    LANE_LOOP({                                                                           \
         T v = x[i];                                                                       \
         int f = ABS(v) < (T)INFINITY;                                                     \
-        nan += v != v;                                                                    \
-        fin += f;                                                                         \
-        int j = (int)(i % MF_STATS_LANES);                                                \
+        cnan[j] += v != v;                                                                \
+        cfin[j] += f;                                                                     \
         T vl = f ? v : (T)INFINITY, vh = f ? v : (T)-INFINITY;                            \
         lo[j] = vl < lo[j] ? vl : lo[j];                                                  \
         hi[j] = vh > hi[j] ? vh : hi[j];                                                  \
         s1[j] = s1[j] + (f ? (double)v : 0.0);                                            \
+    });                                                                                   \
+    int64_t nan = 0, fin = 0;                                                             \
+    for (int j = 0; j < MF_STATS_LANES; j++) {                                            \
+        nan += cnan[j];                                                                   \
+        fin += cfin[j];                                                                   \
     }                                                                                     \
     s->nan = nan;                                                                         \
     s->finite = fin;                                                                      \
@@ -38,24 +59,38 @@
     double sum = mf_stats_combine_sum(s1);                                                \
     s->sum = sum;                                                                         \
     double mean = fin ? sum / (double)fin : 0.0;                                          \
-    int64_t over = 0, zy = 0, zx = 0, gt = 0;                                             \
-    for (mf_intp i = 0; i < n; i++) {                                                     \
+    LANE_LOOP({                                                                           \
         T v = x[i];                                                                       \
         int f = ABS(v) < (T)INFINITY;                                                     \
-        int j = (int)(i % MF_STATS_LANES);                                                \
         double d = f ? (double)v - mean : 0.0;                                            \
         s2[j] = s2[j] + d * d;                                                            \
-        if (y != NULL) {                                                                  \
+    });                                                                                   \
+    int64_t over = 0, zy = 0, zx = 0, gt = 0;                                             \
+    if (y != NULL) {                                                                      \
+        int64_t co[MF_STATS_LANES], czy[MF_STATS_LANES], czx[MF_STATS_LANES];             \
+        int64_t cgt[MF_STATS_LANES];                                                      \
+        for (int j = 0; j < MF_STATS_LANES; j++) {                                        \
+            co[j] = czy[j] = czx[j] = cgt[j] = 0;                                         \
+        }                                                                                 \
+        LANE_LOOP({                                                                       \
+            T v = x[i];                                                                   \
             T w = y[i];                                                                   \
-            int g = f && ABS(w) < (T)INFINITY;                                            \
-            over += f && !g;                                                              \
-            zy += g && w == 0;                                                            \
-            zx += g && v == 0;                                                            \
+            int f = ABS(v) < (T)INFINITY;                                                 \
+            int g = f & (ABS(w) < (T)INFINITY);                                           \
+            co[j] += f & !g;                                                              \
+            czy[j] += g & (w == 0);                                                       \
+            czx[j] += g & (v == 0);                                                       \
             double xd = g ? (double)v : 0.0;                                              \
             double ed = g ? (double)(T)(w - v) : 0.0;                                     \
             r2[j] = r2[j] + xd * xd;                                                      \
             e2[j] = e2[j] + ed * ed;                                                      \
-            gt += fabs(ed) > fabs(xd) * rel;                                              \
+            cgt[j] += fabs(ed) > fabs(xd) * rel;                                          \
+        });                                                                               \
+        for (int j = 0; j < MF_STATS_LANES; j++) {                                        \
+            over += co[j];                                                                \
+            zy += czy[j];                                                                 \
+            zx += czx[j];                                                                 \
+            gt += cgt[j];                                                                 \
         }                                                                                 \
     }                                                                                     \
     s->m2 = mf_stats_combine_sum(s2);                                                     \

@@ -21,6 +21,9 @@ from . import safetensors as st
 from .convert import convert as _convert, pack as _pack, unpack as _unpack
 
 CHUNK = 1 << 18          # values per chunk: 2 MiB of float64, stays in cache
+#: values per chunk on the kernel route (_core._stats: no float64 copies; its
+#: threads split a chunk, so chunks must be large enough to share)
+KCHUNK = 1 << 20
 
 _FORMATS = {f["name"]: f for f in _core.formats()}
 # floating-point codes; F8_E8M0 holds block scales (powers of two), never cast
@@ -102,10 +105,30 @@ def _as_real(c, key=None):
 
 # --------------------------------------------------------------------------- statistics
 
+#: _core._stats's accumulator slots
+(_A_N, _A_NAN, _A_INF, _A_FINITE, _A_MIN, _A_MAX, _A_MEAN, _A_M2, _A_OVER, _A_ZY, _A_ZX, _A_GT,
+ _A_ERR2, _A_REF2) = range(14)
+
+
+def _kernel_source(dt):
+    """The chunk dtypes _core._stats reads itself: a float format decoded by
+    the kernels, float32 and float64 (NumPy's own float16 -> float32 cast is
+    faster than the codec's)."""
+    return dt in (np.float32, np.float64) or (dt.name in _FORMATS
+                                              and _FORMATS[dt.name]["kind"] == "float"
+                                              and dt == _FORMATS[dt.name]["dtype"])
+
+
 class Stats:
     """Running statistics of one tensor (or a file's totals of the target
     columns).  min/max/mean/std are over the finite values; NaN and inf are
-    counted.  Mean and variance merge chunk by chunk (Chan et al.)."""
+    counted.  Mean and variance merge block by block (Chan et al.).
+
+    The work is one call of the fused kernel _core._stats per chunk
+    (src/kernels/stats.c: decode to float32 blocks of 2048 values, then
+    counts, min, max, float64 sum and centred sum of squares per block, and
+    with a target the cast and its error, in the same pass); complex tensors
+    (|x|) and histograms (--plot) take the NumPy route, _add_numpy."""
 
     def __init__(self, target=None, bins=None):
         self.n = self.nan = self.inf = self.finite = 0
@@ -121,8 +144,42 @@ class Stats:
         self.err2 = self.ref2 = 0.0
         self.bins = bins
         self.hist = None if bins is None else np.zeros(len(bins) - 1, np.int64)
+        self._acc = None
 
     def add(self, chunk):
+        dt = chunk.dtype
+        if self.hist is not None or dt.kind == "c":
+            return self._add_numpy(chunk)
+        if dt == np.float16:
+            c32 = _buf("x16", np.float32, chunk.size)
+            np.copyto(c32, chunk.reshape(-1))
+            chunk = c32
+        elif not _kernel_source(dt):
+            chunk = chunk.astype(np.float64)         # integers and bool: as before, in float64
+        x = np.require(chunk.reshape(-1), requirements="CA")
+        if self._acc is None:
+            self._acc = np.zeros(14)
+            self._acc[_A_MIN], self._acc[_A_MAX] = math.inf, -math.inf
+        y = None
+        if self.target is not None and x.dtype == np.float64:
+            y = _buf("y", np.float64, x.size)
+            with np.errstate(over="ignore", invalid="ignore"):
+                np.copyto(y, x.astype(self.tdtype), casting="unsafe")
+        _core._stats(self._acc, x, self.target, self.lossy_rel if self.target else 1.0, y)
+        a = self._acc
+        self.n, self.nan, self.inf, self.finite = (int(v) for v in a[_A_N:_A_FINITE + 1])
+        self.min, self.max, self.mean, self.m2 = (float(v) for v in a[_A_MIN:_A_M2 + 1])
+        if self.target is not None:
+            zy, zx = int(a[_A_ZY]), int(a[_A_ZX])
+            self.over = int(a[_A_OVER])
+            # flushed: cast(x) == 0 != x (a format with a zero casts 0 to 0)
+            self.ftz = zy - zx if zy else 0
+            # lost more than half the precision: |cast(x) - x| > r|x|, which
+            # also holds for each flushed value, counted as flushed only
+            self.lossy = int(a[_A_GT]) - self.ftz
+            self.err2, self.ref2 = float(a[_A_ERR2]), float(a[_A_REF2])
+
+    def _add_numpy(self, chunk):
         x = _as_real(chunk, "x")   # float32 (exact) for formats up to 32 bits, else float64
         self.n += x.size
         if not x.size:
@@ -247,7 +304,9 @@ def inspect_file(path, target=None, progress=None, bins=None):
             is_float = info.dtype in FLOAT_CODES          # the casts convert would do
             s = Stats(target if is_float else None, bins)
             size = info.end - info.begin
-            for c in _chunks(f, name):
+            npdt = np.dtype(st.DTYPES[info.dtype])
+            big = bins is None and (_kernel_source(npdt) or npdt == np.float16)
+            for c in _chunks(f, name, KCHUNK if big else CHUNK):
                 s.add(c)
                 if progress is not None:
                     progress(c.size * st._BITS[info.dtype] // 8)
@@ -331,7 +390,23 @@ def _cast_chunks(f, name, tdt, saturate, rounding, seed, row, tot, progress):
     err2 = ref2 = 0.0
     sub = st._BITS[st.code_of(tdt)] < 8
     bits = st._BITS[f.info(name).dtype]
-    for k, c in enumerate(_chunks(f, name)):
+    fused = (rounding == "nearest" and not saturate
+             and _kernel_source(np.dtype(st.DTYPES[f.info(name).dtype]))
+             and f.info(name).dtype != "F64")
+    acc = None
+    for k, c in enumerate(_chunks(f, name, KCHUNK if fused else CHUNK)):
+        if fused:
+            # one pass: decode to float32 blocks, encode (the cast), decode
+            # back, error sums (the statistics kernel, writing the codes)
+            if acc is None:
+                acc = np.zeros(14)
+                acc[_A_MIN], acc[_A_MAX] = math.inf, -math.inf
+            y = _buf("cy", tdt, c.size)
+            _core._stats(acc, np.require(c, requirements="CA"), tdt.name, 1.0, None, y, False)
+            if progress is not None:
+                progress(c.size * bits // 8)
+            yield memoryview(_pack(y)) if sub else memoryview(y.view(np.uint8))
+            continue
         s = None
         if rounding == "stochastic":
             s = (np.random.SeedSequence([seed, k]).generate_state(1, np.uint64)[0]
@@ -356,6 +431,9 @@ def _cast_chunks(f, name, tdt, saturate, rounding, seed, row, tot, progress):
             progress(c.size * bits // 8)
         # y is a scratch buffer: write() consumes each chunk before asking for the next
         yield memoryview(_pack(y)) if sub else memoryview(y.view(np.uint8))
+    if acc is not None:
+        err2 += float(acc[_A_ERR2])
+        ref2 += float(acc[_A_REF2])
     row["rel_rms_error"] = math.sqrt(err2 / ref2) if ref2 > 0 else 0.0
     tot["err2"] += err2
     tot["ref2"] += ref2

@@ -385,6 +385,7 @@ py_kernel_reduce(PyObject *NPY_UNUSED(self), PyObject *args)
 
 /* matmul.c: test hook */
 PyObject *mf_py_gemm_f32acc(PyObject *self, PyObject *args);
+PyObject *mf_py_stats(PyObject *self, PyObject *args);
 
 static PyMethodDef module_methods[] = {
     {"formats", py_formats, METH_VARARGS,
@@ -412,6 +413,9 @@ static PyMethodDef module_methods[] = {
      "_kernel_reduce(name, a[, b]) -> (result, fp_flags): the active level's sum(a) or dot(a, b) kernel (tests)."},
     {"_gemm_f32acc", mf_py_gemm_f32acc, METH_VARARGS,
      "_gemm_f32acc(format, A, B, C): C += A @ B (codes, float32 C) at the active level."},
+    {"_stats", mf_py_stats, METH_VARARGS,
+     "_stats(acc, x, target, rel, y=None, out=None, moments=True): inspect's statistics of chunk "
+     "x into acc (float64[14]; minifloat/checkpoint.py); moments=False: the error sums (err2, ref2) only."},
     {"_link_ml_dtypes", mf_py_link_ml_dtypes, METH_O,
      "_link_ml_dtypes(ml_dtypes) -> names: casts and promoters with ml_dtypes' DTypes (once)."},
     {NULL, NULL, 0, NULL},

@@ -766,4 +766,5 @@ const mf_kernels mf_kernels_avx2 = {
     .sum = mf_avx2_sum,
     .dot = mf_avx2_dot,
     .gemm_f32acc = mf_avx2_gemm_f32acc,
+    .stats_f32 = mf_avx2_stats_f32,
 };

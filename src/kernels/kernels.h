@@ -68,6 +68,35 @@ typedef struct mf_gemm_epilogue {
     int *bf16_flags;
 } mf_gemm_epilogue;
 
+/*
+ * Statistics of one block of at most MF_STATS_BLOCK values (inspect's
+ * kernel).  x: the values; y (or NULL): the same values cast to a target
+ * format and back.  Over the finite x: count, min, max, sum, and the sum of
+ * squares about the block's own mean sum/finite (a centred second pass over
+ * the block, which is in cache); with y, over the finite x: `over` counts
+ * non-finite y, and over those with y finite too: zeros_y (y == 0), zeros_x
+ * (x == 0), gt (|y - x| > rel |x| in float64, y - x taken in the values'
+ * type), err2 = sum (y - x)^2, ref2 = sum x^2 (float64).
+ * Order (every level reproduces it bit for bit): element i goes to lane
+ * i % MF_STATS_LANES; float64 lanes start at +0 and add in index order (a
+ * value that does not count adds +0); min/max lanes start at +inf/-inf and
+ * take m = x < m ? x : m (x > m ? x : m); the lanes are combined by halving
+ * (lane j with lane j + 4, then j + 2, then j + 1, as in stats_combine).
+ * Products are rounded before they are added (no FMA).
+ * With moments == 0 (and y given), only err2 and ref2 are defined: the
+ * rest may be anything, and a level may skip their work (convert needs
+ * only the cast's error).
+ */
+#define MF_STATS_LANES 8
+#define MF_STATS_BLOCK 2048
+
+typedef struct {
+    int64_t nan, inf, finite;
+    double min, max, sum, m2;
+    int64_t over, zeros_y, zeros_x, gt;
+    double err2, ref2;
+} mf_stats_block;
+
 typedef struct {
     const char *name;
     /* codes -> float32, exact */
@@ -97,6 +126,9 @@ typedef struct {
     void (*gemm_f32acc)(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                         const void *A, mf_intp lda, const void *B, mf_intp ldb,
                         float *C, mf_intp ldc, const struct mf_gemm_epilogue *ep);
+    /* inspect's statistics of n <= MF_STATS_BLOCK float32 values (above) */
+    void (*stats_f32)(mf_stats_block *s, const float *x, const float *y, double rel,
+                      mf_intp n, int moments);
 } mf_kernels;
 
 extern const mf_kernels mf_kernels_serial;
@@ -110,6 +142,13 @@ double mf_serial_dot(const mf_format *f, const void *a, const void *b, mf_intp n
 void mf_serial_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                            const void *A, mf_intp lda, const void *B, mf_intp ldb,
                            float *C, mf_intp ldc, const mf_gemm_epilogue *ep);
+void mf_serial_stats_f32(mf_stats_block *s, const float *x, const float *y, double rel,
+                         mf_intp n, int moments);
+/* the same for float64 values (float64 sources; every level uses this one) */
+void mf_serial_stats_f64(mf_stats_block *s, const double *x, const double *y, double rel,
+                         mf_intp n);
+void mf_avx2_stats_f32(mf_stats_block *s, const float *x, const float *y, double rel,
+                       mf_intp n, int moments);
 #ifdef MF_HAVE_AVX2
 extern const mf_kernels mf_kernels_avx2;
 #endif

@@ -178,4 +178,5 @@ const mf_kernels mf_kernels_serial = {
     .sum = mf_serial_sum,
     .dot = mf_serial_dot,
     .gemm_f32acc = mf_serial_gemm_f32acc,
+    .stats_f32 = mf_serial_stats_f32,
 };

@@ -35,6 +35,7 @@ case "$arch" in
         avx512=(-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512cd -mfma -mf16c)
         compile kernels/avx2.c "${avx2[@]}"
         compile kernels/gemm_avx2.c "${avx2[@]}"
+        compile kernels/stats_avx2.c "${avx2[@]}"
         compile kernels/avx512.c "${avx512[@]}"
         compile kernels/gemm_avx512.c "${avx512[@]}"
         compile kernels/avx512bf16.c "${avx512[@]}" -mavx512bf16
@@ -45,7 +46,7 @@ case "$arch" in
         static=()
         ;;
 esac
-for f in format_table.c kernels/serial.c kernels/gemm_serial.c kernels/parallel.c; do
+for f in format_table.c kernels/serial.c kernels/stats.c kernels/gemm_serial.c kernels/parallel.c; do
     compile "$f"
 done
 compile kernels/dispatch.c "${defs[@]}"

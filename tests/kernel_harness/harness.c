@@ -13,7 +13,7 @@
  * payloads, signalling NaNs, subnormals) with the FP flags serial raises,
  * the four binary operations on random and special codes (flags too), sum
  * and dot over lengths that cross the vector widths and the 4096-element
- * block, and gemm_f32acc on shapes around the micro-tile and blocking edges,
+ * block, inspect's statistics block kernel (every field), and gemm_f32acc on shapes around the micro-tile and blocking edges,
  * with adversarial operands whose products underflow (the FZ-before-rounding
  * case of docs/design.md), C with subnormals, and the bfloat16 epilogue.
  */
@@ -237,6 +237,60 @@ check_reduce(const char *lv, const mf_kernels *k, const mf_format *f)
         }
     }
     free(x); free(y);
+}
+
+/* ------------------------------------------------------------ stats */
+
+/* inspect's block kernel (stats_f32) on decoded codes of f (specials and
+ * all), with and without a target round trip (through float8_e4m3fn), at
+ * every length up to a block: every field, bits */
+static void
+check_stats(const char *lv, const mf_kernels *k, const mf_format *f)
+{
+    long n = MF_STATS_BLOCK;
+    size_t sz = (size_t)f->itemsize;
+    const mf_format *t = &mf_formats[MF_FLOAT8_E4M3FN];
+    char *codes = malloc(n * sz);
+    unsigned char *tc = malloc(n);
+    float *x = malloc(n * 4), *y = malloc(n * 4);
+    for (int trial = 0; trial < (quick ? 2 : 4); trial++) {
+        fill_codes(f, codes, n);
+        mf_serial_decode_f32(f, codes, x, n);
+        if (trial % 2 == 0) {            /* mostly finite: the SIMD levels' unmasked loops */
+            for (long i = 0; i < n; i++) {
+                if (!isfinite(x[i]) && i % 512 != 7) x[i] = (float)(i % 13) - 6.0f;
+            }
+        }
+        mf_serial_encode_f32(t, x, tc, n);
+        mf_serial_decode_f32(t, tc, y, n);
+        for (long len = 0; len <= n; len = len < 40 ? len + 1 : len * 2 + 37) {
+            if (len > n) len = n;
+            for (int mode = 0; mode < 3; mode++) {
+                const float *yy = mode ? y : NULL;
+                int moments = mode != 2;
+                mf_stats_block s0, s1;
+                memset(&s0, 0, sizeof s0);
+                memset(&s1, 0, sizeof s1);
+                mf_serial_stats_f32(&s0, x, yy, 0.25, len, moments);
+                k->stats_f32(&s1, x, yy, 0.25, len, moments);
+                long at = len * 10 + mode;
+                if (d2u(s0.err2) != d2u(s1.err2)) fail(lv, f->name, "stats err2", at, d2u(s1.err2), d2u(s0.err2));
+                if (d2u(s0.ref2) != d2u(s1.ref2)) fail(lv, f->name, "stats ref2", at, d2u(s1.ref2), d2u(s0.ref2));
+                if (!moments) continue;
+                if (s0.nan != s1.nan || s0.inf != s1.inf || s0.finite != s1.finite)
+                    fail(lv, f->name, "stats counts", at, (uint64_t)s1.finite, (uint64_t)s0.finite);
+                if (d2u(s0.min) != d2u(s1.min)) fail(lv, f->name, "stats min", at, d2u(s1.min), d2u(s0.min));
+                if (d2u(s0.max) != d2u(s1.max)) fail(lv, f->name, "stats max", at, d2u(s1.max), d2u(s0.max));
+                if (d2u(s0.sum) != d2u(s1.sum)) fail(lv, f->name, "stats sum", at, d2u(s1.sum), d2u(s0.sum));
+                if (d2u(s0.m2) != d2u(s1.m2)) fail(lv, f->name, "stats m2", at, d2u(s1.m2), d2u(s0.m2));
+                if (yy != NULL && (s0.over != s1.over || s0.zeros_y != s1.zeros_y
+                                   || s0.zeros_x != s1.zeros_x || s0.gt != s1.gt))
+                    fail(lv, f->name, "stats target counts", at, (uint64_t)s1.gt, (uint64_t)s0.gt);
+            }
+            if (len == n) break;
+        }
+    }
+    free(codes); free(tc); free(x); free(y);
 }
 
 /* ------------------------------------------------------------ gemm */
@@ -468,6 +522,7 @@ main(int argc, char **argv)
             check_encode(lv, k, f);
             check_binary(lv, k, f);
             check_reduce(lv, k, f);
+            check_stats(lv, k, f);
             check_gemm(lv, k, f);
         }
         check_gemm_edge(lv, k);

@@ -1,0 +1,297 @@
+/*
+ * inspect's statistics kernel, serial (the oracle), and the driver that
+ * decodes a chunk into cache-sized float32 blocks for the block kernel of
+ * the active level.  The summation order is in kernels.h.
+ */
+#include <math.h>
+#include <string.h>
+#include <fenv.h>
+#include <stdlib.h>
+#include "stats.h"
+#include "parallel.h"
+
+/* Each loop runs over whole groups of MF_STATS_LANES values with the lane
+ * as the inner index (so that the compiler may vectorise it: the lanes are
+ * independent, nothing is reassociated), then over the tail. */
+#define LANE_LOOP(...)                                                                    \
+    do {                                                                                  \
+        mf_intp n8_ = n - n % MF_STATS_LANES;                                             \
+        for (mf_intp i0_ = 0; i0_ < n8_; i0_ += MF_STATS_LANES) {                         \
+            for (int j = 0; j < MF_STATS_LANES; j++) {                                    \
+                mf_intp i = i0_ + j;                                                      \
+                __VA_ARGS__                                                               \
+            }                                                                             \
+        }                                                                                 \
+        for (mf_intp i = n8_; i < n; i++) {                                               \
+            int j = (int)(i - n8_);                                                       \
+            __VA_ARGS__                                                                   \
+        }                                                                                 \
+    } while (0)
+
+#define STATS_BODY(T, ABS)                                                               \
+    double s1[MF_STATS_LANES], s2[MF_STATS_LANES], e2[MF_STATS_LANES], r2[MF_STATS_LANES]; \
+    T lo[MF_STATS_LANES], hi[MF_STATS_LANES];                                             \
+    int64_t cnan[MF_STATS_LANES], cfin[MF_STATS_LANES];                                   \
+    for (int j = 0; j < MF_STATS_LANES; j++) {                                            \
+        s1[j] = s2[j] = e2[j] = r2[j] = 0.0;                                              \
+        lo[j] = (T)INFINITY;                                                              \
+        hi[j] = (T)-INFINITY;                                                             \
+        cnan[j] = cfin[j] = 0;                                                            \
+    }                                                                                     \
+    LANE_LOOP({                                                                           \
+        T v = x[i];                                                                       \
+        int f = ABS(v) < (T)INFINITY;                                                     \
+        cnan[j] += v != v;                                                                \
+        cfin[j] += f;                                                                     \
+        T vl = f ? v : (T)INFINITY, vh = f ? v : (T)-INFINITY;                            \
+        lo[j] = vl < lo[j] ? vl : lo[j];                                                  \
+        hi[j] = vh > hi[j] ? vh : hi[j];                                                  \
+        s1[j] = s1[j] + (f ? (double)v : 0.0);                                            \
+    });                                                                                   \
+    int64_t nan = 0, fin = 0;                                                             \
+    for (int j = 0; j < MF_STATS_LANES; j++) {                                            \
+        nan += cnan[j];                                                                   \
+        fin += cfin[j];                                                                   \
+    }                                                                                     \
+    s->nan = nan;                                                                         \
+    s->finite = fin;                                                                      \
+    s->inf = n - nan - fin;                                                               \
+    double sum = mf_stats_combine_sum(s1);                                                \
+    s->sum = sum;                                                                         \
+    double mean = fin ? sum / (double)fin : 0.0;                                          \
+    LANE_LOOP({                                                                           \
+        T v = x[i];                                                                       \
+        int f = ABS(v) < (T)INFINITY;                                                     \
+        double d = f ? (double)v - mean : 0.0;                                            \
+        s2[j] = s2[j] + d * d;                                                            \
+    });                                                                                   \
+    int64_t over = 0, zy = 0, zx = 0, gt = 0;                                             \
+    if (y != NULL) {                                                                      \
+        int64_t co[MF_STATS_LANES], czy[MF_STATS_LANES], czx[MF_STATS_LANES];             \
+        int64_t cgt[MF_STATS_LANES];                                                      \
+        for (int j = 0; j < MF_STATS_LANES; j++) {                                        \
+            co[j] = czy[j] = czx[j] = cgt[j] = 0;                                         \
+        }                                                                                 \
+        LANE_LOOP({                                                                       \
+            T v = x[i];                                                                   \
+            T w = y[i];                                                                   \
+            int f = ABS(v) < (T)INFINITY;                                                 \
+            int g = f & (ABS(w) < (T)INFINITY);                                           \
+            co[j] += f & !g;                                                              \
+            czy[j] += g & (w == 0);                                                       \
+            czx[j] += g & (v == 0);                                                       \
+            double xd = g ? (double)v : 0.0;                                              \
+            double ed = g ? (double)(T)(w - v) : 0.0;                                     \
+            r2[j] = r2[j] + xd * xd;                                                      \
+            e2[j] = e2[j] + ed * ed;                                                      \
+            cgt[j] += fabs(ed) > fabs(xd) * rel;                                          \
+        });                                                                               \
+        for (int j = 0; j < MF_STATS_LANES; j++) {                                        \
+            over += co[j];                                                                \
+            zy += czy[j];                                                                 \
+            zx += czx[j];                                                                 \
+            gt += cgt[j];                                                                 \
+        }                                                                                 \
+    }                                                                                     \
+    s->m2 = mf_stats_combine_sum(s2);                                                     \
+    s->err2 = mf_stats_combine_sum(e2);                                                   \
+    s->ref2 = mf_stats_combine_sum(r2);                                                   \
+    s->over = over;                                                                       \
+    s->zeros_y = zy;                                                                      \
+    s->zeros_x = zx;                                                                      \
+    s->gt = gt;
+
+void
+mf_serial_stats_f32(mf_stats_block *s, const float *x, const float *y, double rel, mf_intp n,
+                    int moments)
+{
+    (void)moments;      /* the oracle computes everything */
+    STATS_BODY(float, fabsf)
+    float l[MF_STATS_LANES], h[MF_STATS_LANES];
+    memcpy(l, lo, sizeof l);
+    memcpy(h, hi, sizeof h);
+    s->min = mf_stats_combine_min(l);
+    s->max = mf_stats_combine_max(h);
+}
+
+void
+mf_serial_stats_f64(mf_stats_block *s, const double *x, const double *y, double rel, mf_intp n)
+{
+    STATS_BODY(double, fabs)
+    /* min and max of float64 values: order does not matter but for the sign
+     * of a zero; halving as for float32 */
+    for (int w = MF_STATS_LANES / 2; w >= 1; w /= 2) {
+        for (int j = 0; j < w; j++) {
+            lo[j] = lo[j + w] < lo[j] ? lo[j + w] : lo[j];
+            hi[j] = hi[j + w] > hi[j] ? hi[j + w] : hi[j];
+        }
+    }
+    s->min = lo[0];
+    s->max = hi[0];
+}
+
+void
+mf_stats_merge(mf_stats_acc *a, const mf_stats_block *b, mf_intp n)
+{
+    a->n += n;
+    a->nan += b->nan;
+    a->inf += b->inf;
+    a->over += b->over;
+    a->zeros_y += b->zeros_y;
+    a->zeros_x += b->zeros_x;
+    a->gt += b->gt;
+    a->err2 += b->err2;
+    a->ref2 += b->ref2;
+    if (b->finite == 0) {
+        return;
+    }
+    double k = (double)b->finite, n0 = (double)a->finite, tot = n0 + k;
+    double bmean = b->sum / k;
+    double delta = bmean - a->mean;
+    a->mean += delta * k / tot;
+    a->m2 += b->m2 + delta * delta * n0 * k / tot;
+    a->finite += b->finite;
+    if (b->min < a->min) {
+        a->min = b->min;
+    }
+    if (b->max > a->max) {
+        a->max = b->max;
+    }
+}
+
+/* one block: decode x (unless float32), cast to the target and back, the
+ * block kernel of the active level */
+static void
+stats_one_block(const mf_kernels *k, mf_stats_block *b, const mf_format *src, const void *x,
+                mf_intp start, mf_intp len, const mf_format *tgt, double rel, void *codes_out,
+                int moments)
+{
+    float xb[MF_STATS_BLOCK], yb[MF_STATS_BLOCK];
+    unsigned char cb[MF_STATS_BLOCK * 2];
+    const float *xv;
+    if (src == NULL) {
+        xv = (const float *)x + start;
+    }
+    else {
+        k->decode_f32(src, (const char *)x + start * src->itemsize, xb, len);
+        xv = xb;
+    }
+    const float *yv = NULL;
+    if (tgt != NULL && tgt->id == MF_IEEE_FLOAT32) {
+        yv = xv;
+    }
+    else if (tgt != NULL) {
+        void *c = codes_out != NULL ? (void *)((char *)codes_out + start * tgt->itemsize)
+                                    : (void *)cb;
+        k->encode_f32(tgt, xv, c, len);
+        k->decode_f32(tgt, c, yb, len);
+        yv = yb;
+    }
+    int all = moments || yv == NULL;
+    k->stats_f32(b, xv, yv, rel, len, all);
+    if (!all) {
+        /* not computed: merge only the error sums */
+        b->nan = b->inf = b->finite = b->over = b->zeros_y = b->zeros_x = b->gt = 0;
+    }
+}
+
+typedef struct {
+    const mf_kernels *k;
+    const mf_format *src, *tgt;
+    const void *x;
+    mf_intp n, nblocks, ntasks, per_task;
+    double rel;
+    void *codes_out;
+    int moments;
+    mf_stats_block *blocks;
+    mf_intp next;
+    fenv_t env;
+} stats_job;
+
+static void
+stats_worker(void *ctx, int w)
+{
+    stats_job *J = (stats_job *)ctx;
+    fenv_t saved;
+    if (w != 0) {
+        fegetenv(&saved);
+        fesetenv(&J->env);
+    }
+    for (;;) {
+        mf_intp t = __atomic_fetch_add(&J->next, 1, __ATOMIC_RELAXED);
+        if (t >= J->ntasks) {
+            break;
+        }
+        mf_intp b0 = t * J->per_task, b1 = b0 + J->per_task < J->nblocks ? b0 + J->per_task
+                                                                           : J->nblocks;
+        for (mf_intp b = b0; b < b1; b++) {
+            mf_intp start = b * MF_STATS_BLOCK;
+            mf_intp len = J->n - start < MF_STATS_BLOCK ? J->n - start : MF_STATS_BLOCK;
+            stats_one_block(J->k, &J->blocks[b], J->src, J->x, start, len, J->tgt, J->rel,
+                            J->codes_out, J->moments);
+        }
+    }
+    if (w != 0) {
+        fesetenv(&saved);      /* the workers' flags are dropped: the caller raises none */
+    }
+}
+
+/* Large chunks are split between the pool's threads at block boundaries;
+ * the blocks' results are merged in index order on this thread, so the
+ * result is the same for any number of threads. */
+void
+mf_stats_run(mf_stats_acc *a, const mf_format *src, const void *x, mf_intp n,
+             const mf_format *tgt, double rel, void *codes_out, int moments)
+{
+    const mf_kernels *k = mf_k;
+    fexcept_t flags;
+    fegetexceptflag(&flags, FE_ALL_EXCEPT);
+    mf_intp bytes = n * (src != NULL ? src->itemsize : 4);
+    int T = bytes < MF_PAR_MIN_BYTES ? 1 : mf_get_num_threads();
+    if (T > 1 && bytes / MF_PAR_THREAD_BYTES < T) {
+        T = (int)(bytes / MF_PAR_THREAD_BYTES);
+    }
+    mf_intp nblocks = (n + MF_STATS_BLOCK - 1) / MF_STATS_BLOCK;
+    mf_stats_block *blocks = T > 1 ? malloc((size_t)nblocks * sizeof *blocks) : NULL;
+    if (blocks != NULL) {
+        stats_job J = {.k = k, .src = src, .tgt = tgt, .x = x, .n = n, .nblocks = nblocks,
+                       .rel = rel, .codes_out = codes_out, .moments = moments,
+                       .blocks = blocks, .next = 0};
+        /* tasks of 16 blocks (32768 values), at least four per thread */
+        J.per_task = 16;
+        J.ntasks = (nblocks + J.per_task - 1) / J.per_task;
+        fegetenv(&J.env);
+        if (mf_pool_run(stats_worker, &J, T) == 0) {
+            stats_worker(&J, 0);       /* the pool is busy: this thread does it all */
+        }
+        for (mf_intp b = 0; b < nblocks; b++) {
+            mf_intp len = n - b * MF_STATS_BLOCK < MF_STATS_BLOCK ? n - b * MF_STATS_BLOCK
+                                                                  : MF_STATS_BLOCK;
+            mf_stats_merge(a, &blocks[b], len);
+        }
+        free(blocks);
+    }
+    else {
+        for (mf_intp start = 0; start < n; start += MF_STATS_BLOCK) {
+            mf_intp len = n - start < MF_STATS_BLOCK ? n - start : MF_STATS_BLOCK;
+            mf_stats_block b;
+            stats_one_block(k, &b, src, x, start, len, tgt, rel, codes_out, moments);
+            mf_stats_merge(a, &b, len);
+        }
+    }
+    fesetexceptflag(&flags, FE_ALL_EXCEPT);
+}
+
+void
+mf_stats_run_f64(mf_stats_acc *a, const double *x, const double *y, mf_intp n, double rel)
+{
+    fexcept_t flags;
+    fegetexceptflag(&flags, FE_ALL_EXCEPT);   /* NaN compares raise invalid: not ours to report */
+    for (mf_intp start = 0; start < n; start += MF_STATS_BLOCK) {
+        mf_intp len = n - start < MF_STATS_BLOCK ? n - start : MF_STATS_BLOCK;
+        mf_stats_block b;
+        mf_serial_stats_f64(&b, x + start, y != NULL ? y + start : NULL, rel, len);
+        mf_stats_merge(a, &b, len);
+    }
+    fesetexceptflag(&flags, FE_ALL_EXCEPT);
+}

@@ -574,7 +574,7 @@ def _build_ckpt_convert(env):
     out = os.path.join(os.path.dirname(path), "out-mf.safetensors")
     runs = [Run("minifloat", "checkpoint.convert_file(p, o, 'float8_e4m3fn')",
                 lambda: checkpoint.convert_file(path, out, "float8_e4m3fn"),
-                note="+ RMS error, fsync'd")]
+                note="+ RMS error")]
     if env.ml is not None:
         runs.append(Run("ml_dtypes", "no checkpoint writer", None))
     stt = _st_peer(env, "torch") if env.torch is not None else None

@@ -332,11 +332,12 @@ def inspect_file(path, target=None, progress=None, bins=None):
 # --------------------------------------------------------------------------- convert
 
 def convert_file(src, dst, to, *, saturate=False, rounding="nearest", only=None, seed=None,
-                 progress=None):
+                 progress=None, fsync=False):
     """Cast the floating-point tensors of safetensors file `src` to format
     `to` and write `dst` (atomically), streaming chunk by chunk.  Integer and
     bool tensors, and with `only` (a glob on names, e.g. "*.weight") the
-    tensors it does not match, are copied unchanged.  Returns a list of dicts
+    tensors it does not match, are copied unchanged.  ``fsync``: see
+    `minifloat.safetensors.write`.  Returns a list of dicts
     (name, from, to, rel_rms_error or None where copied) and the overall
     relative RMS error."""
     if to not in CONVERT_TARGETS:
@@ -373,7 +374,7 @@ def convert_file(src, dst, to, *, saturate=False, rounding="nearest", only=None,
             specs.append((name, tcode, info.shape,
                           _cast_chunks(f, name, tdt, saturate, rounding, base_seed, row, tot,
                                        progress)))
-        st.write(dst, specs, f.metadata() or None)
+        st.write(dst, specs, f.metadata() or None, fsync=fsync)
     overall = math.sqrt(tot["err2"] / tot["ref2"]) if tot["ref2"] > 0 else 0.0
     return rows, overall
 

@@ -3,7 +3,7 @@
     minifloat inspect [FILE ...] [--json] [--target FORMAT] [--plot OUT.png]
                                     what is in a safetensors checkpoint, and what
                                     a cast to FORMAT would cost (no FILE: a demo)
-    minifloat convert IN OUT --to FORMAT [--saturate] [--rounding R] [--only PATTERN]
+    minifloat convert IN OUT --to FORMAT [--saturate] [--rounding R] [--only PATTERN] [--fsync]
                                     cast a checkpoint's floating-point tensors
     minifloat info                  the environment: versions, kernel level, integrations
     minifloat formats [--markdown]  the format table (docs/formats.md)
@@ -245,6 +245,9 @@ def _main(argv):
     p_conv.add_argument("--only", metavar="PATTERN",
                         help="cast only the tensors whose name matches this glob (e.g. '*.weight')")
     p_conv.add_argument("--json", action="store_true", help="the report as JSON")
+    p_conv.add_argument("--fsync", action="store_true",
+                        help="wait for OUT to reach the disk before it replaces an old OUT "
+                             "(durable across a power cut; slower)")
     p_conv.set_defaults(func=_cmd_convert)
     p_info = sub.add_parser("info", help="the environment: versions, kernel level, integrations")
     p_info.set_defaults(func=_cmd_info)
@@ -452,7 +455,8 @@ def _cmd_convert(args):
     try:
         rows, overall = checkpoint.convert_file(args.input, args.output, args.to,
                                                 saturate=args.saturate, rounding=args.rounding,
-                                                only=args.only, seed=args.seed, progress=update)
+                                                only=args.only, seed=args.seed, progress=update,
+                                                fsync=args.fsync)
     finally:
         close()
     if args.json:

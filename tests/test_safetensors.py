@@ -152,6 +152,26 @@ def test_save_is_atomic(tmp_path):
     assert os.listdir(tmp_path) == ["m.safetensors"]  # no temporary file left
 
 
+def test_fsync_only_when_asked(tmp_path, monkeypatch):
+    """Atomic by default (temporary file, rename); durable (fsync before the
+    rename) only with fsync=True, in save, write and convert_file."""
+    from minifloat import checkpoint
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd)))
+    p = tmp_path / "m.safetensors"
+    x = {"a": np.arange(8, dtype=np.float32).astype(mf.bfloat16)}
+    mst.save(p, x)
+    assert synced == []
+    mst.save(p, x, fsync=True)
+    assert len(synced) == 1
+    checkpoint.convert_file(p, tmp_path / "o.safetensors", "float8_e4m3fn")
+    assert len(synced) == 1
+    checkpoint.convert_file(p, tmp_path / "o.safetensors", "float8_e4m3fn", fsync=True)
+    assert len(synced) == 2
+    assert same_bits(mst.load(tmp_path / "o.safetensors")["a"], x["a"].astype(mf.float8_e4m3fn))
+
+
 def test_get_slice_reads_what_it_needs(tmp_path, monkeypatch):
     rng = np.random.default_rng(2)
     x = rng.standard_normal((10, 8, 4)).astype(np.float32)

@@ -1230,8 +1230,11 @@ def _legend(rep):
 
 def _fmt_cols(head, rows, align):
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+    # two spaces between columns, one where that would pass WIDTH (wide cells)
+    sep = "  " if sum(widths) + 2 * (len(widths) - 1) <= WIDTH else " "
+
     def line(vals):
-        return "  ".join(str(v).ljust(w) if a == "<" else str(v).rjust(w)
+        return sep.join(str(v).ljust(w) if a == "<" else str(v).rjust(w)
                          for v, w, a in zip(vals, widths, align)).rstrip()
     return [line(head), line(["-" * w for w in widths])] + [line(r) for r in rows]
 

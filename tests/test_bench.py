@@ -183,3 +183,19 @@ def test_max_call_estimates(capsys):
     rows = summary_rows(out)
     assert rows["matmul bf16 large 64^3"][0].startswith("~")        # estimated, not run
     assert "not run: est. at" in out and "~: not run" in out
+
+
+def test_summary_columns_fit_the_width():
+    """Cells that happen to be wide (e.g. 0.046x under u16) must not push the
+    summary table past WIDTH: the columns close up to one space."""
+    head = ["case", "minifloat ms", "ml_dtypes", "torch 1t", "torch 2t", "np f32", "numkong",
+            "u16", "mf 1t"]
+    rows = [["cast f32->e4m3fn astype", "0.313", "n/a", "2.91x", "2.80x", "n/a", "absent",
+             "0.046x", "4.29x"]]
+    lines = bench._fmt_cols(head, rows, "<" + ">" * 8)
+    widths = [max(len(h), len(c)) for h, c in zip(head, rows[0])]
+    assert sum(widths) + 2 * 8 > bench.WIDTH                        # two spaces would not fit
+    assert all(len(line) <= bench.WIDTH for line in lines)
+    assert lines[2].split() == rows[0][:1][0].split() + rows[0][1:]
+    narrow = bench._fmt_cols(head[:3], [r[:3] for r in rows], "<>>")
+    assert "  " in narrow[2].split("cast f32->e4m3fn astype")[1]     # room: two spaces

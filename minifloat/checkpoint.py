@@ -96,10 +96,11 @@ def _as_real(c, key=None):
     if c.dtype.kind == "c":
         return np.abs(c.astype(np.complex128))   # complex: statistics of |x|
     dt = np.float64 if c.dtype == np.float64 or c.dtype.kind in "iub" else np.float32
-    if key is None:
-        return c.astype(dt)
-    out = _buf(key, dt, c.size)
-    np.copyto(out, c.reshape(-1), casting="unsafe")
+    with np.errstate(invalid="ignore"):    # exact widening; Arm flags signalling NaNs
+        if key is None:
+            return c.astype(dt)
+        out = _buf(key, dt, c.size)
+        np.copyto(out, c.reshape(-1), casting="unsafe")
     return out
 
 
@@ -152,7 +153,8 @@ class Stats:
             return self._add_numpy(chunk)
         if dt == np.float16:
             c32 = _buf("x16", np.float32, chunk.size)
-            np.copyto(c32, chunk.reshape(-1))
+            with np.errstate(invalid="ignore"):     # signalling NaNs (Arm's FCVT flags them)
+                np.copyto(c32, chunk.reshape(-1))
             chunk = c32
         elif not _kernel_source(dt):
             chunk = chunk.astype(np.float64)         # integers and bool: as before, in float64

@@ -521,12 +521,9 @@ class BlockScaled:
         float4 data is uint8, two codes a byte (store it as safetensors F4 /
         torch.float4_e2m1fn_x2 or U8); the arrays are views of this tensor's."""
         tensors = {name: self.data, name + "_scale": self.scales}
-        info = {"format": self.format, "shape": list(self.shape), "axis": self.axis,
-                "block_size": self.block_size, "element": self._spec.element,
-                "scale": name + "_scale"}
         if self.tensor_scale is not None:
             tensors[name + "_scale_2"] = np.asarray(self.tensor_scale, np.float32).reshape(())
-            info["tensor_scale"] = name + "_scale_2"
+        info = _checkpoint_info(self._spec, name, self.shape, self.axis)
         return tensors, {_META_KEY: json.dumps({name: info}, sort_keys=True)}
 
     @classmethod
@@ -602,6 +599,17 @@ class BlockScaled:
         if self.tensor_scale is not None:
             parts["tensor_scale"] = np.asarray(self.tensor_scale, np.float32).reshape(())
         return parts
+
+
+def _checkpoint_info(spec, name, shape, axis):
+    """The metadata entry of one block-scaled tensor `name` (to_dict's, and
+    `minifloat convert --to <block format>`'s): format, shape, axis,
+    block_size, element, the scale tensor's name (and the tensor scale's)."""
+    info = {"format": spec.name, "shape": [int(n) for n in shape], "axis": int(axis),
+            "block_size": spec.block, "element": spec.element, "scale": name + "_scale"}
+    if spec.kind == _KIND_NV:
+        info["tensor_scale"] = name + "_scale_2"
+    return info
 
 
 class _Float4x2Exporter:

@@ -18,6 +18,7 @@ import numpy as np
 
 from . import _core
 from . import safetensors as st
+from . import blocks as _blocks
 from .convert import convert as _convert, pack as _pack, unpack as _unpack
 
 CHUNK = 1 << 18          # values per chunk: 2 MiB of float64, stays in cache
@@ -30,6 +31,10 @@ _FORMATS = {f["name"]: f for f in _core.formats()}
 FLOAT_CODES = {c for c in st.DTYPES if c.startswith(("F", "BF")) and c != "F8_E8M0"}
 #: the formats --target may name (every minifloat float format, and NumPy's)
 TARGETS = [n for n, f in _FORMATS.items() if f["kind"] == "float"] + ["float16", "float32"]
+
+
+#: the block-scaled formats --target and --to also take (minifloat.blocks)
+BLOCK_TARGETS = list(_blocks.BLOCK_FORMATS)
 
 
 def _target_dtype(name):
@@ -45,7 +50,11 @@ CONVERT_TARGETS = [n for n in TARGETS if n in _FORMATS and st.code_of(_target_dt
 
 
 def _precision_bits(name):
-    """Significand bits (with the implicit one) of a float format."""
+    """Significand bits (with the implicit one) of a float format; of a block
+    format, its element's (MXINT8: 7, the bits of a code's magnitude)."""
+    if name in _blocks.BLOCK_FORMATS:
+        el = _blocks.BLOCK_FORMATS[name].element
+        return 7 if el == "int8" else _FORMATS[el]["mant_bits"] + 1
     if name in _FORMATS:
         return _FORMATS[name]["mant_bits"] + 1
     return {"float16": 11, "float32": 24}[name]
@@ -77,6 +86,61 @@ def _chunks(f, name, chunk=CHUNK):
         m = min(step, n - i)
         b0, b1 = i * bits // 8, (i * bits + m * bits + 7) // 8
         yield _unpack(data[b0:b1], st.DTYPES[info.dtype], (m,))
+
+
+def _flat_reader(f, name):
+    """read(i0, i1): the tensor's values i0..i1 (flat, C order) as an array:
+    a view of the mapping for byte-sized dtypes; sub-byte ones unpacked from
+    the enclosing whole bytes (8 values fill whole bytes at 4 and 6 bits)."""
+    info = f.info(name)
+    bits = st._BITS[info.dtype]
+    if bits >= 8:
+        flat = f.get_tensor(name).reshape(-1)
+        return lambda i0, i1: flat[i0:i1]
+    data, _ = f._raw(name)
+    dt = st.DTYPES[info.dtype]
+
+    def read(i0, i1):
+        a0 = i0 - i0 % 8
+        b0, b1 = a0 * bits // 8, (i1 * bits + 7) // 8
+        return _unpack(data[b0:b1], dt, (i1 - a0,))[i0 - a0:]
+    return read
+
+
+def _block_chunks(f, name, block, chunk=CHUNK):
+    """The tensor's values as 2-D chunks a block format can quantize on their
+    own with the result it gives the whole tensor (blocked along the last
+    axis): whole rows of the tensor flattened to (rows, last axis), about
+    `chunk` values each; a row longer than `chunk` in runs of whole blocks
+    (its last run ending with the row's possibly short last block)."""
+    shape = f.info(name).shape
+    k = shape[-1]
+    n = math.prod(shape)
+    if n == 0:
+        return
+    read = _flat_reader(f, name)
+    if k <= chunk:
+        step = (chunk // k) * k
+        for i in range(0, n, step):
+            yield read(i, min(n, i + step)).reshape(-1, k)
+        return
+    piece = max(block, chunk - chunk % block)
+    for r in range(0, n, k):
+        for j in range(0, k, piece):
+            yield read(r + j, r + min(k, j + piece)).reshape(1, -1)
+
+
+def _finite_amax(f, name, block):
+    """The largest finite |x| of a tensor as float32 values (what quantize
+    computes for NVFP4's tensor scale), chunk by chunk."""
+    amax = 0.0
+    for c in _block_chunks(f, name, block, KCHUNK):
+        x = _as_real(c, "amax")
+        if x.dtype != np.float32:
+            with np.errstate(over="ignore"):
+                x = x.astype(np.float32)          # as quantize converts it
+        amax = max(amax, float(_core._finite_amax(x)))
+    return amax
 
 
 _scratch = {}
@@ -137,8 +201,9 @@ class Stats:
         self.mean = 0.0
         self.m2 = 0.0
         self.target = target
+        self.block = target in _blocks.BLOCK_FORMATS
         if target is not None:
-            self.tdtype = _target_dtype(target)
+            self.tdtype = None if self.block else _target_dtype(target)
             self.lossy_rel = 2.0 ** (-_precision_bits(target) / 2)
         self.over = self.ftz = self.lossy = 0
         self.err2 = self.ref2 = 0.0
@@ -157,15 +222,35 @@ class Stats:
         elif not _kernel_source(dt):
             chunk = chunk.astype(np.float64)         # integers and bool: as before, in float64
         x = np.require(chunk.reshape(-1), requirements="CA")
-        if self._acc is None:
-            self._acc = np.zeros(14)
-            self._acc[_A_MIN], self._acc[_A_MAX] = math.inf, -math.inf
         y = None
         if self.target is not None and x.dtype == np.float64:
             y = _buf("y", np.float64, x.size)
             with np.errstate(over="ignore", invalid="ignore"):
                 np.copyto(y, x.astype(self.tdtype), casting="unsafe")
-        _core._stats(self._acc, x, self.target, self.lossy_rel if self.target else 1.0, y)
+        self._run(x, self.target, y)
+
+    def add_block(self, chunk, global_amax=None):
+        """Add a chunk of whole blocks of a tensor (a 2-D array: whole rows of
+        the flattened tensor, or a run of whole blocks of one row, the row's
+        last block possibly short) against the block-scaled target: quantized
+        as minifloat.quantize quantizes the whole tensor (NVFP4: with the
+        tensor's `global_amax`), dequantized, and compared in float64 by the
+        same kernel and definitions as an element target's cast."""
+        x = _buf("bx", np.float64, chunk.size)
+        np.copyto(x, chunk.reshape(-1), casting="unsafe")
+        q = _blocks.quantize(chunk, self.target, global_amax=global_amax)
+        y = _buf("by", np.float64, chunk.size)
+        np.copyto(y, q.dequantize().reshape(-1))
+        # the kernel's float64 route takes the round trip y as given; it
+        # only checks that the target names a float format
+        self._run(x, "bfloat16", y)
+        return q
+
+    def _run(self, x, target, y):
+        if self._acc is None:
+            self._acc = np.zeros(14)
+            self._acc[_A_MIN], self._acc[_A_MAX] = math.inf, -math.inf
+        _core._stats(self._acc, x, target, self.lossy_rel if self.target else 1.0, y)
         a = self._acc
         self.n, self.nan, self.inf, self.finite = (int(v) for v in a[_A_N:_A_FINITE + 1])
         self.min, self.max, self.mean, self.m2 = (float(v) for v in a[_A_MIN:_A_M2 + 1])
@@ -292,8 +377,12 @@ def inspect_file(path, target=None, progress=None, bins=None):
     `progress(nbytes)` is called as bytes are read.  With `bins` (edges in
     log2|x|), each tensor also has "hist" (counts; not in JSON output).
     """
-    if target is not None:
+    block = target in _blocks.BLOCK_FORMATS
+    if target is not None and not block:
         _target_dtype(target)
+    if block and bins is not None:
+        raise ValueError("histograms (--plot) show an element format's range; a block-scaled "
+                         "format scales each block: plot with an element --target")
     out = {"path": os.fspath(path), "tensors": []}
     with st.open(path) as f:
         out["metadata"] = f.metadata()
@@ -302,14 +391,24 @@ def inspect_file(path, target=None, progress=None, bins=None):
         for name in f.keys():
             info = f.info(name)
             is_float = info.dtype in FLOAT_CODES          # the casts convert would do
+            if block and not info.shape:
+                is_float = False                           # 0-d: no axis to cut into blocks
             s = Stats(target if is_float else None, bins)
             size = info.end - info.begin
             npdt = np.dtype(st.DTYPES[info.dtype])
-            big = bins is None and (_kernel_source(npdt) or npdt == np.float16)
-            for c in _chunks(f, name, KCHUNK if big else CHUNK):
-                s.add(c)
-                if progress is not None:
-                    progress(c.size * st._BITS[info.dtype] // 8)
+            if block and is_float:
+                spec = _blocks.BLOCK_FORMATS[target]
+                amax = _finite_amax(f, name, spec.block) if spec.kind == _blocks._KIND_NV else None
+                for c in _block_chunks(f, name, spec.block, CHUNK):
+                    s.add_block(c, amax)
+                    if progress is not None:
+                        progress(c.size * st._BITS[info.dtype] // 8)
+            else:
+                big = bins is None and (_kernel_source(npdt) or npdt == np.float16)
+                for c in _chunks(f, name, KCHUNK if big else CHUNK):
+                    s.add(c)
+                    if progress is not None:
+                        progress(c.size * st._BITS[info.dtype] // 8)
             n = math.prod(info.shape)
             row = {"name": name, "dtype": info.dtype, "numpy_dtype": str(st.DTYPES[info.dtype]),
                    "shape": list(info.shape), "elements": n, "bytes": size}

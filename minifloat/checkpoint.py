@@ -11,6 +11,7 @@ bounded whatever the checkpoint's size (the file is memory-mapped; its pages
 are the operating system's cache, not this process's memory).
 """
 import fnmatch
+import json
 import math
 import os
 
@@ -107,12 +108,13 @@ def _flat_reader(f, name):
     return read
 
 
-def _block_chunks(f, name, block, chunk=CHUNK):
+def _block_chunks(f, name, block, chunk=None):
     """The tensor's values as 2-D chunks a block format can quantize on their
     own with the result it gives the whole tensor (blocked along the last
     axis): whole rows of the tensor flattened to (rows, last axis), about
     `chunk` values each; a row longer than `chunk` in runs of whole blocks
     (its last run ending with the row's possibly short last block)."""
+    chunk = CHUNK if chunk is None else chunk
     shape = f.info(name).shape
     k = shape[-1]
     n = math.prod(shape)
@@ -399,7 +401,7 @@ def inspect_file(path, target=None, progress=None, bins=None):
             if block and is_float:
                 spec = _blocks.BLOCK_FORMATS[target]
                 amax = _finite_amax(f, name, spec.block) if spec.kind == _blocks._KIND_NV else None
-                for c in _block_chunks(f, name, spec.block, CHUNK):
+                for c in _block_chunks(f, name, spec.block):
                     s.add_block(c, amax)
                     if progress is not None:
                         progress(c.size * st._BITS[info.dtype] // 8)
@@ -438,11 +440,20 @@ def convert_file(src, dst, to, *, saturate=False, rounding="nearest", only=None,
     tensors it does not match, are copied unchanged.  Returns a list of dicts
     (name, from, to, rel_rms_error or None where copied) and the overall
     relative RMS error."""
-    if to not in CONVERT_TARGETS:
-        raise ValueError(f"--to must be a format safetensors stores: {', '.join(CONVERT_TARGETS)}; "
-                         f"got {to!r}")
-    tdt = _target_dtype(to)
-    tcode = st.code_of(tdt)
+    if to not in CONVERT_TARGETS + BLOCK_TARGETS:
+        raise ValueError(f"--to must be a format safetensors stores: "
+                         f"{', '.join(CONVERT_TARGETS + BLOCK_TARGETS)}; got {to!r}")
+    if to in _blocks.BLOCK_FORMATS:
+        if rounding != "nearest":
+            raise ValueError(f"{to} rounds to nearest even only (docs/formats.md); "
+                             f"--rounding {rounding} is for element formats")
+        if saturate:
+            raise ValueError(f"{to} always saturates its elements (never inf or NaN from a "
+                             f"finite block); leave out --saturate")
+        tdt = tcode = None
+    else:
+        tdt = _target_dtype(to)
+        tcode = st.code_of(tdt)
     src, dst = os.fspath(src), os.fspath(dst)
     if str(src).endswith(".json"):
         raise ValueError(f"{src}: convert takes one .safetensors file, not a sharded index "
@@ -453,6 +464,10 @@ def convert_file(src, dst, to, *, saturate=False, rounding="nearest", only=None,
     rows = []
     tot = {"err2": 0.0, "ref2": 0.0}
     base_seed = None if seed is None else int(seed)
+    if to in _blocks.BLOCK_FORMATS:
+        _convert_blocks(src, dst, to, only, rows, tot, progress)
+        overall = math.sqrt(tot["err2"] / tot["ref2"]) if tot["ref2"] > 0 else 0.0
+        return rows, overall
     with st.open(src) as f:
         specs = []
         for name in f.keys():
@@ -475,6 +490,104 @@ def convert_file(src, dst, to, *, saturate=False, rounding="nearest", only=None,
         st.write(dst, specs, f.metadata() or None)
     overall = math.sqrt(tot["err2"] / tot["ref2"]) if tot["ref2"] > 0 else 0.0
     return rows, overall
+
+
+def _convert_blocks(src, dst, to, only, rows, tot, progress):
+    """convert_file to a block-scaled format: each floating-point tensor of
+    ndim >= 1 becomes BlockScaled.to_dict's tensors (name: the codes, name +
+    "_scale": the scales, NVFP4 name + "_scale_2": the tensor scale), quantized
+    along its last axis, streaming."""
+    spec = _blocks.BLOCK_FORMATS[to]
+    data_code = "F4" if spec.packed else st.code_of(spec.element_dtype)
+    scale_code = st.code_of(spec.scale_dtype)
+    with st.open(src) as f:
+        meta = dict(f.metadata() or {})
+        infos = json.loads(meta.get(_blocks._META_KEY, "{}"))
+        specs, taken = [], {}
+        for name in f.keys():
+            info = f.info(name)
+            cast = (info.dtype in FLOAT_CODES and len(info.shape) >= 1
+                    and (only is None or fnmatch.fnmatchcase(name, only)))
+            row = {"name": name, "from": info.dtype, "to": to if cast else info.dtype,
+                   "rel_rms_error": None}
+            rows.append(row)
+            if not cast:
+                taken.setdefault(name, []).append(name)
+                data, _ = f._raw(name)
+                specs.append((name, info.dtype, info.shape, _copy_chunks(data, progress)))
+                continue
+            t = _BlockTensor(f, name, spec, data_code, row, tot, progress)
+            shape = tuple(info.shape)
+            lead, k = shape[:-1], shape[-1]
+            nb = -(-k // spec.block)
+            parts = [(name, data_code, lead + (nb * spec.block,), t.data_chunks()),
+                     (name + "_scale", scale_code, lead + (nb,), t.scale_chunks())]
+            if spec.kind == _blocks._KIND_NV:
+                parts.append((name + "_scale_2", "F32", (), t.tensor_scale_chunks()))
+            row["tensors"] = {p[0]: p[1] for p in parts}
+            for p in parts:
+                taken.setdefault(p[0], []).append(name)
+            specs += parts
+            infos[name] = _blocks._checkpoint_info(spec, name, shape, len(shape) - 1)
+        for n, owners in taken.items():
+            if len(owners) > 1:
+                raise ValueError(f"{src}: {to} would write two tensors named {n!r} (from "
+                                 f"{' and '.join(map(repr, owners))}: a tensor's scales are "
+                                 f"named NAME_scale); choose the tensors to convert with --only, "
+                                 f"e.g. --only '*proj.weight'")
+        if infos:
+            meta[_blocks._META_KEY] = json.dumps(infos, sort_keys=True)
+        st.write(dst, specs, meta or None)
+
+
+class _BlockTensor:
+    """One tensor converted to a block format, as three streams of chunks
+    that st.write consumes one after the other (in its own order): the scale
+    stream quantizes the tensor and measures the error; the code stream
+    quantizes it again (two passes: buffering either stream would hold a
+    whole tensor's codes or scales); NVFP4's tensor scale needs the tensor's
+    amax, one more read, done once."""
+
+    def __init__(self, f, name, spec, data_code, row, tot, progress):
+        self.f, self.name, self.spec, self.data_code = f, name, spec, data_code
+        self.row, self.tot, self.progress = row, tot, progress
+        self._amax = None
+
+    def amax(self):
+        if self.spec.kind != _blocks._KIND_NV:
+            return None
+        if self._amax is None:
+            self._amax = _finite_amax(self.f, self.name, self.spec.block)
+        return self._amax
+
+    def tensor_scale_chunks(self):
+        enc = _blocks._nvfp4_encode_scale(self.amax())
+        yield np.asarray(np.float32(1.0) / enc, "<f4").reshape(1).view(np.uint8).tobytes()
+
+    def scale_chunks(self):
+        s = Stats(self.spec.name)
+        amax = self.amax()
+        for c in _block_chunks(self.f, self.name, self.spec.block):
+            q = s.add_block(c, amax)
+            yield memoryview(np.ascontiguousarray(q.scales).view(np.uint8).reshape(-1))
+        err2 = s.err2 if s._acc is not None else 0.0
+        ref2 = s.ref2 if s._acc is not None else 0.0
+        self.row["rel_rms_error"] = math.sqrt(err2 / ref2) if ref2 > 0 else 0.0
+        self.tot["err2"] += err2
+        self.tot["ref2"] += ref2
+
+    def data_chunks(self):
+        bits = st._BITS[self.f.info(self.name).dtype]
+        amax = self.amax()
+        # float6 codes (one a byte in memory) are packed 4 in 3 bytes in the
+        # file (F6_E2M3 / F6_E3M2); float4 codes come packed already (F4)
+        sub = not self.spec.packed and st._BITS[self.data_code] < 8
+        for c in _block_chunks(self.f, self.name, self.spec.block):
+            q = _blocks.quantize(c, self.spec.name, global_amax=amax)
+            if self.progress is not None:
+                self.progress(c.size * bits // 8)
+            d = np.ascontiguousarray(q.data)
+            yield memoryview(_pack(d)) if sub else memoryview(d.view(np.uint8).reshape(-1))
 
 
 def _copy_chunks(data, progress, chunk=1 << 24):

@@ -136,6 +136,11 @@ Each rule, and where it comes from:
   nibble (torch's float4_e2m1fn_x2, safetensors' F4, DLPack code 17 with 2 lanes);
   MXINT8 int8. The blocked axis is stored last (`data`, `scales`) whatever `axis` is.
 - **Input**: converted to float32 first.
+- **Checkpoints**: `BlockScaled.to_dict(name)` / `from_dict` (tensors NAME, NAME_scale,
+  NVFP4's NAME_scale_2, metadata `minifloat.block_scaled`); `minifloat convert IN OUT
+  --to FORMAT` writes a whole safetensors checkpoint in that layout and `minifloat inspect
+  --target FORMAT` reports the error each tensor would take (blocked along its last axis;
+  docs/safetensors.md).
 - **Matmul** (`minifloat.block_matmul(a, b)`, or `a @ b`): a is (..., K) quantized along
   K (`axis=-1`), b is (K, N) quantized along K too: `quantize(w, fmt, axis=0)`, or
   `quantize(w_nk, fmt).T` for a weight stored (N, K) as `torch.nn.Linear` keeps it (no

@@ -281,3 +281,27 @@ def test_inspect_block_plot_refused(small_file, tmp_path):
     p, _ = small_file
     out = run("inspect", p, "--target", "mxfp4", "--plot", tmp_path / "h.png", check=False)
     assert out.returncode == 2 and "--plot" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_stats_kernel_float32_with_round_trip():
+    """_core._stats with float32 x and its round trip y given (the block
+    targets' route) counts as the float64 route does on the same values"""
+    from minifloat import _core
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((64, 96)) * np.exp(4 * rng.standard_normal((64, 96)))).astype(
+        np.float32)
+    x[2, 5], x[9, 70] = np.inf, np.nan
+    x[4, :40] = 0
+    for fmt in ("mxfp4", "nvfp4", "mxint8"):
+        y = mf.quantize(x, fmt).dequantize().reshape(-1)
+        a32, a64 = np.zeros(14), np.zeros(14)
+        for a in (a32, a64):
+            a[4], a[5] = math.inf, -math.inf
+        _core._stats(a32, x.reshape(-1), "bfloat16", 0.5, y)
+        _core._stats(a64, x.reshape(-1).astype(np.float64), "bfloat16", 0.5, y.astype(np.float64))
+        np.testing.assert_array_equal(a32[:6], a64[:6])          # counts, min, max
+        np.testing.assert_array_equal(a32[8:12], a64[8:12])      # over, zeros, gt
+        np.testing.assert_allclose(a32[6:8], a64[6:8], rtol=1e-12)
+        np.testing.assert_allclose(a32[12:], a64[12:], rtol=1e-12)
+    with pytest.raises(ValueError, match="float32"):
+        _core._stats(np.zeros(14), x.reshape(-1), "bfloat16", 0.5, np.zeros(3, np.float32))

@@ -568,6 +568,22 @@ def _build_ckpt_inspect(target, env):
     return Plan(runs, nbytes=os.path.getsize(path))
 
 
+def _build_ckpt_inspect_block(fmt, env):
+    from . import checkpoint
+    from . import safetensors as mst
+    path = _ckpt(env)
+    runs = [Run("minifloat", f"checkpoint.inspect_file(p, {fmt!r})",
+                lambda: checkpoint.inspect_file(path, fmt), note="reads the file")]
+    if env.ml is not None:
+        runs.append(Run("ml_dtypes", "no block-scaled formats", None))
+    runs.append(Run("numpy", "no bf16 dtype", None))
+    views = [v.view(np.uint16) for v in mst.load(path).values()]
+    runs.append(Run("numpy u16", "uint16 .sum() of the same bytes", lambda: [v.sum() for v in
+                                                                            views],
+                    note="reading the bytes: memory speed"))
+    return Plan(runs, nbytes=os.path.getsize(path))
+
+
 def _build_ckpt_convert(env):
     from . import checkpoint
     path = _ckpt(env)
@@ -643,6 +659,9 @@ def _register_all():
               lambda env: _build_ckpt_inspect("float8_e4m3fn", env))
     _register("ckpt convert bf16->fp8", "`minifloat convert --to float8_e4m3fn` of that "
               "checkpoint (file to file)", _build_ckpt_convert)
+    _register("ckpt inspect bf16 mxfp4", "the same with --target mxfp4 (quantize, dequantize "
+              "and the error, in whole-block chunks)",
+              lambda env: _build_ckpt_inspect_block("mxfp4", env))
 
 
 _register_all()

@@ -136,6 +136,11 @@ Each rule, and where it comes from:
   nibble (torch's float4_e2m1fn_x2, safetensors' F4, DLPack code 17 with 2 lanes);
   MXINT8 int8. The blocked axis is stored last (`data`, `scales`) whatever `axis` is.
 - **Input**: converted to float32 first.
+- **Checkpoints**: `BlockScaled.to_dict(name)` / `from_dict` (tensors NAME, NAME_scale,
+  NVFP4's NAME_scale_2, metadata `minifloat.block_scaled`); `minifloat convert IN OUT
+  --to FORMAT` writes a whole safetensors checkpoint in that layout and `minifloat inspect
+  --target FORMAT` reports the error each tensor would take (blocked along its last axis;
+  docs/safetensors.md).
 - **Matmul** (`minifloat.block_matmul(a, b)`, or `a @ b`): a is (..., K) quantized along
   K (`axis=-1`), b is (K, N) quantized along K too: `quantize(w, fmt, axis=0)`, or
   `quantize(w_nk, fmt).T` for a weight stored (N, K) as `torch.nn.Linear` keeps it (no
@@ -521,12 +526,9 @@ class BlockScaled:
         float4 data is uint8, two codes a byte (store it as safetensors F4 /
         torch.float4_e2m1fn_x2 or U8); the arrays are views of this tensor's."""
         tensors = {name: self.data, name + "_scale": self.scales}
-        info = {"format": self.format, "shape": list(self.shape), "axis": self.axis,
-                "block_size": self.block_size, "element": self._spec.element,
-                "scale": name + "_scale"}
         if self.tensor_scale is not None:
             tensors[name + "_scale_2"] = np.asarray(self.tensor_scale, np.float32).reshape(())
-            info["tensor_scale"] = name + "_scale_2"
+        info = _checkpoint_info(self._spec, name, self.shape, self.axis)
         return tensors, {_META_KEY: json.dumps({name: info}, sort_keys=True)}
 
     @classmethod
@@ -602,6 +604,17 @@ class BlockScaled:
         if self.tensor_scale is not None:
             parts["tensor_scale"] = np.asarray(self.tensor_scale, np.float32).reshape(())
         return parts
+
+
+def _checkpoint_info(spec, name, shape, axis):
+    """The metadata entry of one block-scaled tensor `name` (to_dict's, and
+    `minifloat convert --to <block format>`'s): format, shape, axis,
+    block_size, element, the scale tensor's name (and the tensor scale's)."""
+    info = {"format": spec.name, "shape": [int(n) for n in shape], "axis": int(axis),
+            "block_size": spec.block, "element": spec.element, "scale": name + "_scale"}
+    if spec.kind == _KIND_NV:
+        info["tensor_scale"] = name + "_scale_2"
+    return info
 
 
 class _Float4x2Exporter:

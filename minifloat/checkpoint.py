@@ -11,6 +11,7 @@ bounded whatever the checkpoint's size (the file is memory-mapped; its pages
 are the operating system's cache, not this process's memory).
 """
 import fnmatch
+import json
 import math
 import os
 
@@ -18,6 +19,7 @@ import numpy as np
 
 from . import _core
 from . import safetensors as st
+from . import blocks as _blocks
 from .convert import convert as _convert, pack as _pack, unpack as _unpack
 
 CHUNK = 1 << 18          # values per chunk: 2 MiB of float64, stays in cache
@@ -30,6 +32,10 @@ _FORMATS = {f["name"]: f for f in _core.formats()}
 FLOAT_CODES = {c for c in st.DTYPES if c.startswith(("F", "BF")) and c != "F8_E8M0"}
 #: the formats --target may name (every minifloat float format, and NumPy's)
 TARGETS = [n for n, f in _FORMATS.items() if f["kind"] == "float"] + ["float16", "float32"]
+
+
+#: the block-scaled formats --target and --to also take (minifloat.blocks)
+BLOCK_TARGETS = list(_blocks.BLOCK_FORMATS)
 
 
 def _target_dtype(name):
@@ -45,7 +51,11 @@ CONVERT_TARGETS = [n for n in TARGETS if n in _FORMATS and st.code_of(_target_dt
 
 
 def _precision_bits(name):
-    """Significand bits (with the implicit one) of a float format."""
+    """Significand bits (with the implicit one) of a float format; of a block
+    format, its element's (MXINT8: 7, the bits of a code's magnitude)."""
+    if name in _blocks.BLOCK_FORMATS:
+        el = _blocks.BLOCK_FORMATS[name].element
+        return 7 if el == "int8" else _FORMATS[el]["mant_bits"] + 1
     if name in _FORMATS:
         return _FORMATS[name]["mant_bits"] + 1
     return {"float16": 11, "float32": 24}[name]
@@ -77,6 +87,62 @@ def _chunks(f, name, chunk=CHUNK):
         m = min(step, n - i)
         b0, b1 = i * bits // 8, (i * bits + m * bits + 7) // 8
         yield _unpack(data[b0:b1], st.DTYPES[info.dtype], (m,))
+
+
+def _flat_reader(f, name):
+    """read(i0, i1): the tensor's values i0..i1 (flat, C order) as an array:
+    a view of the mapping for byte-sized dtypes; sub-byte ones unpacked from
+    the enclosing whole bytes (8 values fill whole bytes at 4 and 6 bits)."""
+    info = f.info(name)
+    bits = st._BITS[info.dtype]
+    if bits >= 8:
+        flat = f.get_tensor(name).reshape(-1)
+        return lambda i0, i1: flat[i0:i1]
+    data, _ = f._raw(name)
+    dt = st.DTYPES[info.dtype]
+
+    def read(i0, i1):
+        a0 = i0 - i0 % 8
+        b0, b1 = a0 * bits // 8, (i1 * bits + 7) // 8
+        return _unpack(data[b0:b1], dt, (i1 - a0,))[i0 - a0:]
+    return read
+
+
+def _block_chunks(f, name, block, chunk=None):
+    """The tensor's values as 2-D chunks a block format can quantize on their
+    own with the result it gives the whole tensor (blocked along the last
+    axis): whole rows of the tensor flattened to (rows, last axis), about
+    `chunk` values each; a row longer than `chunk` in runs of whole blocks
+    (its last run ending with the row's possibly short last block)."""
+    chunk = CHUNK if chunk is None else chunk
+    shape = f.info(name).shape
+    k = shape[-1]
+    n = math.prod(shape)
+    if n == 0:
+        return
+    read = _flat_reader(f, name)
+    if k <= chunk:
+        step = (chunk // k) * k
+        for i in range(0, n, step):
+            yield read(i, min(n, i + step)).reshape(-1, k)
+        return
+    piece = max(block, chunk - chunk % block)
+    for r in range(0, n, k):
+        for j in range(0, k, piece):
+            yield read(r + j, r + min(k, j + piece)).reshape(1, -1)
+
+
+def _finite_amax(f, name, block):
+    """The largest finite |x| of a tensor as float32 values (what quantize
+    computes for NVFP4's tensor scale), chunk by chunk."""
+    amax = 0.0
+    for c in _block_chunks(f, name, block, KCHUNK):
+        x = _as_real(c, "amax")
+        if x.dtype != np.float32:
+            with np.errstate(over="ignore"):
+                x = x.astype(np.float32)          # as quantize converts it
+        amax = max(amax, float(_core._finite_amax(x)))
+    return amax
 
 
 _scratch = {}
@@ -138,8 +204,9 @@ class Stats:
         self.mean = 0.0
         self.m2 = 0.0
         self.target = target
+        self.block = target in _blocks.BLOCK_FORMATS
         if target is not None:
-            self.tdtype = _target_dtype(target)
+            self.tdtype = None if self.block else _target_dtype(target)
             self.lossy_rel = 2.0 ** (-_precision_bits(target) / 2)
         self.over = self.ftz = self.lossy = 0
         self.err2 = self.ref2 = 0.0
@@ -159,15 +226,44 @@ class Stats:
         elif not _kernel_source(dt):
             chunk = chunk.astype(np.float64)         # integers and bool: as before, in float64
         x = np.require(chunk.reshape(-1), requirements="CA")
-        if self._acc is None:
-            self._acc = np.zeros(14)
-            self._acc[_A_MIN], self._acc[_A_MAX] = math.inf, -math.inf
         y = None
         if self.target is not None and x.dtype == np.float64:
             y = _buf("y", np.float64, x.size)
             with np.errstate(over="ignore", invalid="ignore"):
                 np.copyto(y, x.astype(self.tdtype), casting="unsafe")
-        _core._stats(self._acc, x, self.target, self.lossy_rel if self.target else 1.0, y)
+        self._run(x, self.target, y)
+
+    def add_block(self, chunk, global_amax=None):
+        """Add a chunk of whole blocks of a tensor (a 2-D array: whole rows of
+        the flattened tensor, or a run of whole blocks of one row, the row's
+        last block possibly short) against the block-scaled target: quantized
+        as minifloat.quantize quantizes the whole tensor (NVFP4: with the
+        tensor's `global_amax`), dequantized, and compared in float64 by the
+        same kernel and definitions as an element target's cast."""
+        if chunk.dtype == np.float64:
+            x = _buf("bx", np.float64, chunk.size)
+            np.copyto(x, chunk.reshape(-1))
+            q = _blocks.quantize(chunk, self.target, global_amax=global_amax)
+            y = _buf("by", np.float64, chunk.size)
+            np.copyto(y, q.dequantize().reshape(-1))
+        else:
+            # formats up to 32 bits are exact in float32: the kernel's float32
+            # route with y given (SIMD; |y - x| is exact in float32, y being 0
+            # or within a factor 2 of x, as for an element cast)
+            x = _buf("bx32", np.float32, chunk.size)
+            np.copyto(x, chunk.reshape(-1), casting="unsafe")
+            q = _blocks.quantize(x.reshape(chunk.shape), self.target, global_amax=global_amax)
+            y = q.dequantize().reshape(-1)
+        # with y given, the kernel takes the round trip as it is; the target
+        # name only has to be a float format's
+        self._run(x, "bfloat16", y)
+        return q
+
+    def _run(self, x, target, y):
+        if self._acc is None:
+            self._acc = np.zeros(14)
+            self._acc[_A_MIN], self._acc[_A_MAX] = math.inf, -math.inf
+        _core._stats(self._acc, x, target, self.lossy_rel if self.target else 1.0, y)
         a = self._acc
         self.n, self.nan, self.inf, self.finite = (int(v) for v in a[_A_N:_A_FINITE + 1])
         self.min, self.max, self.mean, self.m2 = (float(v) for v in a[_A_MIN:_A_M2 + 1])
@@ -294,8 +390,12 @@ def inspect_file(path, target=None, progress=None, bins=None):
     `progress(nbytes)` is called as bytes are read.  With `bins` (edges in
     log2|x|), each tensor also has "hist" (counts; not in JSON output).
     """
-    if target is not None:
+    block = target in _blocks.BLOCK_FORMATS
+    if target is not None and not block:
         _target_dtype(target)
+    if block and bins is not None:
+        raise ValueError("histograms (--plot) show an element format's range; a block-scaled "
+                         "format scales each block: plot with an element --target")
     out = {"path": os.fspath(path), "tensors": []}
     with st.open(path) as f:
         out["metadata"] = f.metadata()
@@ -304,14 +404,24 @@ def inspect_file(path, target=None, progress=None, bins=None):
         for name in f.keys():
             info = f.info(name)
             is_float = info.dtype in FLOAT_CODES          # the casts convert would do
+            if block and not info.shape:
+                is_float = False                           # 0-d: no axis to cut into blocks
             s = Stats(target if is_float else None, bins)
             size = info.end - info.begin
             npdt = np.dtype(st.DTYPES[info.dtype])
-            big = bins is None and (_kernel_source(npdt) or npdt == np.float16)
-            for c in _chunks(f, name, KCHUNK if big else CHUNK):
-                s.add(c)
-                if progress is not None:
-                    progress(c.size * st._BITS[info.dtype] // 8)
+            if block and is_float:
+                spec = _blocks.BLOCK_FORMATS[target]
+                amax = _finite_amax(f, name, spec.block) if spec.kind == _blocks._KIND_NV else None
+                for c in _block_chunks(f, name, spec.block):
+                    s.add_block(c, amax)
+                    if progress is not None:
+                        progress(c.size * st._BITS[info.dtype] // 8)
+            else:
+                big = bins is None and (_kernel_source(npdt) or npdt == np.float16)
+                for c in _chunks(f, name, KCHUNK if big else CHUNK):
+                    s.add(c)
+                    if progress is not None:
+                        progress(c.size * st._BITS[info.dtype] // 8)
             n = math.prod(info.shape)
             row = {"name": name, "dtype": info.dtype, "numpy_dtype": str(st.DTYPES[info.dtype]),
                    "shape": list(info.shape), "elements": n, "bytes": size}
@@ -342,11 +452,20 @@ def convert_file(src, dst, to, *, saturate=False, rounding="nearest", only=None,
     `minifloat.safetensors.write`.  Returns a list of dicts
     (name, from, to, rel_rms_error or None where copied) and the overall
     relative RMS error."""
-    if to not in CONVERT_TARGETS:
-        raise ValueError(f"--to must be a format safetensors stores: {', '.join(CONVERT_TARGETS)}; "
-                         f"got {to!r}")
-    tdt = _target_dtype(to)
-    tcode = st.code_of(tdt)
+    if to not in CONVERT_TARGETS + BLOCK_TARGETS:
+        raise ValueError(f"--to must be a format safetensors stores: "
+                         f"{', '.join(CONVERT_TARGETS + BLOCK_TARGETS)}; got {to!r}")
+    if to in _blocks.BLOCK_FORMATS:
+        if rounding != "nearest":
+            raise ValueError(f"{to} rounds to nearest even only (docs/formats.md); "
+                             f"--rounding {rounding} is for element formats")
+        if saturate:
+            raise ValueError(f"{to} always saturates its elements (never inf or NaN from a "
+                             f"finite block); leave out --saturate")
+        tdt = tcode = None
+    else:
+        tdt = _target_dtype(to)
+        tcode = st.code_of(tdt)
     src, dst = os.fspath(src), os.fspath(dst)
     if str(src).endswith(".json"):
         raise ValueError(f"{src}: convert takes one .safetensors file, not a sharded index "
@@ -357,6 +476,10 @@ def convert_file(src, dst, to, *, saturate=False, rounding="nearest", only=None,
     rows = []
     tot = {"err2": 0.0, "ref2": 0.0}
     base_seed = None if seed is None else int(seed)
+    if to in _blocks.BLOCK_FORMATS:
+        _convert_blocks(src, dst, to, only, rows, tot, progress, fsync)
+        overall = math.sqrt(tot["err2"] / tot["ref2"]) if tot["ref2"] > 0 else 0.0
+        return rows, overall
     with st.open(src) as f:
         specs = []
         for name in f.keys():
@@ -379,6 +502,104 @@ def convert_file(src, dst, to, *, saturate=False, rounding="nearest", only=None,
         st.write(dst, specs, f.metadata() or None, fsync=fsync)
     overall = math.sqrt(tot["err2"] / tot["ref2"]) if tot["ref2"] > 0 else 0.0
     return rows, overall
+
+
+def _convert_blocks(src, dst, to, only, rows, tot, progress, fsync=False):
+    """convert_file to a block-scaled format: each floating-point tensor of
+    ndim >= 1 becomes BlockScaled.to_dict's tensors (name: the codes, name +
+    "_scale": the scales, NVFP4 name + "_scale_2": the tensor scale), quantized
+    along its last axis, streaming."""
+    spec = _blocks.BLOCK_FORMATS[to]
+    data_code = "F4" if spec.packed else st.code_of(spec.element_dtype)
+    scale_code = st.code_of(spec.scale_dtype)
+    with st.open(src) as f:
+        meta = dict(f.metadata() or {})
+        infos = json.loads(meta.get(_blocks._META_KEY, "{}"))
+        specs, taken = [], {}
+        for name in f.keys():
+            info = f.info(name)
+            cast = (info.dtype in FLOAT_CODES and len(info.shape) >= 1
+                    and (only is None or fnmatch.fnmatchcase(name, only)))
+            row = {"name": name, "from": info.dtype, "to": to if cast else info.dtype,
+                   "rel_rms_error": None}
+            rows.append(row)
+            if not cast:
+                taken.setdefault(name, []).append(name)
+                data, _ = f._raw(name)
+                specs.append((name, info.dtype, info.shape, _copy_chunks(data, progress)))
+                continue
+            t = _BlockTensor(f, name, spec, data_code, row, tot, progress)
+            shape = tuple(info.shape)
+            lead, k = shape[:-1], shape[-1]
+            nb = -(-k // spec.block)
+            parts = [(name, data_code, lead + (nb * spec.block,), t.data_chunks()),
+                     (name + "_scale", scale_code, lead + (nb,), t.scale_chunks())]
+            if spec.kind == _blocks._KIND_NV:
+                parts.append((name + "_scale_2", "F32", (), t.tensor_scale_chunks()))
+            row["tensors"] = {p[0]: p[1] for p in parts}
+            for p in parts:
+                taken.setdefault(p[0], []).append(name)
+            specs += parts
+            infos[name] = _blocks._checkpoint_info(spec, name, shape, len(shape) - 1)
+        for n, owners in taken.items():
+            if len(owners) > 1:
+                raise ValueError(f"{src}: {to} would write two tensors named {n!r} (from "
+                                 f"{' and '.join(map(repr, owners))}: a tensor's scales are "
+                                 f"named NAME_scale); choose the tensors to convert with --only, "
+                                 f"e.g. --only '*proj.weight'")
+        if infos:
+            meta[_blocks._META_KEY] = json.dumps(infos, sort_keys=True)
+        st.write(dst, specs, meta or None, fsync=fsync)
+
+
+class _BlockTensor:
+    """One tensor converted to a block format, as three streams of chunks
+    that st.write consumes one after the other (in its own order): the scale
+    stream quantizes the tensor and measures the error; the code stream
+    quantizes it again (two passes: buffering either stream would hold a
+    whole tensor's codes or scales); NVFP4's tensor scale needs the tensor's
+    amax, one more read, done once."""
+
+    def __init__(self, f, name, spec, data_code, row, tot, progress):
+        self.f, self.name, self.spec, self.data_code = f, name, spec, data_code
+        self.row, self.tot, self.progress = row, tot, progress
+        self._amax = None
+
+    def amax(self):
+        if self.spec.kind != _blocks._KIND_NV:
+            return None
+        if self._amax is None:
+            self._amax = _finite_amax(self.f, self.name, self.spec.block)
+        return self._amax
+
+    def tensor_scale_chunks(self):
+        enc = _blocks._nvfp4_encode_scale(self.amax())
+        yield np.asarray(np.float32(1.0) / enc, "<f4").reshape(1).view(np.uint8).tobytes()
+
+    def scale_chunks(self):
+        s = Stats(self.spec.name)
+        amax = self.amax()
+        for c in _block_chunks(self.f, self.name, self.spec.block):
+            q = s.add_block(c, amax)
+            yield memoryview(np.ascontiguousarray(q.scales).view(np.uint8).reshape(-1))
+        err2 = s.err2 if s._acc is not None else 0.0
+        ref2 = s.ref2 if s._acc is not None else 0.0
+        self.row["rel_rms_error"] = math.sqrt(err2 / ref2) if ref2 > 0 else 0.0
+        self.tot["err2"] += err2
+        self.tot["ref2"] += ref2
+
+    def data_chunks(self):
+        bits = st._BITS[self.f.info(self.name).dtype]
+        amax = self.amax()
+        # float6 codes (one a byte in memory) are packed 4 in 3 bytes in the
+        # file (F6_E2M3 / F6_E3M2); float4 codes come packed already (F4)
+        sub = not self.spec.packed and st._BITS[self.data_code] < 8
+        for c in _block_chunks(self.f, self.name, self.spec.block):
+            q = _blocks.quantize(c, self.spec.name, global_amax=amax)
+            if self.progress is not None:
+                self.progress(c.size * bits // 8)
+            d = np.ascontiguousarray(q.data)
+            yield memoryview(_pack(d)) if sub else memoryview(d.view(np.uint8).reshape(-1))
 
 
 def _copy_chunks(data, progress, chunk=1 << 24):

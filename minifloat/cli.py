@@ -223,7 +223,8 @@ def _main(argv):
                         help="a .safetensors file or a sharded checkpoint's .index.json")
     p_insp.add_argument("--json", action="store_true", help="one JSON document on stdout")
     p_insp.add_argument("--target", metavar="FORMAT",
-                        help="also show what casting to FORMAT (e.g. float8_e4m3fn) would cost: "
+                        help="also show what casting to FORMAT (e.g. float8_e4m3fn, or a "
+                        "block-scaled format: mxfp4, nvfp4, ...) would cost: "
                         "the share of values that overflow, flush to zero or lose more than half "
                         "their precision, and the relative RMS error")
     p_insp.add_argument("--plot", metavar="OUT.png",
@@ -236,7 +237,10 @@ def _main(argv):
                             "prints the relative RMS error per tensor and overall.")
     p_conv.add_argument("input", metavar="IN")
     p_conv.add_argument("output", metavar="OUT")
-    p_conv.add_argument("--to", required=True, metavar="FORMAT")
+    p_conv.add_argument("--to", required=True, metavar="FORMAT",
+                        help="an element format (bfloat16, float8_e4m3fn, ...) or a block-scaled "
+                        "one (mxfp8_e4m3, mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4, mxint8, "
+                        "nvfp4: codes + scales, blocked along the last axis)")
     p_conv.add_argument("--saturate", action="store_true",
                         help="values beyond the format's range become its largest value "
                         "(torch's behaviour) instead of inf/NaN")
@@ -317,9 +321,12 @@ def _cmd_inspect(args):
 
     from . import checkpoint, safetensors as st
 
-    if args.target is not None and args.target not in checkpoint.TARGETS:
-        raise UserError(f"unknown --target format {args.target!r}; one of: "
-                        f"{', '.join(checkpoint.TARGETS)}")
+    targets = checkpoint.TARGETS + checkpoint.BLOCK_TARGETS
+    if args.target is not None and args.target not in targets:
+        raise UserError(f"unknown --target format {args.target!r}; one of: {', '.join(targets)}")
+    if args.plot and args.target in checkpoint.BLOCK_TARGETS:
+        raise UserError(f"--plot draws an element format's range; {args.target} scales each "
+                        f"block: plot with an element --target (e.g. its element format)")
     bins = None
     if args.plot:
         try:
@@ -442,9 +449,13 @@ def _cmd_convert(args):
 
     from . import checkpoint, safetensors as st
 
-    if args.to not in checkpoint.CONVERT_TARGETS:
-        raise UserError(f"--to must be one of {', '.join(checkpoint.CONVERT_TARGETS)}; "
-                        f"got {args.to!r}")
+    tos = checkpoint.CONVERT_TARGETS + checkpoint.BLOCK_TARGETS
+    if args.to not in tos:
+        raise UserError(f"--to must be one of {', '.join(tos)}; got {args.to!r}")
+    if args.to in checkpoint.BLOCK_TARGETS and (args.saturate or args.rounding != "nearest"):
+        raise UserError(f"--to {args.to}: block formats round to nearest even and always "
+                        f"saturate their elements; leave out "
+                        f"{'--saturate' if args.saturate else '--rounding ' + args.rounding}")
     if args.seed is not None and args.rounding != "stochastic":
         raise UserError("--seed is only used with --rounding stochastic")
     if not os.path.exists(args.input):
@@ -464,7 +475,9 @@ def _cmd_convert(args):
                    "rel_rms_error": overall}, sys.stdout, indent=1)
         print()
         return 0
-    table = [[r["name"], r["from"], r["to"],
+    table = [[r["name"], r["from"],
+              r["to"] if "tensors" not in r else
+              f"{r['to']} ({' + '.join(r['tensors'].values())})",
               "copied" if r["rel_rms_error"] is None else _num(r["rel_rms_error"])] for r in rows]
     for line in _table(["tensor", "from", "to", "rel.RMS"], table):
         print(line)

@@ -84,6 +84,18 @@ mf_py_stats(PyObject *NPY_UNUSED(self), PyObject *args)
         }
     }
     const double *y = NULL;
+    const float *y32 = NULL;
+    if (xt == NPY_FLOAT && tgt != NULL && yobj != Py_None) {
+        /* float32 x with its round trip given (block-scaled targets) */
+        PyArrayObject *ya = (PyArrayObject *)yobj;
+        if (!PyArray_Check(yobj) || PyArray_TYPE(ya) != NPY_FLOAT || PyArray_SIZE(ya) != n
+                || contiguous_1d(ya, "y") < 0) {
+            PyErr_SetString(PyExc_ValueError, "_stats: float32 x with y needs y, the round "
+                            "trip, as float32 of the same length");
+            return NULL;
+        }
+        y32 = PyArray_DATA(ya);
+    }
     if (xt == NPY_DOUBLE && tgt != NULL) {
         PyArrayObject *ya = (PyArrayObject *)yobj;
         if (!PyArray_Check(yobj) || PyArray_TYPE(ya) != NPY_DOUBLE || PyArray_SIZE(ya) != n
@@ -97,7 +109,7 @@ mf_py_stats(PyObject *NPY_UNUSED(self), PyObject *args)
     void *codes = NULL;
     if (outobj != Py_None) {
         PyArrayObject *oa = (PyArrayObject *)outobj;
-        if (!PyArray_Check(outobj) || tgt == NULL || xt == NPY_DOUBLE
+        if (!PyArray_Check(outobj) || tgt == NULL || xt == NPY_DOUBLE || y32 != NULL
                 || mf_dtype_index(NPY_DTYPE(PyArray_DESCR(oa))) != (int)tgt->id
                 || PyArray_SIZE(oa) != n || contiguous_1d(oa, "out") < 0 || !PyArray_ISWRITEABLE(oa)) {
             PyErr_SetString(PyExc_ValueError, "_stats: out must be a writable contiguous array of "
@@ -116,6 +128,9 @@ mf_py_stats(PyObject *NPY_UNUSED(self), PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     if (xt == NPY_DOUBLE) {
         mf_stats_run_f64(&a, data, y, n, rel);
+    }
+    else if (y32 != NULL) {
+        mf_stats_run_f32y(&a, data, y32, n, rel);
     }
     else {
         mf_stats_run(&a, src, data, n, tgt, rel, codes, moments);

@@ -295,3 +295,18 @@ mf_stats_run_f64(mf_stats_acc *a, const double *x, const double *y, mf_intp n, d
     }
     fesetexceptflag(&flags, FE_ALL_EXCEPT);
 }
+
+void
+mf_stats_run_f32y(mf_stats_acc *a, const float *x, const float *y, mf_intp n, double rel)
+{
+    const mf_kernels *k = mf_k;
+    fexcept_t flags;
+    fegetexceptflag(&flags, FE_ALL_EXCEPT);
+    for (mf_intp start = 0; start < n; start += MF_STATS_BLOCK) {
+        mf_intp len = n - start < MF_STATS_BLOCK ? n - start : MF_STATS_BLOCK;
+        mf_stats_block b;
+        k->stats_f32(&b, x + start, y + start, rel, len, 1);
+        mf_stats_merge(a, &b, len);
+    }
+    fesetexceptflag(&flags, FE_ALL_EXCEPT);
+}

@@ -64,5 +64,8 @@ void mf_stats_run(mf_stats_acc *a, const mf_format *src, const void *x, mf_intp 
                   const mf_format *tgt, double rel, void *codes_out, int moments);
 /* float64 values, y (or NULL) their round trip computed by the caller */
 void mf_stats_run_f64(mf_stats_acc *a, const double *x, const double *y, mf_intp n, double rel);
+/* float32 x with its round trip y given (block-scaled targets: y is the
+ * dequantized tensor), by the active level's stats_f32, block by block */
+void mf_stats_run_f32y(mf_stats_acc *a, const float *x, const float *y, mf_intp n, double rel);
 
 #endif

@@ -5,11 +5,6 @@ convert's output read back with minifloat.safetensors + BlockScaled.from_dict
 (bit for bit against quantizing the whole tensor) and with safetensors.torch."""
 import json
 import math
-import os
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,21 +15,7 @@ from minifloat import checkpoint
 from minifloat.blocks import BLOCK_FORMATS, BlockScaled
 
 
-def _script():
-    exe = Path(sys.executable).parent / "minifloat"
-    if exe.exists():
-        return [str(exe)]
-    found = shutil.which("minifloat")
-    return [found] if found else [sys.executable, "-m", "minifloat"]
-
-
-def run(*args, check=True):
-    out = subprocess.run(_script() + [str(a) for a in args], capture_output=True, text=True,
-                         env={**os.environ, "COLUMNS": "200"})
-    if check:
-        assert out.returncode == 0, out.stderr
-        assert "Traceback" not in out.stderr
-    return out
+from _cli import run  # the console script, shared by the CLI tests
 
 
 PRECISION = {"mxfp8_e4m3": 4, "mxfp8_e5m2": 3, "mxfp6_e2m3": 4, "mxfp6_e3m2": 3, "mxfp4": 2,

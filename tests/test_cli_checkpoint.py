@@ -3,11 +3,6 @@ script on files written by torch, --json compared with float64 statistics
 computed here independently, convert's output read back with safetensors.torch."""
 import json
 import math
-import os
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,21 +11,7 @@ import minifloat as mf
 import minifloat.safetensors as mst
 
 
-def _script():
-    exe = Path(sys.executable).parent / "minifloat"
-    if exe.exists():
-        return [str(exe)]
-    found = shutil.which("minifloat")
-    return [found] if found else [sys.executable, "-m", "minifloat"]
-
-
-def run(*args, check=True):
-    out = subprocess.run(_script() + [str(a) for a in args], capture_output=True, text=True,
-                         env={**os.environ, "COLUMNS": "200"})
-    if check:
-        assert out.returncode == 0, out.stderr
-        assert "Traceback" not in out.stderr
-    return out
+from _cli import run  # the console script, shared by the CLI tests
 
 
 def stats64(x):

@@ -51,7 +51,8 @@ _neighbours.install(scalar_types)
 def get_num_threads():
     """The number of threads minifloat's kernels use for large arrays.
 
-    Elementwise arithmetic, float32 casts and sums on arrays of 1 MiB or more,
+    Elementwise arithmetic and float32 casts from 512 KiB of output, sums from
+    1 MiB of input,
     and matmul, split their work across this many threads (a persistent
     pool); results are bit-identical whatever the count.  The default is the
     environment variable ``MINIFLOAT_NUM_THREADS`` if set (read once, at the

@@ -2,8 +2,9 @@
 and large elementwise ops, casts, sums and matmul split across the worker
 pool with results bit-identical to one thread (and to the serial oracle).
 
-The arrays are above the size from which work is split (1 MiB of output, or
-of input for sums: MF_PAR_MIN_BYTES in src/kernels/parallel.h), with a tail
+The arrays are above the sizes from which work is split (512 KiB of output,
+1 MiB of input for sums: MF_PAR_MIN_BYTES and MF_PAR_MIN_REDUCE_BYTES in
+src/kernels/parallel.h), with a tail
 that is not a whole task and values that overflow, NaNs and infinities
 spread over the array, so every thread meets them.  No timing is asserted.
 """
@@ -226,7 +227,7 @@ def test_sum_same_bits_any_thread_count(threads, name):
     # float32 result: the float64 total rounded once, more bits to compare
     s1 = at_threads(threads, 1, lambda: a.sum(dtype=np.float32))[0]
     sN = at_threads(threads, MANY, lambda: a.sum(dtype=np.float32))[0]
-    assert bits(np.asarray(s1)) == bits(np.asarray(sN))
+    assert np.array_equal(bits(s1), bits(sN), equal_nan=False)
 
 
 def test_sum_nans_of_both_signs(threads):
@@ -260,6 +261,23 @@ def test_matmul_same_bits_any_thread_count(threads):
     r1 = at_threads(threads, 1, lambda: a @ b)[0]
     rN = at_threads(threads, MANY, lambda: a @ b)[0]
     assert np.array_equal(bits(r1), bits(rN))
+
+
+def test_between_the_thresholds(threads):
+    """600 KiB: split for elementwise work and casts (from 512 KiB of output),
+    not for sums (from 1 MiB of input); the same bits either way."""
+    n = (600 << 10) // 2 + 13
+    a, b = values(n, 11).astype(mf.bfloat16), values(n, 12).astype(mf.bfloat16)
+    r1, _ = at_threads(threads, 1, lambda: np.multiply(a, b))
+    rN, _ = at_threads(threads, MANY, lambda: np.multiply(a, b))
+    assert np.array_equal(bits(r1), bits(rN))
+    x = values(n, 13)
+    c1, _ = at_threads(threads, 1, lambda: x.astype(mf.bfloat16))
+    cN, _ = at_threads(threads, MANY, lambda: x.astype(mf.bfloat16))
+    assert np.array_equal(bits(c1), bits(cN))
+    s1, _ = at_threads(threads, 1, lambda: np.sum(a))
+    sN, _ = at_threads(threads, MANY, lambda: np.sum(a))
+    assert np.array_equal(bits(s1), bits(sN), equal_nan=False)
 
 
 def test_below_threshold_and_strided(threads):

@@ -294,11 +294,11 @@ par_worker(void *ctx, int w)
     }
 }
 
-/* threads for `bytes` of work, 1 if it is not worth splitting */
+/* threads for `bytes` of work, 1 if it is below `min` (not worth splitting) */
 static int
-par_threads(mf_intp bytes)
+par_threads(mf_intp bytes, mf_intp min)
 {
-    if (bytes < MF_PAR_MIN_BYTES) {
+    if (bytes < min) {
         return 1;
     }
     int T = mf_get_num_threads();
@@ -357,7 +357,7 @@ void
 mf_par_decode_f32(const mf_format *f, const void *src, float *dst, mf_intp n)
 {
     const mf_kernels *k = mf_k;
-    int T = par_threads(n * 4);
+    int T = par_threads(n * 4, MF_PAR_MIN_BYTES);
     if (T <= 1) {
         k->decode_f32(f, src, dst, n);
         return;
@@ -371,7 +371,7 @@ void
 mf_par_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n)
 {
     const mf_kernels *k = mf_k;
-    int T = par_threads(n * f->itemsize);
+    int T = par_threads(n * f->itemsize, MF_PAR_MIN_BYTES);
     if (T <= 1) {
         k->encode_f32(f, src, dst, n);
         return;
@@ -386,7 +386,7 @@ mf_par_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b,
               mf_intp n)
 {
     const mf_kernels *k = mf_k;
-    int T = par_threads(n * f->itemsize);
+    int T = par_threads(n * f->itemsize, MF_PAR_MIN_BYTES);
     if (T <= 1) {
         k->binary(op, f, a, b, out, n);
         return;
@@ -414,7 +414,7 @@ static double
 par_reduce(par_kind kind, const mf_format *f, const void *a, const void *b, mf_intp n)
 {
     const mf_kernels *k = mf_k;
-    int T = par_threads(n * f->itemsize * (kind == PAR_DOT ? 2 : 1));
+    int T = par_threads(n * f->itemsize * (kind == PAR_DOT ? 2 : 1), MF_PAR_MIN_REDUCE_BYTES);
     mf_intp nblocks = (n + MF_SUM_BLOCK - 1) / MF_SUM_BLOCK;
     double *partials = T > 1 ? (double *)malloc(sizeof(double) * (size_t)nblocks) : NULL;
     if (partials == NULL) {

@@ -21,16 +21,25 @@
 
 #include "kernels.h"
 
-/* bytes (of output for elementwise kernels and casts, of input for sum and
- * dot) from which work is split between threads, the least each thread
- * gets, and the range of a task's size (a quarter of a thread's share,
+/* bytes from which work is split between threads: of output for elementwise
+ * kernels and casts (MF_PAR_MIN_BYTES), of input for the reductions: sum, dot
+ * and the checkpoint statistics (MF_PAR_MIN_REDUCE_BYTES); the least each
+ * thread gets, and the range of a task's size (a quarter of a thread's share,
  * within these bounds: up to a 2 MiB huge page of output, so that threads
- * fault in different pages of a new array); see docs/design.md "Threads for
- * streaming kernels" */
-#ifndef MF_PAR_MIN_BYTES     /* overridable at build time, to measure it */
-#define MF_PAR_MIN_BYTES ((mf_intp)1 << 20)
+ * fault in different pages of a new array).  Measured on a quiet Zen 3 (two
+ * cores): two threads gain from 512 KiB of output for add and casts (1.4x),
+ * from 1 MiB of input for sum (1.1x; 0.9x at 512 KiB); docs/design.md
+ * "Threads for streaming kernels".  All overridable at build time
+ * (-DMF_PAR_MIN_BYTES=...), to measure them. */
+#ifndef MF_PAR_MIN_BYTES
+#define MF_PAR_MIN_BYTES ((mf_intp)512 << 10)
 #endif
+#ifndef MF_PAR_MIN_REDUCE_BYTES
+#define MF_PAR_MIN_REDUCE_BYTES ((mf_intp)1 << 20)
+#endif
+#ifndef MF_PAR_THREAD_BYTES
 #define MF_PAR_THREAD_BYTES ((mf_intp)256 << 10)
+#endif
 #define MF_PAR_TASK_MIN_BYTES ((mf_intp)64 << 10)
 #define MF_PAR_TASK_MAX_BYTES ((mf_intp)2 << 20)
 #define MF_PAR_MAX_THREADS 64

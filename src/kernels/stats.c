@@ -247,7 +247,7 @@ mf_stats_run(mf_stats_acc *a, const mf_format *src, const void *x, mf_intp n,
     fexcept_t flags;
     fegetexceptflag(&flags, FE_ALL_EXCEPT);
     mf_intp bytes = n * (src != NULL ? src->itemsize : 4);
-    int T = bytes < MF_PAR_MIN_BYTES ? 1 : mf_get_num_threads();
+    int T = bytes < MF_PAR_MIN_REDUCE_BYTES ? 1 : mf_get_num_threads();
     if (T > 1 && bytes / MF_PAR_THREAD_BYTES < T) {
         T = (int)(bytes / MF_PAR_THREAD_BYTES);
     }

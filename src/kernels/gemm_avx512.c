@@ -58,24 +58,5 @@ mf_avx512_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                       const void *A, mf_intp lda, const void *B, mf_intp ldb,
                       float *C, mf_intp ldc, const mf_gemm_epilogue *ep)
 {
-    if (m <= 0 || n <= 0) {
-        return;
-    }
-    if (k <= 0 || (double)m * (double)n * (double)k <= 512.0) {
-        mf_serial_gemm_f32acc(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
-        return;
-    }
-    if ((double)m * (double)n * (double)k <= MF_GEMM_SMALL_WORK) {
-        mf_gemm_small(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
-        return;
-    }
-    mf_gemm_ctx ctx;
-    mf_gemm_ctx_init(&ctx, f, F_MR, F_NR);
-    int r = mf_gemm_drive(&f32_ops, &ctx, m, n, k, A, lda, B, ldb, C, ldc, ep);
-    if (r == -2) {
-        mf_gemm_small(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
-    }
-    else if (r < 0) {
-        mf_serial_gemm_f32acc(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
-    }
+    mf_gemm_run(&f32_ops, f, m, n, k, A, lda, B, ldb, C, ldc, ep);
 }

@@ -766,4 +766,35 @@ mf_gemm_pack_b_f32(const void *vctx, const void *src, mf_intp ld, mf_intp r0, mf
     }
 }
 
+/* A level's gemm_f32acc entry: tiny products on serial, small ones on
+ * mf_gemm_small, the rest through mf_gemm_drive with the level's ops (its
+ * micro-kernel's MR x NR), falling back to mf_gemm_small (-2) or serial when
+ * the driver cannot (every level's entry is this, with its own ops) */
+static inline void
+mf_gemm_run(const mf_gemm_ops *ops, const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
+            const void *A, mf_intp lda, const void *B, mf_intp ldb,
+            float *C, mf_intp ldc, const mf_gemm_epilogue *ep)
+{
+    if (m <= 0 || n <= 0) {
+        return;
+    }
+    if (k <= 0 || (double)m * (double)n * (double)k <= 512.0) {
+        mf_serial_gemm_f32acc(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
+        return;
+    }
+    if ((double)m * (double)n * (double)k <= MF_GEMM_SMALL_WORK) {
+        mf_gemm_small(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
+        return;
+    }
+    mf_gemm_ctx ctx;
+    mf_gemm_ctx_init(&ctx, f, ops->MR, ops->NR);
+    int r = mf_gemm_drive(ops, &ctx, m, n, k, A, lda, B, ldb, C, ldc, ep);
+    if (r == -2) {
+        mf_gemm_small(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
+    }
+    else if (r < 0) {
+        mf_serial_gemm_f32acc(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
+    }
+}
+
 #endif

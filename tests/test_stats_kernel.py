@@ -176,6 +176,70 @@ def test_stats_match_model(level, name, n):
                     assert codes(out).tolist() == codes(xv.astype(out.dtype)).tolist()
 
 
+def finite_sample(name, n, rng):
+    """n finite values of format `name` below 2^16 in magnitude (larger ones
+    would swamp the float64 sums, hiding a wrong small term): for 8-bit
+    formats every finite code in turn, for wider ones a sweep over the
+    largest values of the sub-byte targets (which saturate there), then the
+    finite codes (float32: wide-ranging values) in a random order, with
+    subnormals, zeros of both signs and values that overflow the narrower
+    targets."""
+    dt = dtype_of(name)
+    sweep = np.arange(-40, 40, 0.25)
+    if name == "float32":
+        x = (rng.standard_normal(n) * 2.0 ** rng.integers(-140, 12, n)).astype(np.float32)
+        x = np.concatenate([sweep.astype(np.float32), [0.0, -0.0, 1e-45, -60000.0, 448.0], x])
+        return x[:n].astype(np.float32)
+    c = np.arange(256 ** dt.itemsize).astype(np.uint16 if dt.itemsize == 2 else np.uint8)
+    v = c.view(dt)
+    with np.errstate(invalid="ignore"):
+        a = np.abs(v.astype(np.float32))
+    fin = v[a < 2.0 ** 16]
+    reps = -(-n // fin.size)
+    first = [fin] if fin.size <= 256 else [sweep.astype(dt)]
+    x = np.concatenate(first + [rng.permutation(fin) for _ in range(reps)])
+    return x[:n]
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("source", ["bfloat16", "float16", "float32", "float8_e5m2"])
+def test_convert_fused_loop(level, source):
+    """convert's mode on blocks of finite values, where a level's fused loop
+    (cast_err_f32: encode and error in one pass) does the work: the codes and
+    err2/ref2 of every target, bit for bit the serial route's and the model's.
+    Lengths leave tails of every size; one run puts a NaN, another an inf,
+    in one block only (that block leaves the fused loop, the others stay)."""
+    rng = np.random.default_rng(len(source))
+    for target in TARGETS:
+        for n in (5, 2048, 2048 + 8 + 7, 3 * 2048 + 31):
+            x = finite_sample(source, n, rng)
+            variants = [x]
+            if n > 4096:
+                for special in (np.nan, np.inf):
+                    z = x.copy()
+                    with np.errstate(invalid="ignore", over="ignore"):
+                        z[2048 + 100] = special
+                    variants.append(z)
+            for z in variants:
+                out = {}
+                for lv in ("serial", level):
+                    acc = np.zeros(14)
+                    o = (np.empty(n, dtype_of(target)) if target not in ("float16", "float32")
+                         else None)
+                    with kernel_level(lv), np.errstate(over="ignore", invalid="ignore"):
+                        _core._stats(acc, z, target, 0.25, None, o, False)
+                    out[lv] = (acc[12:].view(np.uint64).tolist(),
+                               None if o is None else codes(o).tolist())
+                assert out[level] == out["serial"], (source, target, n)
+                zv = as_values(z)
+                y = roundtrip(zv, target).astype(zv.dtype)
+                want = model(zv, y, 0.25)
+                assert np.array(want[12:]).view(np.uint64).tolist() == out[level][0]
+                if out[level][1] is not None:
+                    with np.errstate(over="ignore", invalid="ignore"):
+                        assert out[level][1] == codes(zv.astype(dtype_of(target))).tolist()
+
+
 @pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float32", "float8_e5m2"])
 def test_levels_bit_identical(name):
     """Every level against serial, bits (the sign of a zero min included)."""

@@ -23,6 +23,9 @@
 #include "kernels.h"
 #include "scalar_ops.h"
 #include "simd_params.h"
+#include "stats.h"
+#include <math.h>
+#include <string.h>
 
 #define MF_INLINE static inline __attribute__((always_inline))
 #define I32(x) _mm256_set1_epi32((int)(x))
@@ -47,6 +50,7 @@ typedef struct {
     __m256i min_normal_m1, round_bias, exp_adj, sub_cbits, sbit;
     __m256 sub_c;
     __m256i big_code, nan_xor;
+    __m256i keep_mask, big_val;      /* convert's fused loop (enc_small_w) */
     __m256i k[NK];
 } regs256;
 
@@ -70,6 +74,11 @@ regs_init(regs256 *r, const mf_simd_params *p)
     r->sbit = I32(p->sbit);
     r->big_code = I32(p->big_code);
     r->nan_xor = I32(p->nan_xor);
+    r->keep_mask = I32(~((1u << p->drop) - 1u));
+    /* big_code's value: the largest finite one where big lanes saturate,
+     * else not finite (any NaN: the fused loop then leaves the block) */
+    r->big_val = I32(p->big_code <= p->maxfin ? (p->big_code << p->mant_shift) + p->dec_adj
+                                              : 0x7FC00000u);
     r->k[K_QNAN] = _mm256_set1_epi32((int)0x7FC00000u);
     r->k[K_INF] = _mm256_set1_epi32((int)0x7F800000u);
     r->k[K_SIGN] = _mm256_set1_epi32((int)0x80000000u);
@@ -258,8 +267,13 @@ bf16_ovf_any(__m256i ovf_min)
     return !_mm256_testz_si256(k, k);
 }
 
+/* the codes of 8 float32 values.  With w (convert's fused loop), also the
+ * values the codes decode to, where x is finite: the rounded magnitude
+ * comes out of the encoder's own steps (a normal result's bits with the
+ * dropped bits cleared, a subnormal one as t - C), big lanes decode to
+ * r->big_val; the sign is x's (a zero's sign does not matter there). */
 MF_INLINE __m256i
-enc_small(const regs256 *r, __m256 x, __m256i *ovf, mf_simd_path path)
+enc_small_w(const regs256 *r, __m256 x, __m256i *ovf, mf_simd_path path, __m256 *w)
 {
     __m256i u = _mm256_castps_si256(x);
     __m256i au = _mm256_and_si256(u, K(ABS));
@@ -272,10 +286,17 @@ enc_small(const regs256 *r, __m256 x, __m256i *ovf, mf_simd_path path)
     __m256i knan_in = _mm256_cmpgt_epi32(au, K(INF));
     __m256 t = _mm256_add_ps(_mm256_castsi256_ps(_mm256_andnot_si256(knan_in, au)), r->sub_c);
     __m256i cs = _mm256_sub_epi32(_mm256_castps_si256(t), r->sub_cbits);
-    __m256i code = blendv(cs, cn, _mm256_cmpgt_epi32(au, r->min_normal_m1));
+    __m256i knorm = _mm256_cmpgt_epi32(au, r->min_normal_m1);
+    __m256i code = blendv(cs, cn, knorm);
     /* overflow, inf and NaN lanes are big: the overflow code, signed */
     __m256i kbig = _mm256_cmpgt_epi32(code, r->maxfin);
     code = blendv(code, r->big_code, kbig);
+    if (w != NULL) {
+        __m256i wa = blendv(_mm256_castps_si256(_mm256_sub_ps(t, r->sub_c)),
+                            _mm256_and_si256(rn, r->keep_mask), knorm);
+        wa = blendv(wa, r->big_val, kbig);
+        *w = _mm256_castsi256_ps(_mm256_or_si256(wa, _mm256_and_si256(u, K(SIGN))));
+    }
     __m256i sgn = _mm256_and_si256(neg, r->sbit);
     if (path == MF_SIMD_SMALL_FNUZ) {
         sgn = _mm256_andnot_si256(_mm256_cmpeq_epi32(code, _mm256_setzero_si256()), sgn);
@@ -291,8 +312,16 @@ enc_small(const regs256 *r, __m256 x, __m256i *ovf, mf_simd_path path)
         __m256i knan = _mm256_cmpgt_epi32(au, K(INF));
         res = blendv(res, _mm256_andnot_si256(res, r->sbit), knan);
     }
-    *ovf = _mm256_or_si256(*ovf, _mm256_andnot_si256(_mm256_cmpgt_epi32(au, K(MAXF)), kbig));
+    if (ovf != NULL) {
+        *ovf = _mm256_or_si256(*ovf, _mm256_andnot_si256(_mm256_cmpgt_epi32(au, K(MAXF)), kbig));
+    }
     return res;
+}
+
+MF_INLINE __m256i
+enc_small(const regs256 *r, __m256 x, __m256i *ovf, mf_simd_path path)
+{
+    return enc_small_w(r, x, ovf, path, NULL);
 }
 
 MF_INLINE __m256i
@@ -511,6 +540,161 @@ mf_avx2_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n)
     FOR_PATH(p, CALL, mf_serial_encode_f32(f, src, dst, n))
 #undef CALL
 }
+
+/* ------------------------------------------------------- cast with error */
+
+/* convert's fused loop (kernels.h, cast_err): the source values are loaded
+ * as float32 (bfloat16 and float16 codes widened in registers), encoded to
+ * the target with the value each code decodes to (enc_small_w), and e = w -
+ * v, e^2 and v^2 go into the float64 lanes (lo: elements 0-3 of a vector,
+ * hi: 4-7).  A float32 value's square is exact in float64, so the FMA
+ * rounds once, as the documented multiply-then-add does. */
+enum { SRC_F32, SRC_BF16, SRC_F16 };
+
+MF_INLINE __m256
+load_src8(int skind, const void *x, mf_intp i)
+{
+    if (skind == SRC_F32) {
+        return _mm256_loadu_ps((const float *)x + i);
+    }
+    __m128i c = _mm_loadu_si128((const __m128i *)((const uint16_t *)x + i));
+    return skind == SRC_BF16 ? dec_bf16(c) : _mm256_cvtph_ps(c);
+}
+
+MF_INLINE void
+err_acc(__m256 v, __m256 w, __m256d acc[4])
+{
+    __m256 e = _mm256_sub_ps(w, v);
+    __m256d ea = _mm256_cvtps_pd(_mm256_castps256_ps128(e));
+    __m256d eb = _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1));
+    __m256d xa = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+    __m256d xb = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+    acc[0] = _mm256_fmadd_pd(ea, ea, acc[0]);
+    acc[1] = _mm256_fmadd_pd(eb, eb, acc[1]);
+    acc[2] = _mm256_fmadd_pd(xa, xa, acc[2]);
+    acc[3] = _mm256_fmadd_pd(xb, xb, acc[3]);
+}
+
+/* whole vectors: returns how many values were done */
+MF_INLINE mf_intp
+cast_err_run(const regs256 *r, int skind, mf_simd_path path, const void *x, void *dst, mf_intp n,
+             __m256d acc[4])
+{
+    mf_intp i = 0;
+    if (path == MF_SIMD_BF16) {
+        const __m256i hi16 = _mm256_set1_epi32((int)0xFFFF0000u);
+        __m256i ovf_min = _mm256_setzero_si256();      /* not reported: the caller drops flags */
+        uint16_t *d = (uint16_t *)dst;
+        for (; i + 16 <= n; i += 16) {
+            __m256 v0 = load_src8(skind, x, i), v1 = load_src8(skind, x, i + 8);
+            __m256i h0 = enc_bf16_hi(r, v0, &ovf_min), h1 = enc_bf16_hi(r, v1, &ovf_min);
+            err_acc(v0, _mm256_castsi256_ps(_mm256_and_si256(h0, hi16)), acc);
+            err_acc(v1, _mm256_castsi256_ps(_mm256_and_si256(h1, hi16)), acc);
+            /* packus works within 128-bit lanes: 0-3 8-11 4-7 12-15, reordered */
+            __m256i p = _mm256_packus_epi32(_mm256_srli_epi32(h0, 16), _mm256_srli_epi32(h1, 16));
+            _mm256_storeu_si256((__m256i *)(d + i), _mm256_permute4x64_epi64(p, 0xD8));
+        }
+        return i;
+    }
+    uint8_t *d = (uint8_t *)dst;
+    for (; i + 32 <= n; i += 32) {
+        __m256i c[4];
+        for (int q = 0; q < 4; q++) {
+            __m256 v = load_src8(skind, x, i + 8 * q), w;
+            c[q] = enc_small_w(r, v, NULL, path, &w);
+            err_acc(v, w, acc);
+        }
+        _mm256_storeu_si256((__m256i *)(d + i), pack32(c[0], c[1], c[2], c[3]));
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = load_src8(skind, x, i), w;
+        __m256i c = enc_small_w(r, v, NULL, path, &w);
+        err_acc(v, w, acc);
+        _mm_storel_epi64((__m128i *)(d + i), pack8(c));
+    }
+    return i;
+}
+
+#define CAST_ERR_TARGETS(SK)                                                          \
+    switch (p.small_path) {                                                           \
+        case MF_SIMD_BF16:       done = cast_err_run(&r, SK, MF_SIMD_BF16, xs, codes, n, acc); break; \
+        case MF_SIMD_SMALL_IEEE: done = cast_err_run(&r, SK, MF_SIMD_SMALL_IEEE, xs, codes, n, acc); break; \
+        case MF_SIMD_SMALL_FN:   done = cast_err_run(&r, SK, MF_SIMD_SMALL_FN, xs, codes, n, acc); break; \
+        case MF_SIMD_SMALL_FNUZ: done = cast_err_run(&r, SK, MF_SIMD_SMALL_FNUZ, xs, codes, n, acc); break; \
+        default:                 done = cast_err_run(&r, SK, MF_SIMD_SMALL_NONE, xs, codes, n, acc); break; \
+    }
+
+int
+mf_avx2_cast_err(mf_stats_block *s, const mf_format *src, const void *x, const mf_format *tgt,
+                 void *codes, mf_intp n)
+{
+    mf_simd_params p = mf_simd_params_of(tgt);
+    if (p.path != MF_SIMD_BF16 && p.path != MF_SIMD_SMALL) {
+        return 0;
+    }
+    regs256 r;
+    regs_init(&r, &p);
+    __m256d acc[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(),
+                      _mm256_setzero_pd()};
+    float xb[MF_STATS_BLOCK];
+    const void *xs = x;
+    int skind = SRC_F32;
+    if (src != NULL && src->id == MF_BFLOAT16) {
+        skind = SRC_BF16;
+    }
+    else if (src != NULL && src->id == MF_IEEE_FLOAT16) {
+        skind = SRC_F16;
+    }
+    else if (src != NULL) {
+        mf_avx2_decode_f32(src, x, xb, n);        /* the other sources: decoded first */
+        xs = xb;
+    }
+    mf_intp done = 0;
+    if (skind == SRC_BF16) {
+        CAST_ERR_TARGETS(SRC_BF16)
+    }
+    else if (skind == SRC_F16) {
+        CAST_ERR_TARGETS(SRC_F16)
+    }
+    else {
+        CAST_ERR_TARGETS(SRC_F32)
+    }
+    double le[8], lr[8];
+    _mm256_storeu_pd(le, acc[0]);
+    _mm256_storeu_pd(le + 4, acc[1]);
+    _mm256_storeu_pd(lr, acc[2]);
+    _mm256_storeu_pd(lr + 4, acc[3]);
+    if (done < n) {
+        /* the tail (under one vector): the serial codecs, the same lanes */
+        float v[16], w[16];
+        char *c = (char *)codes + done * tgt->itemsize;
+        if (skind == SRC_F32) {
+            memcpy(v, (const float *)xs + done, (size_t)(n - done) * sizeof(float));
+        }
+        else {
+            mf_serial_decode_f32(src, (const char *)x + done * 2, v, n - done);
+        }
+        mf_serial_encode_f32(tgt, v, c, n - done);
+        mf_serial_decode_f32(tgt, c, w, n - done);
+        for (mf_intp i = done; i < n; i++) {
+            int j = (int)(i % 8);
+            double e = (double)(float)(w[i - done] - v[i - done]), vd = (double)v[i - done];
+            le[j] = le[j] + e * e;
+            lr[j] = lr[j] + vd * vd;
+        }
+    }
+    for (int j = 0; j < 8; j++) {
+        /* inf or NaN in x or in the round trip shows in its lane's sum (a
+         * finite block's sums stay finite: 2048 squares of float32 values) */
+        if (!(fabs(le[j]) < INFINITY && fabs(lr[j]) < INFINITY)) {
+            return 0;
+        }
+    }
+    s->err2 = mf_stats_combine_sum(le);
+    s->ref2 = mf_stats_combine_sum(lr);
+    return 1;
+}
+#undef CAST_ERR_TARGETS
 
 /* ------------------------------------------------------- binary */
 
@@ -767,4 +951,5 @@ const mf_kernels mf_kernels_avx2 = {
     .dot = mf_avx2_dot,
     .gemm_f32acc = mf_avx2_gemm_f32acc,
     .stats_f32 = mf_avx2_stats_f32,
+    .cast_err = mf_avx2_cast_err,
 };

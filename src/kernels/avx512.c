@@ -792,4 +792,5 @@ const mf_kernels mf_kernels_avx512 = {
     .dot = mf_avx512_dot,
     .gemm_f32acc = mf_avx512_gemm_f32acc,
     .stats_f32 = mf_avx2_stats_f32,
+    .cast_err = mf_avx2_cast_err,
 };

@@ -129,6 +129,20 @@ typedef struct {
     /* inspect's statistics of n <= MF_STATS_BLOCK float32 values (above) */
     void (*stats_f32)(mf_stats_block *s, const float *x, const float *y, double rel,
                       mf_intp n, int moments);
+    /*
+     * Optional (may be NULL): convert's cast and its error in one pass.
+     * x: n <= MF_STATS_BLOCK values of format src (NULL: float32 values).
+     * Encodes their float32 values to tgt into codes (the bits encode_f32
+     * stores) and sets s->err2 and s->ref2 to what stats_f32(s, x, y, rel,
+     * n, 0) gives for y = decode(codes), bit for bit (the rest of s is
+     * undefined).  Returns 0 where it leaves the block to that general
+     * route: a target it has no fused loop for, or an x or a round trip
+     * that is not finite in the block (then s is undefined and codes may be
+     * partly written).  Raises FP flags freely: its caller (mf_stats_run)
+     * restores them.
+     */
+    int (*cast_err)(mf_stats_block *s, const mf_format *src, const void *x,
+                    const mf_format *tgt, void *codes, mf_intp n);
 } mf_kernels;
 
 extern const mf_kernels mf_kernels_serial;
@@ -147,6 +161,8 @@ void mf_serial_stats_f32(mf_stats_block *s, const float *x, const float *y, doub
 /* the same for float64 values (float64 sources; every level uses this one) */
 void mf_serial_stats_f64(mf_stats_block *s, const double *x, const double *y, double rel,
                          mf_intp n);
+int mf_avx2_cast_err(mf_stats_block *s, const mf_format *src, const void *x,
+                     const mf_format *tgt, void *codes, mf_intp n);
 void mf_avx2_stats_f32(mf_stats_block *s, const float *x, const float *y, double rel,
                        mf_intp n, int moments);
 #ifdef MF_HAVE_AVX2

@@ -169,6 +169,16 @@ stats_one_block(const mf_kernels *k, mf_stats_block *b, const mf_format *src, co
     float xb[MF_STATS_BLOCK], yb[MF_STATS_BLOCK];
     unsigned char cb[MF_STATS_BLOCK * 2];
     const float *xv;
+    if (!moments && tgt != NULL && tgt->id != MF_IEEE_FLOAT32 && k->cast_err != NULL) {
+        /* convert's fused loop, straight from the source codes (kernels.h) */
+        void *c = codes_out != NULL ? (void *)((char *)codes_out + start * tgt->itemsize)
+                                    : (void *)cb;
+        const void *xs = (const char *)x + start * (src != NULL ? src->itemsize : 4);
+        if (k->cast_err(b, src, xs, tgt, c, len)) {
+            b->nan = b->inf = b->finite = b->over = b->zeros_y = b->zeros_x = b->gt = 0;
+            return;
+        }
+    }
     if (src == NULL) {
         xv = (const float *)x + start;
     }

@@ -293,6 +293,66 @@ check_stats(const char *lv, const mf_kernels *k, const mf_format *f)
     free(codes); free(tc); free(x); free(y);
 }
 
+/* convert's fused loop (cast_err, optional) with f as the target: the
+ * codes and err2/ref2 against the serial route (encode, decode, stats), on
+ * the decoded values of every float format (mostly finite, so the fused
+ * loop keeps most blocks; a returned 0 hands the block to that route) */
+static void
+check_cast_err(const char *lv, const mf_kernels *k, const mf_format *f)
+{
+    if (k->cast_err == NULL) return;
+    long n = MF_STATS_BLOCK;
+    size_t sz = (size_t)f->itemsize;
+    char *c0 = malloc(n * sz), *c1 = malloc(n * sz), *codes = malloc(n * 2);
+    float *x = malloc(n * 4), *y = malloc(n * 4);
+    for (int id = 0; id <= MF_IEEE_FLOAT16; id++) {       /* IEEE float16 as a source too */
+        const mf_format *src = &mf_formats[id];
+        if (src->kind != MF_KIND_FLOAT || src->itemsize > 2) continue;
+        for (int trial = 0; trial < 2; trial++) {
+            fill_codes(src, codes, n);
+            mf_serial_decode_f32(src, codes, x, n);
+            for (long i = 0; i < n; i++) {
+                if (!isfinite(x[i]) && (trial == 0 || i % 512 != 7)) x[i] = (float)(i % 13) - 6.0f;
+                if (trial == 0 && fabsf(x[i]) > 65536.0f) x[i] = x[i] > 0 ? 40.0f - (float)(i % 80) * 0.25f : 7.5f;
+            }
+            /* the codes of the values (rounded to the source where it must) */
+            mf_serial_encode_f32(src, x, codes, n);
+            mf_serial_decode_f32(src, codes, x, n);
+            for (long len = 0; len <= n; len = len < 40 ? len + 1 : len * 2 + 37) {
+                if (len > n) len = n;
+                mf_stats_block s0, s1;
+                memset(&s0, 0, sizeof s0);
+                memset(&s1, 0, sizeof s1);
+                mf_serial_encode_f32(f, x, c0, len);
+                mf_serial_decode_f32(f, c0, y, len);
+                mf_serial_stats_f32(&s0, x, y, 1.0, len, 0);
+                long at = len * 10 + trial;
+                /* from the source's codes, and from its float32 values */
+                int ok = k->cast_err(&s1, src, codes, f, c1, len);
+                if (ok) {
+                    if (memcmp(c0, c1, len * sz) != 0) fail(lv, f->name, "cast_err codes", at, 0, 0);
+                    if (d2u(s0.err2) != d2u(s1.err2)) fail(lv, f->name, "cast_err err2", at, d2u(s1.err2), d2u(s0.err2));
+                    if (d2u(s0.ref2) != d2u(s1.ref2)) fail(lv, f->name, "cast_err ref2", at, d2u(s1.ref2), d2u(s0.ref2));
+                }
+                memset(&s1, 0, sizeof s1);
+                if (k->cast_err(&s1, NULL, x, f, c1, len) != ok) fail(lv, f->name, "cast_err f32 vs codes", at, 0, 0);
+                if (ok) {
+                    if (memcmp(c0, c1, len * sz) != 0) fail(lv, f->name, "cast_err codes", at, 0, 0);
+                    if (d2u(s0.err2) != d2u(s1.err2)) fail(lv, f->name, "cast_err err2", at, d2u(s1.err2), d2u(s0.err2));
+                    if (d2u(s0.ref2) != d2u(s1.ref2)) fail(lv, f->name, "cast_err ref2", at, d2u(s1.ref2), d2u(s0.ref2));
+                }
+                else if (s0.finite == len && s0.over == 0
+                         && (f->id == MF_BFLOAT16 || f->itemsize == 1) && f->id != MF_FLOAT8_E8M0FNU) {
+                    /* a finite block of a format with a fused loop stays in it */
+                    fail(lv, f->name, "cast_err left a finite block", at, 0, 0);
+                }
+                if (len == n) break;
+            }
+        }
+    }
+    free(c0); free(c1); free(codes); free(x); free(y);
+}
+
 /* ------------------------------------------------------------ gemm */
 
 typedef struct { float *vals; long ld; } ep_sink;
@@ -523,6 +583,7 @@ main(int argc, char **argv)
             check_binary(lv, k, f);
             check_reduce(lv, k, f);
             check_stats(lv, k, f);
+            check_cast_err(lv, k, f);
             check_gemm(lv, k, f);
         }
         check_gemm_edge(lv, k);

@@ -172,6 +172,45 @@ def test_fsync_only_when_asked(tmp_path, monkeypatch):
     assert same_bits(mst.load(tmp_path / "o.safetensors")["a"], x["a"].astype(mf.float8_e4m3fn))
 
 
+def test_replacing_starts_the_writeback_early(tmp_path, monkeypatch):
+    """Writing over an existing file hands each written range to the
+    writeback (posix_fadvise) as it goes, once, in order, covering the
+    tensor data; a new file is left to the kernel.  The bytes are the same
+    either way."""
+    if not hasattr(os, "posix_fadvise"):
+        pytest.skip("no posix_fadvise on this platform")
+    calls = []
+    real = os.posix_fadvise
+    monkeypatch.setattr(os, "posix_fadvise",
+                        lambda fd, off, n, adv: (calls.append((off, n, adv)), real(fd, off, n, adv)))
+    monkeypatch.setattr(mst, "_EARLY_BYTES", 1000)
+    x = {"a": np.arange(5000, dtype=np.float32).astype(mf.bfloat16),
+         "b": np.arange(3000, dtype=np.float32)}
+    p = tmp_path / "m.safetensors"
+
+    def pieces(v):
+        b = v.view(np.uint8)
+        return (memoryview(b[i:i + 1500]) for i in range(0, b.size, 1500))
+
+    def specs():
+        return [(k, mst.code_of(v.dtype), v.shape, pieces(v)) for k, v in x.items()]
+
+    mst.write(p, specs())
+    assert calls == []                                  # a new file
+    first = p.read_bytes()
+    mst.write(p, specs())                                # over the existing one
+    assert p.read_bytes() == first
+    assert calls and all(adv == os.POSIX_FADV_DONTNEED for _, _, adv in calls)
+    ends = [o + n for o, n, _ in calls]
+    assert [o for o, _, _ in calls[1:]] == ends[:-1]     # consecutive ranges
+    header_end = 8 + struct.unpack("<Q", first[:8])[0]
+    assert calls[0][0] == header_end and all(n >= 1000 for _, n, _ in calls)
+    assert len(first) - ends[-1] < 1000 + 1500            # all but the last stretch
+    assert sorted(os.listdir(tmp_path)) == ["m.safetensors"]
+    for k, v in mst.load(p).items():
+        assert same_bits(v, x[k])
+
+
 def test_get_slice_reads_what_it_needs(tmp_path, monkeypatch):
     rng = np.random.default_rng(2)
     x = rng.standard_normal((10, 8, 4)).astype(np.float32)

@@ -599,6 +599,10 @@ convert_codes(const mf_format *fa, const mf_format *fb, const char *in, npy_intp
         float buf[1024];
         char codes[1024 * 2];
         int in_contig = is == fa->itemsize, out_contig = os == fb->itemsize;
+        if (in_contig && out_contig) {
+            mf_par_convert_codes(fa, in, fb, out, n);     /* on threads when large */
+            return;
+        }
         while (n > 0) {
             npy_intp len = n < 1024 ? n : 1024;
             if (in_contig) {

@@ -144,6 +144,38 @@ def test_casts_same_bits_any_thread_count(threads, name):
     assert fl_ref == flN
 
 
+@pytest.mark.parametrize("a,b", [("bfloat16", "float8_e4m3fn"), ("float8_e5m2", "bfloat16"),
+                                 ("bfloat16", "float4_e2m1fn"), ("float8_e4m3fn", "float8_e5m2")])
+def test_format_to_format_casts_any_thread_count(threads, a, b):
+    """A cast between two formats (decode and encode block by block) splits
+    between threads when large: the same bits and flags as one thread and
+    as the serial level; the overflow in the last task reaches the caller.
+    Lengths under and over 8 MiB of bfloat16 output (the threads' stores are
+    streamed from there)."""
+    x = values(4 * MIN_BYTES + 777).astype(getattr(mf, a))
+    dt = np.dtype(getattr(mf, b))
+    for n in (x.size // 2, x.size):               # under and over 8 MiB of output at bf16
+        y = x[:n]
+        r1, fl1 = at_threads(threads, 1, lambda: y.astype(dt))
+        out = np.empty(n, dt)
+        rN, flN = at_threads(threads, MANY, lambda: np.copyto(out, y, casting="unsafe"))
+        assert np.array_equal(bits(r1), bits(out)), n
+        assert fl1 == flN
+        with kernel_level("serial"):
+            ref, fl_ref = at_threads(threads, 1, lambda: y.astype(dt))
+        assert np.array_equal(bits(ref), bits(out)), n
+        assert fl_ref == flN
+    big = np.ones(3 * MIN_BYTES, getattr(mf, a))
+    big[-3] = np.float32(448.0 if a == "float8_e4m3fn" else 3e38)
+    threads(MANY)
+    if b != "bfloat16" and not (a == "float8_e4m3fn" and b == "float8_e5m2"):
+        with np.errstate(over="raise"):
+            with pytest.raises(FloatingPointError, match="overflow"):
+                big.astype(dt)
+    with np.errstate(over="raise"):
+        big[:-5].astype(dt)                        # no overflow: no error
+
+
 @pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float4_e2m1fn"])
 @pytest.mark.parametrize("op", OPS, ids=lambda op: op.__name__)
 def test_binary_same_bits_any_thread_count(threads, name, op):

@@ -214,12 +214,13 @@ mf_pool_run(mf_pool_fn fn, void *ctx, int T)
 
 /* ------------------------------------------------------- streaming kernels */
 
-typedef enum { PAR_DECODE, PAR_ENCODE, PAR_BINARY, PAR_SUM, PAR_DOT } par_kind;
+typedef enum { PAR_DECODE, PAR_ENCODE, PAR_BINARY, PAR_SUM, PAR_DOT, PAR_CONVERT } par_kind;
 
 typedef struct {
     par_kind kind;
     const mf_kernels *k;
     const mf_format *f;
+    const mf_format *g;        /* convert: the target (f the source) */
     mf_binary_op op;
     const char *a, *b;
     char *out;
@@ -251,6 +252,9 @@ par_task(par_job *J, mf_intp t)
             break;
         case PAR_BINARY:
             J->k->binary(J->op, J->f, a, J->b + i0 * J->isz, J->out + i0 * J->osz, len);
+            break;
+        case PAR_CONVERT:
+            mf_convert_codes_f32(J->k, J->f, a, J->g, J->out + i0 * J->osz, len);
             break;
         case PAR_SUM:
         case PAR_DOT:
@@ -395,6 +399,36 @@ mf_par_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b,
                  .b = (const char *)b, .out = (char *)out, .n = n, .isz = f->itemsize,
                  .osz = f->itemsize};
     par_run(&J, T, 64, f->itemsize);
+}
+
+void
+mf_convert_codes_f32(const mf_kernels *k, const mf_format *fa, const void *in,
+                     const mf_format *fb, void *out, mf_intp n)
+{
+    float buf[1024];
+    int stream = mf_par_stream;
+    for (mf_intp i = 0; i < n; i += 1024) {
+        mf_intp len = n - i < 1024 ? n - i : 1024;
+        mf_par_stream = 0;        /* buf is read back at once: never streamed past the cache */
+        k->decode_f32(fa, (const char *)in + i * fa->itemsize, buf, len);
+        mf_par_stream = stream;
+        k->encode_f32(fb, buf, (char *)out + i * fb->itemsize, len);
+    }
+}
+
+void
+mf_par_convert_codes(const mf_format *fa, const void *in, const mf_format *fb, void *out,
+                     mf_intp n)
+{
+    const mf_kernels *k = mf_k;
+    int T = par_threads(n * fb->itemsize, MF_PAR_MIN_BYTES);
+    if (T <= 1) {
+        mf_convert_codes_f32(k, fa, in, fb, out, n);
+        return;
+    }
+    par_job J = {.kind = PAR_CONVERT, .k = k, .f = fa, .g = fb, .a = (const char *)in,
+                 .out = (char *)out, .n = n, .isz = fa->itemsize, .osz = fb->itemsize};
+    par_run(&J, T, 1024, fb->itemsize);
 }
 
 /* total + x with total the first operand (x86 returns the first operand's

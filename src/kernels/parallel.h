@@ -69,6 +69,13 @@ void mf_par_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp 
 void mf_par_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b,
                    void *out, mf_intp n);
 double mf_par_sum(const mf_format *f, const void *src, mf_intp n);
+/* n contiguous codes of float format fa -> fb (itemsize <= 2), one rounding:
+ * decoded to float32 and encoded block by block (every float format decodes
+ * exactly to float32), with the encode kernel's overflow flag */
+void mf_convert_codes_f32(const mf_kernels *k, const mf_format *fa, const void *in,
+                          const mf_format *fb, void *out, mf_intp n);
+void mf_par_convert_codes(const mf_format *fa, const void *in, const mf_format *fb, void *out,
+                          mf_intp n);
 double mf_par_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
 
 /* Set for the duration of a parallel streaming call in every thread that

@@ -549,16 +549,14 @@ mf_avx2_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n)
  * v, e^2 and v^2 go into the float64 lanes (lo: elements 0-3 of a vector,
  * hi: 4-7).  A float32 value's square is exact in float64, so the FMA
  * rounds once, as the documented multiply-then-add does. */
-enum { SRC_F32, SRC_BF16, SRC_F16 };
-
 MF_INLINE __m256
 load_src8(int skind, const void *x, mf_intp i)
 {
-    if (skind == SRC_F32) {
+    if (skind == MF_CE_F32) {
         return _mm256_loadu_ps((const float *)x + i);
     }
     __m128i c = _mm_loadu_si128((const __m128i *)((const uint16_t *)x + i));
-    return skind == SRC_BF16 ? dec_bf16(c) : _mm256_cvtph_ps(c);
+    return skind == MF_CE_BF16 ? dec_bf16(c) : _mm256_cvtph_ps(c);
 }
 
 MF_INLINE void
@@ -615,14 +613,7 @@ cast_err_run(const regs256 *r, int skind, mf_simd_path path, const void *x, void
     return i;
 }
 
-#define CAST_ERR_TARGETS(SK)                                                          \
-    switch (p.small_path) {                                                           \
-        case MF_SIMD_BF16:       done = cast_err_run(&r, SK, MF_SIMD_BF16, xs, codes, n, acc); break; \
-        case MF_SIMD_SMALL_IEEE: done = cast_err_run(&r, SK, MF_SIMD_SMALL_IEEE, xs, codes, n, acc); break; \
-        case MF_SIMD_SMALL_FN:   done = cast_err_run(&r, SK, MF_SIMD_SMALL_FN, xs, codes, n, acc); break; \
-        case MF_SIMD_SMALL_FNUZ: done = cast_err_run(&r, SK, MF_SIMD_SMALL_FNUZ, xs, codes, n, acc); break; \
-        default:                 done = cast_err_run(&r, SK, MF_SIMD_SMALL_NONE, xs, codes, n, acc); break; \
-    }
+#define CAST_ERR_RUN(SK, PATH) done = cast_err_run(&r, SK, PATH, xs, codes, n, acc)
 
 int
 mf_avx2_cast_err(mf_stats_block *s, const mf_format *src, const void *x, const mf_format *tgt,
@@ -637,64 +628,18 @@ mf_avx2_cast_err(mf_stats_block *s, const mf_format *src, const void *x, const m
     __m256d acc[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(),
                       _mm256_setzero_pd()};
     float xb[MF_STATS_BLOCK];
-    const void *xs = x;
-    int skind = SRC_F32;
-    if (src != NULL && src->id == MF_BFLOAT16) {
-        skind = SRC_BF16;
-    }
-    else if (src != NULL && src->id == MF_IEEE_FLOAT16) {
-        skind = SRC_F16;
-    }
-    else if (src != NULL) {
-        mf_avx2_decode_f32(src, x, xb, n);        /* the other sources: decoded first */
-        xs = xb;
-    }
+    const void *xs;
+    int skind = mf_cast_err_source(src, x, n, xb, mf_avx2_decode_f32, &xs);
     mf_intp done = 0;
-    if (skind == SRC_BF16) {
-        CAST_ERR_TARGETS(SRC_BF16)
-    }
-    else if (skind == SRC_F16) {
-        CAST_ERR_TARGETS(SRC_F16)
-    }
-    else {
-        CAST_ERR_TARGETS(SRC_F32)
-    }
+    MF_CAST_ERR_DISPATCH(skind, p.small_path, CAST_ERR_RUN)
     double le[8], lr[8];
     _mm256_storeu_pd(le, acc[0]);
     _mm256_storeu_pd(le + 4, acc[1]);
     _mm256_storeu_pd(lr, acc[2]);
     _mm256_storeu_pd(lr + 4, acc[3]);
-    if (done < n) {
-        /* the tail (under one vector): the serial codecs, the same lanes */
-        float v[16], w[16];
-        char *c = (char *)codes + done * tgt->itemsize;
-        if (skind == SRC_F32) {
-            memcpy(v, (const float *)xs + done, (size_t)(n - done) * sizeof(float));
-        }
-        else {
-            mf_serial_decode_f32(src, (const char *)x + done * 2, v, n - done);
-        }
-        mf_serial_encode_f32(tgt, v, c, n - done);
-        mf_serial_decode_f32(tgt, c, w, n - done);
-        for (mf_intp i = done; i < n; i++) {
-            int j = (int)(i % 8);
-            double e = (double)(float)(w[i - done] - v[i - done]), vd = (double)v[i - done];
-            le[j] = le[j] + e * e;
-            lr[j] = lr[j] + vd * vd;
-        }
-    }
-    for (int j = 0; j < 8; j++) {
-        /* inf or NaN in x or in the round trip shows in its lane's sum (a
-         * finite block's sums stay finite: 2048 squares of float32 values) */
-        if (!(fabs(le[j]) < INFINITY && fabs(lr[j]) < INFINITY)) {
-            return 0;
-        }
-    }
-    s->err2 = mf_stats_combine_sum(le);
-    s->ref2 = mf_stats_combine_sum(lr);
-    return 1;
+    return mf_cast_err_finish(s, le, lr, xs == xb ? NULL : src, xs, tgt, codes, done, n);
 }
-#undef CAST_ERR_TARGETS
+#undef CAST_ERR_RUN
 
 /* ------------------------------------------------------- binary */
 

@@ -217,6 +217,8 @@ void mf_neon_binary(mf_binary_op op, const mf_format *f, const void *a, const vo
                     void *out, mf_intp n);
 double mf_neon_sum(const mf_format *f, const void *src, mf_intp n);
 double mf_neon_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
+int mf_neon_cast_err(mf_stats_block *s, const mf_format *src, const void *x,
+                     const mf_format *tgt, void *codes, mf_intp n);
 void mf_neon_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                          const void *A, mf_intp lda, const void *B, mf_intp ldb,
                          float *C, mf_intp ldc, const mf_gemm_epilogue *ep);

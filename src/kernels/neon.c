@@ -24,6 +24,7 @@
 #include "kernels.h"
 #include "scalar_ops.h"
 #include "simd_params.h"
+#include "stats.h"
 
 #define MF_INLINE static inline __attribute__((always_inline))
 #define U32(x) vdupq_n_u32((uint32_t)(x))
@@ -38,6 +39,7 @@ typedef struct {
     uint32x4_t min_normal_m1, round_bias, exp_adj, sub_cbits, sbit;
     float32x4_t sub_c;
     uint32x4_t big_code, nan_xor;
+    uint32x4_t keep_mask, big_val;      /* convert's fused loop (enc_small_w) */
 } regsn;
 
 MF_INLINE void
@@ -61,6 +63,11 @@ regs_init(regsn *r, const mf_simd_params *p)
     r->sbit = U32(p->sbit);
     r->big_code = U32(p->big_code);
     r->nan_xor = U32(p->nan_xor);
+    r->keep_mask = U32(~((1u << p->drop) - 1u));
+    /* big_code's value: the largest finite one where big lanes saturate,
+     * else not finite (any NaN: the fused loop then leaves the block) */
+    r->big_val = U32(p->big_code <= p->maxfin ? (p->big_code << p->mant_shift) + p->dec_adj
+                                              : 0x7FC00000u);
 }
 
 /* ------------------------------------------------------- ordered float ops */
@@ -201,8 +208,10 @@ enc_bf16(float32x4_t x, uint32x4_t *ovf)
     return res;
 }
 
+/* the codes of 4 float32 values; with w (convert's fused loop), also the
+ * values they decode to where x is finite (avx2.c's enc_small_w) */
 MF_INLINE uint32x4_t
-enc_small(const regsn *r, float32x4_t x, uint32x4_t *ovf, mf_simd_path path)
+enc_small_w(const regsn *r, float32x4_t x, uint32x4_t *ovf, mf_simd_path path, float32x4_t *w)
 {
     uint32x4_t u = BITS(x);
     uint32x4_t au = vandq_u32(u, U32(0x7FFFFFFFu));
@@ -214,11 +223,18 @@ enc_small(const regsn *r, float32x4_t x, uint32x4_t *ovf, mf_simd_path path)
     uint32x4_t knan = vcgtq_u32(au, U32(0x7F800000u));
     float32x4_t t = vaddq_f32(F32(vbicq_u32(au, knan)), r->sub_c);
     uint32x4_t cs = vsubq_u32(BITS(t), r->sub_cbits);
-    uint32x4_t code = vbslq_u32(vcgtq_u32(au, r->min_normal_m1), cn, cs);
+    uint32x4_t knorm = vcgtq_u32(au, r->min_normal_m1);
+    uint32x4_t code = vbslq_u32(knorm, cn, cs);
     /* overflow, inf and NaN lanes are big: the overflow code, signed
      * (codes compare as signed integers, as in avx2.c) */
     uint32x4_t kbig = vcgtq_s32(vreinterpretq_s32_u32(code), vreinterpretq_s32_u32(r->maxfin));
     code = vbslq_u32(kbig, r->big_code, code);
+    if (w != NULL) {
+        uint32x4_t wa = vbslq_u32(knorm, vandq_u32(rn, r->keep_mask),
+                                  BITS(vsubq_f32(t, r->sub_c)));
+        wa = vbslq_u32(kbig, r->big_val, wa);
+        *w = F32(vorrq_u32(wa, vandq_u32(u, U32(0x80000000u))));
+    }
     uint32x4_t sgn = vandq_u32(neg, r->sbit);
     if (path == MF_SIMD_SMALL_FNUZ) {
         sgn = vbicq_u32(sgn, vceqq_u32(code, U32(0)));
@@ -230,8 +246,16 @@ enc_small(const regsn *r, float32x4_t x, uint32x4_t *ovf, mf_simd_path path)
     else if (path == MF_SIMD_SMALL_NONE) {
         res = vbslq_u32(knan, vbicq_u32(r->sbit, res), res);
     }
-    *ovf = vorrq_u32(*ovf, vbicq_u32(kbig, vcgtq_u32(au, U32(0x7F7FFFFFu))));
+    if (ovf != NULL) {
+        *ovf = vorrq_u32(*ovf, vbicq_u32(kbig, vcgtq_u32(au, U32(0x7F7FFFFFu))));
+    }
     return res;
+}
+
+MF_INLINE uint32x4_t
+enc_small(const regsn *r, float32x4_t x, uint32x4_t *ovf, mf_simd_path path)
+{
+    return enc_small_w(r, x, ovf, path, NULL);
 }
 
 MF_INLINE uint32x4_t
@@ -374,6 +398,96 @@ mf_neon_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n)
     FOR_PATH(p, CALL, mf_serial_encode_f32(f, src, dst, n))
 #undef CALL
 }
+
+/* ------------------------------------------------------- cast with error */
+
+/* convert's fused loop (kernels.h, cast_err; avx2.c has the reasoning):
+ * four values per vector, the float64 lanes in pairs (acc[0]: lanes 0-1,
+ * ... acc[3]: lanes 6-7; a vector at an element index i with i % 8 == 4
+ * fills lanes 4-7) */
+MF_INLINE float32x4_t
+load_src4(int skind, const void *x, mf_intp i)
+{
+    if (skind == MF_CE_F32) {
+        return vld1q_f32((const float *)x + i);
+    }
+    uint16x4_t c = vld1_u16((const uint16_t *)x + i);
+    return skind == MF_CE_BF16 ? dec_bf16(c) : vcvt_f32_f16(vreinterpret_f16_u16(c));
+}
+
+/* a product of two float32 values is exact in float64: the FMA rounds once,
+ * as the documented multiply-then-add */
+MF_INLINE void
+err_acc4(float32x4_t v, float32x4_t w, float64x2_t *acc_e, float64x2_t *acc_r)
+{
+    float32x4_t e = vsubq_f32(w, v);
+    float64x2_t el = vcvt_f64_f32(vget_low_f32(e)), eh = vcvt_high_f64_f32(e);
+    float64x2_t xl = vcvt_f64_f32(vget_low_f32(v)), xh = vcvt_high_f64_f32(v);
+    acc_e[0] = vfmaq_f64(acc_e[0], el, el);
+    acc_e[1] = vfmaq_f64(acc_e[1], eh, eh);
+    acc_r[0] = vfmaq_f64(acc_r[0], xl, xl);
+    acc_r[1] = vfmaq_f64(acc_r[1], xh, xh);
+}
+
+MF_INLINE mf_intp
+cast_err_run(const regsn *r, int skind, mf_simd_path path, const void *x, void *dst, mf_intp n,
+             float64x2_t e2[4], float64x2_t r2[4])
+{
+    mf_intp i = 0;
+    if (path == MF_SIMD_BF16) {
+        uint32x4_t ovf = U32(0);       /* not reported: the caller drops flags */
+        uint16_t *d = (uint16_t *)dst;
+        for (; i + 8 <= n; i += 8) {
+            float32x4_t v0 = load_src4(skind, x, i), v1 = load_src4(skind, x, i + 4);
+            uint32x4_t c0 = enc_bf16(v0, &ovf), c1 = enc_bf16(v1, &ovf);
+            err_acc4(v0, F32(vshlq_n_u32(c0, 16)), e2, r2);
+            err_acc4(v1, F32(vshlq_n_u32(c1, 16)), e2 + 2, r2 + 2);
+            vst1q_u16(d + i, vcombine_u16(vmovn_u32(c0), vmovn_u32(c1)));
+        }
+        return i;
+    }
+    uint8_t *d = (uint8_t *)dst;
+    for (; i + 16 <= n; i += 16) {
+        uint32x4_t c[4];
+        for (int q = 0; q < 4; q++) {
+            float32x4_t v = load_src4(skind, x, i + 4 * q), w;
+            c[q] = enc_small_w(r, v, NULL, path, &w);
+            err_acc4(v, w, e2 + 2 * (q % 2), r2 + 2 * (q % 2));
+        }
+        vst1q_u8(d + i, pack16b(c[0], c[1], c[2], c[3]));
+    }
+    return i;
+}
+
+#define CAST_ERR_RUN(SK, PATH) done = cast_err_run(&r, SK, PATH, xs, codes, n, e2, r2)
+
+int
+mf_neon_cast_err(mf_stats_block *s, const mf_format *src, const void *x, const mf_format *tgt,
+                 void *codes, mf_intp n)
+{
+    mf_simd_params p = mf_simd_params_of(tgt);
+    if (p.path != MF_SIMD_BF16 && p.path != MF_SIMD_SMALL) {
+        return 0;
+    }
+    regsn r;
+    regs_init(&r, &p);
+    float64x2_t e2[4], r2[4];
+    for (int q = 0; q < 4; q++) {
+        e2[q] = r2[q] = vdupq_n_f64(0.0);
+    }
+    float xb[MF_STATS_BLOCK];
+    const void *xs;
+    int skind = mf_cast_err_source(src, x, n, xb, mf_neon_decode_f32, &xs);
+    mf_intp done = 0;
+    MF_CAST_ERR_DISPATCH(skind, p.small_path, CAST_ERR_RUN)
+    double le[8], lr[8];
+    for (int q = 0; q < 4; q++) {
+        vst1q_f64(le + 2 * q, e2[q]);
+        vst1q_f64(lr + 2 * q, r2[q]);
+    }
+    return mf_cast_err_finish(s, le, lr, xs == xb ? NULL : src, xs, tgt, codes, done, n);
+}
+#undef CAST_ERR_RUN
 
 /* ------------------------------------------------------- binary */
 
@@ -591,4 +705,5 @@ const mf_kernels mf_kernels_neon = {
     .dot = mf_neon_dot,
     .gemm_f32acc = mf_neon_gemm_f32acc,
     .stats_f32 = mf_serial_stats_f32,
+    .cast_err = mf_neon_cast_err,
 };

@@ -159,6 +159,39 @@ mf_stats_merge(mf_stats_acc *a, const mf_stats_block *b, mf_intp n)
     }
 }
 
+int
+mf_cast_err_finish(mf_stats_block *s, double *le, double *lr, const mf_format *src,
+                   const void *x, const mf_format *tgt, void *codes, mf_intp done, mf_intp n)
+{
+    if (done < n) {
+        float v[64], w[64];
+        char *c = (char *)codes + done * tgt->itemsize;
+        if (src == NULL) {
+            memcpy(v, (const float *)x + done, (size_t)(n - done) * sizeof(float));
+        }
+        else {
+            mf_serial_decode_f32(src, (const char *)x + done * src->itemsize, v, n - done);
+        }
+        mf_serial_encode_f32(tgt, v, c, n - done);
+        mf_serial_decode_f32(tgt, c, w, n - done);
+        for (mf_intp i = done; i < n; i++) {
+            int j = (int)(i % MF_STATS_LANES);
+            double e = (double)(float)(w[i - done] - v[i - done]), vd = (double)v[i - done];
+            le[j] = le[j] + e * e;
+            lr[j] = lr[j] + vd * vd;
+        }
+    }
+    for (int j = 0; j < MF_STATS_LANES; j++) {
+        /* a finite block's sums stay finite (2048 squares of float32 values) */
+        if (!(fabs(le[j]) < INFINITY && fabs(lr[j]) < INFINITY)) {
+            return 0;
+        }
+    }
+    s->err2 = mf_stats_combine_sum(le);
+    s->ref2 = mf_stats_combine_sum(lr);
+    return 1;
+}
+
 /* one block: decode x (unless float32), cast to the target and back, the
  * block kernel of the active level */
 static void

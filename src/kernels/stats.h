@@ -68,4 +68,62 @@ void mf_stats_run_f64(mf_stats_acc *a, const double *x, const double *y, mf_intp
  * dequantized tensor), by the active level's stats_f32, block by block */
 void mf_stats_run_f32y(mf_stats_acc *a, const float *x, const float *y, mf_intp n, double rel);
 
+/*
+ * How a level's cast_err reads its source: bfloat16 and IEEE float16 codes
+ * are widened in registers, float32 values loaded.  Any other format is
+ * decoded by the level's `decode` into xb (MF_STATS_BLOCK floats) and read
+ * as float32 from there.  Sets *xs to the values to read; returns the kind.
+ */
+enum { MF_CE_F32, MF_CE_BF16, MF_CE_F16 };
+
+static inline int
+mf_cast_err_source(const mf_format *src, const void *x, mf_intp n, float *xb,
+                   void (*decode)(const mf_format *, const void *, float *, mf_intp),
+                   const void **xs)
+{
+    *xs = x;
+    if (src == NULL) {
+        return MF_CE_F32;
+    }
+    if (src->id == MF_BFLOAT16) {
+        return MF_CE_BF16;
+    }
+    if (src->id == MF_IEEE_FLOAT16) {
+        return MF_CE_F16;
+    }
+    decode(src, x, xb, n);
+    *xs = xb;
+    return MF_CE_F32;
+}
+
+/* RUN(SK, PATH) once per (source kind, target path) pair, each with both as
+ * constants, so a level's loop is compiled for every pair and chosen here */
+#define MF_CE_PATHS(SK, small_path, RUN)                                           \
+    switch (small_path) {                                                         \
+        case MF_SIMD_BF16:       RUN(SK, MF_SIMD_BF16); break;                    \
+        case MF_SIMD_SMALL_IEEE: RUN(SK, MF_SIMD_SMALL_IEEE); break;              \
+        case MF_SIMD_SMALL_FN:   RUN(SK, MF_SIMD_SMALL_FN); break;                \
+        case MF_SIMD_SMALL_FNUZ: RUN(SK, MF_SIMD_SMALL_FNUZ); break;              \
+        default:                 RUN(SK, MF_SIMD_SMALL_NONE); break;              \
+    }
+#define MF_CAST_ERR_DISPATCH(skind, small_path, RUN)                              \
+    switch (skind) {                                                              \
+        case MF_CE_BF16: MF_CE_PATHS(MF_CE_BF16, small_path, RUN) break;          \
+        case MF_CE_F16:  MF_CE_PATHS(MF_CE_F16, small_path, RUN) break;           \
+        default:         MF_CE_PATHS(MF_CE_F32, small_path, RUN) break;           \
+    }
+
+/*
+ * The end of a level's cast_err (kernels.h), shared by the levels: le/lr
+ * hold the eight float64 lanes of err2/ref2 after the first `done` of n
+ * values; the tail (fewer than a vector) goes through the serial codecs into
+ * the same lanes.  src: the source format of x, or NULL for float32 values
+ * at x.  Returns 0 if a lane is not finite (an inf or NaN in x or in the
+ * round trip: the block is left to the general route), else sets s->err2,
+ * s->ref2 (the lanes combined by halving) and returns 1.
+ */
+int mf_cast_err_finish(mf_stats_block *s, double *le, double *lr, const mf_format *src,
+                       const void *x, const mf_format *tgt, void *codes, mf_intp done,
+                       mf_intp n);
+
 #endif

@@ -217,6 +217,8 @@ void mf_neon_binary(mf_binary_op op, const mf_format *f, const void *a, const vo
                     void *out, mf_intp n);
 double mf_neon_sum(const mf_format *f, const void *src, mf_intp n);
 double mf_neon_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
+void mf_neon_stats_f32(mf_stats_block *s, const float *x, const float *y, double rel,
+                       mf_intp n, int moments);
 int mf_neon_cast_err(mf_stats_block *s, const mf_format *src, const void *x,
                      const mf_format *tgt, void *codes, mf_intp n);
 void mf_neon_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,

@@ -704,6 +704,6 @@ const mf_kernels mf_kernels_neon = {
     .sum = mf_neon_sum,
     .dot = mf_neon_dot,
     .gemm_f32acc = mf_neon_gemm_f32acc,
-    .stats_f32 = mf_serial_stats_f32,
+    .stats_f32 = mf_neon_stats_f32,
     .cast_err = mf_neon_cast_err,
 };

@@ -159,6 +159,64 @@ mf_stats_merge(mf_stats_acc *a, const mf_stats_block *b, mf_intp n)
     }
 }
 
+double
+mf_stats_finish_first(mf_stats_block *s, const float *x, mf_intp n8, mf_intp n, float *mn,
+                      float *mx, double *l1, int64_t nan, int64_t fin)
+{
+    for (mf_intp i = n8; i < n; i++) {
+        float v = x[i];
+        int f = fabsf(v) < INFINITY;
+        nan += v != v;
+        fin += f;
+        int j = (int)(i % MF_STATS_LANES);
+        float vl = f ? v : INFINITY, vh = f ? v : -INFINITY;
+        mn[j] = vl < mn[j] ? vl : mn[j];
+        mx[j] = vh > mx[j] ? vh : mx[j];
+        l1[j] = l1[j] + (f ? (double)v : 0.0);
+    }
+    s->nan = nan;
+    s->finite = fin;
+    s->inf = n - nan - fin;
+    s->min = mf_stats_combine_min(mn);
+    s->max = mf_stats_combine_max(mx);
+    double sum = mf_stats_combine_sum(l1);
+    s->sum = sum;
+    return fin ? sum / (double)fin : 0.0;
+}
+
+void
+mf_stats_finish_second(mf_stats_block *s, const float *x, const float *y, mf_intp n8, mf_intp n,
+                       double mean, double rel, double *l2, double *le, double *lr,
+                       int64_t over, int64_t zy, int64_t zx, int64_t gt)
+{
+    for (mf_intp i = n8; i < n; i++) {
+        float v = x[i];
+        int f = fabsf(v) < INFINITY;
+        int j = (int)(i % MF_STATS_LANES);
+        double d = f ? (double)v - mean : 0.0;
+        l2[j] = l2[j] + d * d;
+        if (y != NULL) {
+            float w = y[i];
+            int g = f && fabsf(w) < INFINITY;
+            over += f && !g;
+            zy += g && w == 0;
+            zx += g && v == 0;
+            double xd = g ? (double)v : 0.0;
+            double ed = g ? (double)(float)(w - v) : 0.0;
+            lr[j] = lr[j] + xd * xd;
+            le[j] = le[j] + ed * ed;
+            gt += fabs(ed) > fabs(xd) * rel;
+        }
+    }
+    s->m2 = mf_stats_combine_sum(l2);
+    s->err2 = mf_stats_combine_sum(le);
+    s->ref2 = mf_stats_combine_sum(lr);
+    s->over = over;
+    s->zeros_y = zy;
+    s->zeros_x = zx;
+    s->gt = gt;
+}
+
 int
 mf_cast_err_finish(mf_stats_block *s, double *le, double *lr, const mf_format *src,
                    const void *x, const mf_format *tgt, void *codes, mf_intp done, mf_intp n)

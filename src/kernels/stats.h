@@ -69,6 +69,20 @@ void mf_stats_run_f64(mf_stats_acc *a, const double *x, const double *y, mf_intp
 void mf_stats_run_f32y(mf_stats_acc *a, const float *x, const float *y, mf_intp n, double rel);
 
 /*
+ * The ends of a level's stats_f32, shared by the levels: the values n8..n-1
+ * (fewer than a vector) go into lanes i % 8 in the serial kernel's order,
+ * then the lanes are combined into s.  _first takes the min/max/sum lanes
+ * and the counts of x[0:n8], sets nan, inf, finite, min, max and sum, and
+ * returns the mean; _second takes the m2 and target lanes and counts and
+ * sets the rest (y NULL: no target).
+ */
+double mf_stats_finish_first(mf_stats_block *s, const float *x, mf_intp n8, mf_intp n,
+                             float *mn, float *mx, double *l1, int64_t nan, int64_t fin);
+void mf_stats_finish_second(mf_stats_block *s, const float *x, const float *y, mf_intp n8,
+                            mf_intp n, double mean, double rel, double *l2, double *le,
+                            double *lr, int64_t over, int64_t zy, int64_t zx, int64_t gt);
+
+/*
  * How a level's cast_err reads its source: bfloat16 and IEEE float16 codes
  * are widened in registers, float32 values loaded.  Any other format is
  * decoded by the level's `decode` into xb (MF_STATS_BLOCK floats) and read

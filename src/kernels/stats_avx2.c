@@ -128,26 +128,8 @@ mf_avx2_stats_f32(mf_stats_block *s, const float *x, const float *y, double rel,
     _mm256_storeu_ps(mx, hi);
     _mm256_storeu_pd(l1, s1a);
     _mm256_storeu_pd(l1 + 4, s1b);
-    int64_t nan = hsum_epi32(cnan), fin = hsum_epi32(cfin);
-    for (mf_intp i = n8; i < n; i++) {
-        float v = x[i];
-        int f = fabsf(v) < INFINITY;
-        nan += v != v;
-        fin += f;
-        int j = (int)(i % 8);
-        float vl = f ? v : INFINITY, vh = f ? v : -INFINITY;
-        mn[j] = vl < mn[j] ? vl : mn[j];
-        mx[j] = vh > mx[j] ? vh : mx[j];
-        l1[j] = l1[j] + (f ? (double)v : 0.0);
-    }
-    s->nan = nan;
-    s->finite = fin;
-    s->inf = n - nan - fin;
-    s->min = mf_stats_combine_min(mn);
-    s->max = mf_stats_combine_max(mx);
-    double sum = mf_stats_combine_sum(l1);
-    s->sum = sum;
-    double mean = fin ? sum / (double)fin : 0.0;
+    double mean = mf_stats_finish_first(s, x, n8, n, mn, mx, l1, hsum_epi32(cnan),
+                                        hsum_epi32(cfin));
 
     const __m256d vmean = _mm256_set1_pd(mean), vrel = _mm256_set1_pd(rel);
     __m256d s2a = _mm256_setzero_pd(), s2b = _mm256_setzero_pd();
@@ -241,34 +223,8 @@ mf_avx2_stats_f32(mf_stats_block *s, const float *x, const float *y, double rel,
     _mm256_storeu_pd(le + 4, e2b);
     _mm256_storeu_pd(lr, r2a);
     _mm256_storeu_pd(lr + 4, r2b);
-    int64_t over = hsum_epi32(cover), zy = hsum_epi32(czy), zx = hsum_epi32(czx);
     int64_t g4[4];
     _mm256_storeu_si256((__m256i *)g4, cgt);
-    int64_t gt = g4[0] + g4[1] + g4[2] + g4[3];
-    for (mf_intp i = n8; i < n; i++) {
-        float v = x[i];
-        int f = fabsf(v) < INFINITY;
-        int j = (int)(i % 8);
-        double d = f ? (double)v - mean : 0.0;
-        l2[j] = l2[j] + d * d;
-        if (y != NULL) {
-            float w = y[i];
-            int g = f && fabsf(w) < INFINITY;
-            over += f && !g;
-            zy += g && w == 0;
-            zx += g && v == 0;
-            double xd = g ? (double)v : 0.0;
-            double ed = g ? (double)(float)(w - v) : 0.0;
-            lr[j] = lr[j] + xd * xd;
-            le[j] = le[j] + ed * ed;
-            gt += fabs(ed) > fabs(xd) * rel;
-        }
-    }
-    s->m2 = mf_stats_combine_sum(l2);
-    s->err2 = mf_stats_combine_sum(le);
-    s->ref2 = mf_stats_combine_sum(lr);
-    s->over = over;
-    s->zeros_y = zy;
-    s->zeros_x = zx;
-    s->gt = gt;
+    mf_stats_finish_second(s, x, y, n8, n, mean, rel, l2, le, lr, hsum_epi32(cover),
+                           hsum_epi32(czy), hsum_epi32(czx), g4[0] + g4[1] + g4[2] + g4[3]);
 }

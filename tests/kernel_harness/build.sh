@@ -25,6 +25,7 @@ case "$arch" in
         defs=(-DMF_HAVE_NEON=1 -DMF_HAVE_NEON_BF16=1)
         compile kernels/neon.c -march=armv8-a
         compile kernels/gemm_neon.c -march=armv8-a
+        compile kernels/stats_neon.c -march=armv8-a
         compile kernels/neon_bf16.c -march=armv8.2-a+bf16
         compile kernels/gemm_neon_bf16.c -march=armv8.2-a+bf16
         static=(-static)

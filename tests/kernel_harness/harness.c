@@ -253,13 +253,22 @@ check_stats(const char *lv, const mf_kernels *k, const mf_format *f)
     char *codes = malloc(n * sz);
     unsigned char *tc = malloc(n);
     float *x = malloc(n * 4), *y = malloc(n * 4);
-    for (int trial = 0; trial < (quick ? 2 : 4); trial++) {
+    for (int trial = 0; trial < (quick ? 4 : 8); trial++) {
         fill_codes(f, codes, n);
         mf_serial_decode_f32(f, codes, x, n);
-        if (trial % 2 == 0) {            /* mostly finite: the SIMD levels' unmasked loops */
+        if (trial % 4 != 1) {            /* mostly finite: the SIMD levels' unmasked loops */
             for (long i = 0; i < n; i++) {
                 if (!isfinite(x[i]) && i % 512 != 7) x[i] = (float)(i % 13) - 6.0f;
             }
+        }
+        if (trial % 4 >= 2) {            /* no negative values, zeros of both signs:
+                                          * min's lanes meet +0 and -0 in both orders */
+            for (long i = 0; i < n; i++) {
+                x[i] = fabsf(x[i]);
+                if (i % 24 < 16) x[i] = (i / 8) % 2 ? -0.0f : 0.0f;
+                if (trial % 4 == 2 && !isfinite(x[i])) x[i] = 1.0f;   /* the unmasked loops */
+            }
+            if (trial % 4 == 3) x[20] = NAN;                         /* the masked loops */
         }
         mf_serial_encode_f32(t, x, tc, n);
         mf_serial_decode_f32(t, tc, y, n);
@@ -505,6 +514,32 @@ check_gemm_edge(const char *lv, const mf_kernels *k)
     }
 }
 
+/* inspect's statistics of n float32 values x against their round trip y
+ * ("stats"), or convert's cast of n bfloat16 codes h to f with its error
+ * ("cast_err": the fused loop where the level has one, else the block
+ * route), a block at a time as the driver runs them */
+static void
+count_stats(const mf_kernels *k, const char *kern, const mf_format *f, const float *x,
+            const float *y, const uint16_t *h, long n)
+{
+    static float v[MF_STATS_BLOCK], w[MF_STATS_BLOCK];
+    static unsigned char c[MF_STATS_BLOCK * 4];
+    const mf_format *bf = &mf_formats[MF_BFLOAT16];
+    for (long i = 0; i < n; i += MF_STATS_BLOCK) {
+        long len = n - i < MF_STATS_BLOCK ? n - i : MF_STATS_BLOCK;
+        mf_stats_block s;
+        if (!strcmp(kern, "stats")) {
+            k->stats_f32(&s, x + i, y + i, 0.25, len, 1);
+        }
+        else if (k->cast_err == NULL || !k->cast_err(&s, bf, h + i, f, c, len)) {
+            k->decode_f32(bf, h + i, v, len);
+            k->encode_f32(f, v, c, len);
+            k->decode_f32(f, c, w, len);
+            k->stats_f32(&s, v, w, 1.0, len, 0);
+        }
+    }
+}
+
 /* --count LEVEL KERNEL FORMAT N: run one kernel $MF_COUNT_REPS times (1) on
  * N elements (gemm: N x N x N), for instruction counting under qemu
  * (insn_counts.py) */
@@ -535,6 +570,12 @@ count_mode(char **argv)
         memcpy(b + i * sz, &code, sz);
         x[i] = 1.0f + (float)(rnd() % 1000) / 1000.0f;
     }
+    /* the statistics' inputs: x's round trip through f, x as bfloat16 */
+    float *y = calloc(cnt + 64, 4);
+    uint16_t *h = calloc(cnt + 64, 2);
+    mf_serial_encode_f32(f, x, o, n);
+    mf_serial_decode_f32(f, o, y, n);
+    mf_serial_encode_f32(&mf_formats[MF_BFLOAT16], x, h, n);
     const mf_kernels *k = mf_k;
     volatile double sink = 0;
     const char *reps_env = getenv("MF_COUNT_REPS");
@@ -547,6 +588,7 @@ count_mode(char **argv)
     else if (!strcmp(kern, "sum")) sink = k->sum(f, a, n);
     else if (!strcmp(kern, "dot")) sink = k->dot(f, a, b, n);
     else if (!strcmp(kern, "gemm")) k->gemm_f32acc(f, n, n, n, a, n, b, n, c, n, NULL);
+    else if (!strcmp(kern, "stats") || !strcmp(kern, "cast_err")) count_stats(k, kern, f, x, y, h, n);
     else return 2;
     }
     (void)sink;

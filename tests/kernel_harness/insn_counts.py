@@ -53,7 +53,7 @@ def count(harness, level, kernel, fmt, n, reps):
 
 
 KERNELS = [("decode", 4096), ("encode", 4096), ("add", 4096), ("mul", 4096),
-           ("sum", 4096), ("dot", 4096), ("gemm", 64)]
+           ("sum", 4096), ("dot", 4096), ("gemm", 64), ("stats", 4096), ("cast_err", 4096)]
 FORMATS = ["bfloat16", "float8_e4m3fn", "float4_e2m1fn"]
 LEVELS = ["serial", "neon", "neon_bf16"]
 

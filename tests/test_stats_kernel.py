@@ -205,7 +205,7 @@ def finite_sample(name, n, rng):
 @pytest.mark.parametrize("source", ["bfloat16", "float16", "float32", "float8_e5m2"])
 def test_convert_fused_loop(level, source):
     """convert's mode on blocks of finite values, where a level's fused loop
-    (cast_err_f32: encode and error in one pass) does the work: the codes and
+    (kernels.h, cast_err: encode and error in one pass) does the work: the codes and
     err2/ref2 of every target, bit for bit the serial route's and the model's.
     Lengths leave tails of every size; one run puts a NaN, another an inf,
     in one block only (that block leaves the fused loop, the others stay)."""

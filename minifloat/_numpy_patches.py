@@ -146,6 +146,50 @@ def _patch_arrayprint():
             _replace(arrayprint, name, wrapper, "arrayprint")
         else:
             not_needed.append(("arrayprint", f"{arrayprint.__name__}.{name}"))
+    _patch_exponent_cutoff()
+
+
+def _patch_exponent_cutoff():
+    """NumPy < 2.5 lays a float array out in exponent notation from
+    10**finfo.precision on: from 10 on in float8_e4m3fn (precision 1), from 1
+    in float4 (precision 0), so [448, 240] printed as [4.48e+02, 2.40e+02].
+    The narrow formats are laid out as float32 lays out the same values
+    (positional below 10**6 unless the values span more than 1000x or go
+    below 1e-4, NumPy's other two rules).  FloatingFormat.fillFormat decides
+    and lays out in one method: for a minifloat format whose values float32
+    would print positionally, the call runs with NumPy's legacy cutoff (1e8,
+    above every value below float32's 1e6, and the only thing ``legacy=202``
+    changes there), so NumPy still does the whole layout.  NumPy >= 2.5
+    prints these arrays with str() of each element: no hole, no patch."""
+    cls = arrayprint.FloatingFormat
+    if not _numpy_fails(lambda: "e+" not in repr(np.array([448.0], _core.float8_e4m3fn))):
+        not_needed.append(("arrayprint", f"{arrayprint.__name__}.FloatingFormat.fillFormat"))
+        return
+    orig_fill = cls.fillFormat
+    f32_cutoff = 10.0 ** min(8, np.finfo(np.float32).precision)
+
+    def float32_would_use_exponent(self, data):
+        with np.errstate(all="ignore"):
+            vals = np.asarray(data, dtype=np.float32)
+            vals = np.abs(vals[np.isfinite(vals)])
+            vals = vals[vals != 0]
+            if vals.size == 0:
+                return False
+            lo, hi = vals.min(), vals.max()
+            return bool(hi >= f32_cutoff or (not self.suppress_small and (lo < 0.0001 or hi / lo > 1000.0)))
+
+    @functools.wraps(orig_fill)
+    def fillFormat(self, data):
+        if (type(data.dtype) not in _FLOAT_DTYPES or self._legacy <= 202
+                or float32_would_use_exponent(self, data)):
+            return orig_fill(self, data)
+        legacy, self._legacy = self._legacy, 202
+        try:
+            return orig_fill(self, data)
+        finally:
+            self._legacy = legacy
+
+    _replace(cls, "fillFormat", fillFormat, "arrayprint")
 
 
 # ---------------------------------------------------------------------- dot

@@ -130,3 +130,38 @@ def test_array_elements_print_by_the_rule(name, values, printed):
     a = np.array(values, mf_type(name))
     elements = str(a).strip("[]").split()
     assert [float(e) for e in elements] == printed
+
+
+# values float32 lays out positionally (below 10**6, within 1000x, none below 1e-4)
+@pytest.mark.parametrize("name, values", [
+    ("float8_e4m3fn", [448.0, 240.0]),
+    ("float8_e4m3fn", [12.0, 0.5]),
+    ("float4_e2m1fn", [6.0, 6.0]),
+    ("float4_e2m1fn", [1.0, -3.0, 0.5]),
+    ("float6_e2m3fn", [7.5, 1.0]),
+    ("float6_e3m2fn", [28.0, 0.25]),
+    ("float8_e5m2", [57344.0, 1024.0]),
+    ("float8_e8m0fnu", [256.0, 1024.0]),
+    ("bfloat16", [448.0, 240.0, 1000.0]),
+])
+def test_narrow_formats_lay_out_positionally_where_float32_does(name, values):
+    a = np.array(values, mf_type(name))
+    f32 = a.astype(np.float32)
+    assert "e+" not in repr(f32) and "e-" not in repr(f32)
+    text = repr(a)
+    assert "e+" not in text and "e-" not in text, text
+    assert [float(e) for e in str(a).strip("[]").split()] == f32.tolist()
+    assert _same_code(eval(text, NAMES), a, name)
+
+
+@pytest.mark.skipif(np.lib.NumpyVersion(np.__version__) >= "2.5.0",
+                    reason="NumPy >= 2.5 prints each element with str(), never in a shared exponent")
+@pytest.mark.parametrize("name, values", [
+    ("bfloat16", [0.001, 100.0]),          # over 1000x apart
+    ("bfloat16", [2.0 ** 24, 3.0]),        # 10**6 and more
+    ("float8_e4m3fn", [448.0, 0.125]),     # over 1000x apart
+])
+def test_narrow_formats_use_the_exponent_where_float32_does(name, values):
+    a = np.array(values, mf_type(name))
+    assert "e+" in repr(a.astype(np.float32))
+    assert "e+" in repr(a)

@@ -1,7 +1,9 @@
 """Independent references for the family conformance tests (tests/test_family_*.py).
 
 Nothing here calls minifloat's codec: every format is re-derived from its
-definition (shared/reference/formats.md, the OCP 8-bit FP and MX specs), its
+definition (the OCP 8-bit floating point spec OFP8 v1.0 for e4m3fn/e5m2, the OCP
+Microscaling (MX) spec v1.0 for the 6- and 4-bit formats and e8m0, ml_dtypes'
+definitions for bfloat16, e3m4, e4m3 and the fnuz formats), its
 values are built as exact Fractions, and rounding is done against exact
 midpoints.  The midpoints of neighbouring values of any of these formats need
 at most 9 significant bits, so they are exact float64 numbers and comparing a
@@ -42,8 +44,10 @@ INT_DEFS = {
     "int4": (4, True), "uint4": (4, False), "int2": (2, True),
     "uint2": (2, False), "int1": (1, True), "uint1": (1, False),
 }
-# the facts table of shared/reference/formats.md (max finite, smallest normal,
-# smallest subnormal, eps, NaN code count, DLPack code)
+# facts written down from the sources above, independently of the codec (max
+# finite, smallest normal, smallest subnormal and eps as ml_dtypes 0.6's finfo
+# prints them, the number of NaN codes, the DLPack type code of dlpack.h; 6 and
+# 4-bit formats' codes are DLPack 1.1's kDLFloat6_e2m3fn ... kDLFloat4_e2m1fn)
 FACTS = {
     "bfloat16": (3.38953e+38, 1.17549e-38, 9.18355e-41, 0.0078125, 254, 4),
     "float8_e3m4": (15.5, 0.25, 0.015625, 0.0625, 30, 7),

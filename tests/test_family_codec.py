@@ -50,7 +50,7 @@ def test_family_lists_match_the_definitions():
 @pytest.mark.parametrize("name", R.FLOAT_NAMES)
 def test_format_table_row(name):
     """_core.formats() agrees with the formats' definitions and with the facts
-    table of shared/reference/formats.md."""
+    table in _family_refs (OFP8, OCP MX, ml_dtypes' finfo, DLPack 1.1's codes)."""
     row, f = FORMATS[name], R.fmt(name)
     e, m, bias, special, signed = R.FLOAT_DEFS[name]
     assert (row["exp_bits"], row["mant_bits"], row["bias"], row["special"], row["has_sign"]) == \

@@ -124,8 +124,8 @@ def header_lines(rep):
         usable = ncpu
     vers = dict(env.versions())
     lines = [
-        f"minifloat benchmarks, {rep.started}: N = {n_text(o.n)}, dot n = {n_text(env.n_dot)}, matmul "
-        f"{o.mm_sizes[0]}^3 and {o.mm_sizes[1]}^3; min of up to {o.repeat} repeats",
+        f"minifloat benchmarks, {rep.started}: N = {n_text(o.n)}, dot n = {n_text(env.n_dot)}, "
+        f"matmul {o.mm_sizes[0]}^3 and {o.mm_sizes[1]}^3; min of up to {o.repeat} repeats",
         f"machine: {cpu}, {ncpu} logical CPUs ({usable} usable), {platform.system()} "
         f"{platform.release().split('-')[0]}, Python {platform.python_version()}",
         f"load average at start/end: {' / '.join(f'{x:.2f}' for x in rep.load) or '?'}"

@@ -172,8 +172,9 @@ def test_failures_do_not_stop_the_run(monkeypatch, capsys):
         raise RuntimeError("no")
 
     boom = [harness.Case("boom run", "a run that raises",
-                        lambda env: harness.Plan([harness.Run("minifloat", "1/0", lambda: 1 / 0)])),
-             harness.Case("boom setup", "a setup that raises", broken_setup)]
+                         lambda env: harness.Plan([harness.Run("minifloat", "1/0",
+                                                               lambda: 1 / 0)])),
+            harness.Case("boom setup", "a setup that raises", broken_setup)]
     monkeypatch.setattr(cases, "CASES", boom)
     out = run_bench(capsys)
     # once, or twice with the row of minifloat at one thread

@@ -13,7 +13,8 @@ TIMING = re.compile(r"\b(perf_counter|process_time|timeit)\b")
 
 def shipped():
     """The installed package's files (RECORD), without the dist-info and scripts."""
-    files = [f for f in importlib.metadata.files("minifloat") or () if f.parts[:1] == ("minifloat",)]
+    files = [f for f in importlib.metadata.files("minifloat") or ()
+             if f.parts[:1] == ("minifloat",)]
     if not any(f.parts == ("minifloat", "__init__.py") for f in files):
         pytest.skip("an editable install: the package's files are the checkout's")
     return files

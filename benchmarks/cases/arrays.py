@@ -7,7 +7,7 @@ import minifloat as mf
 from .. import harness
 from ..harness import Plan, Run
 
-
+# Formats the cast cases use: the minifloat/ml_dtypes, torch and numkong names.
 FORMATS = {
     "bf16": ("bfloat16", "bfloat16", "bf16"),
     "e4m3fn": ("float8_e4m3fn", "float8_e4m3fn", "e4m3"),

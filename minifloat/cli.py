@@ -8,7 +8,6 @@
     minifloat info                  the environment: versions, kernel level, integrations
     minifloat formats [--markdown]  the format table (docs/formats.md)
     minifloat promotion [--markdown] the promotion table (docs/promotion.md)
-    minifloat bench [options]       the benchmark (see minifloat.bench)
 """
 import argparse
 import os
@@ -35,7 +34,7 @@ def _cmd_info(args):
     for dist, what in (("torch", "from_dlpack/to_torch, safetensors round trips"),
                        ("jax", "from_dlpack/to_jax"), ("ml_dtypes", "casts with ml_dtypes' arrays"),
                        ("safetensors", "reference for minifloat.safetensors"),
-                       ("numkong", "minifloat bench"), ("matplotlib", "minifloat inspect --plot"),
+                       ("numkong", "benchmarks/ in the checkout"), ("matplotlib", "minifloat inspect --plot"),
                        ("tqdm", "progress bars in inspect/convert")):
         try:
             v = importlib.metadata.version(dist)
@@ -164,12 +163,6 @@ def _cmd_promotion(args):
     return 0
 
 
-def _cmd_bench(args):
-    from . import bench
-
-    return bench.main(args.bench_args)
-
-
 class UserError(Exception):
     """A mistake in what the user asked for: one line on stderr, exit 2."""
 
@@ -205,12 +198,6 @@ def _version():
 
 def _main(argv):
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["bench"]:
-        # everything after "bench" is the benchmark's own (argparse's
-        # REMAINDER would drop options given right after the subcommand)
-        from . import bench
-
-        return bench.main(argv[1:])
     parser = argparse.ArgumentParser(prog="minifloat", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"minifloat {_version()}")
@@ -261,10 +248,6 @@ def _main(argv):
     p_prom = sub.add_parser("promotion", help="the promotion table (Markdown)")
     p_prom.add_argument("--markdown", action="store_true", help="(the only output form)")
     p_prom.set_defaults(func=_cmd_promotion)
-    p_bench = sub.add_parser("bench", help="time minifloat against numpy, ml_dtypes, torch, numkong",
-                             add_help=False)
-    p_bench.add_argument("bench_args", nargs=argparse.REMAINDER)
-    p_bench.set_defaults(func=_cmd_bench)
     args = parser.parse_args(argv)
     if args.command is None:
         args = parser.parse_args(["info"])

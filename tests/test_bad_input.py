@@ -247,14 +247,6 @@ def test_cli_bad_arguments_exit_2(argv, capsys):
     assert "usage" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv", [["bench", "--size", "abc"], ["bench", "--formats", "nope"],
-                                  ["bench", "--bogus-option"]])
-def test_cli_bench_bad_arguments(argv, capsys):
-    with pytest.raises(SystemExit) as e:
-        cli.main(argv)
-    assert e.value.code not in (0, None)
-
-
 # ---------------------------------------------------------------- scalars
 
 @pytest.mark.parametrize("arg", ["abc", None, object(), [1, 2], {}, b"\x00", 1 + 2j])

@@ -1,14 +1,23 @@
-"""Smoke tests of `minifloat bench`: it runs at tiny sizes and prints the tables.
+"""Smoke tests of the benchmark (benchmarks/ in the checkout, `python -m benchmarks`):
+it runs at tiny sizes and prints the tables.
 
 No timing is asserted: the machine is shared and numbers are noise at these sizes."""
 import importlib.util
+import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 import minifloat
-from minifloat import bench, cli
+from _checkout import BENCHMARKS, ROOT, benchmarks
+
+run = benchmarks("run")
+report = benchmarks("report")
+harness = benchmarks("harness")
+cases = benchmarks("cases")
 
 QUICK = ["--quick", "--repeat", "1"]
 HAVE_ML = importlib.util.find_spec("ml_dtypes") is not None
@@ -16,7 +25,7 @@ HAVE_TORCH = importlib.util.find_spec("torch") is not None
 
 
 def run_bench(capsys, *args):
-    assert bench.main(QUICK + list(args)) == 0
+    assert run.main(QUICK + list(args)) == 0
     return capsys.readouterr().out
 
 
@@ -34,7 +43,7 @@ def summary_rows(out):
 
 
 def test_registry():
-    names = [c.name for c in bench.CASES]
+    names = [c.name for c in cases.CASES]
     assert len(names) == len(set(names))
     for want in ("cast f32->bf16 out", "cast f32->bf16 astype", "cast bf16->f32 out",
                  "cast f32->e4m3fn astype",
@@ -42,21 +51,21 @@ def test_registry():
                  "sum bf16 axis=0", "dot bf16", "matmul bf16 small", "matmul bf16 large",
                  "exp bf16", "dlpack import bf16", "block matmul"):
         assert want in names
-    assert [c.name for c in bench.select_cases("matmul")] == ["matmul bf16 small",
+    assert [c.name for c in cases.select_cases("matmul")] == ["matmul bf16 small",
                                                               "matmul bf16 large",
                                                               "block matmul"]
-    assert len(bench.select_cases("e4m3fn,e5m2")) == 8
-    assert bench.select_cases(None) == bench.CASES
+    assert len(cases.select_cases("e4m3fn,e5m2")) == 8
+    assert cases.select_cases(None) == cases.CASES
 
 
 def test_full_quick_run(capsys):
     out = run_bench(capsys)
-    assert all(len(line) <= bench.WIDTH for line in out.splitlines()), "wider than 100 columns"
+    assert all(len(line) <= report.WIDTH for line in out.splitlines()), "wider than 100 columns"
     assert "minifloat speed-up vs each library" in out
     assert "kernel level" in out
     rows = summary_rows(out)
-    env = bench.Env(2**14, (32, 64))
-    expected = [c.label(env) for c in bench.CASES if c.available()]
+    env = harness.Env(2**14, (32, 64))
+    expected = [c.label(env) for c in cases.CASES if c.available()]
     assert list(rows) == expected
     for cells in rows.values():
         # minifloat ms, peers (torch at 1 and maybe N threads), then numpy u16 (add,
@@ -77,11 +86,11 @@ def test_full_quick_run(capsys):
 
 
 def test_structure_and_results():
-    opts = bench.parse_args(QUICK + ["--cases", "sum bf16,dot"])
-    rep = bench.run(opts)
-    names = [c.name for c in bench._cases_of(rep.rows)]
+    opts = run.parse_args(QUICK + ["--cases", "sum bf16,dot"])
+    rep = run.run(opts)
+    names = [c.name for c in report.cases_of(rep.rows)]
     assert names == ["sum bf16", "sum bf16 axis=0", "dot bf16"]
-    for case in bench._cases_of(rep.rows):
+    for case in report.cases_of(rep.rows):
         first = next(r for r in rep.rows if r.case is case)
         assert first.who == "minifloat" and first.seconds > 0
         assert not first.wrong and first.err < 1e-2
@@ -92,12 +101,12 @@ def test_structure_and_results():
         assert sums["ml_dtypes"].wrong and sums["ml_dtypes"].value < exact / 4
     if HAVE_TORCH:
         assert not sums["torch 1t"].wrong
-    text = bench.render_text(rep)
+    text = report.render_text(rep)
     assert "sum bf16 results: exact" in text
 
 
 def test_without_peers(monkeypatch, capsys):
-    monkeypatch.setattr(bench, "_import_peer", lambda name: None)
+    monkeypatch.setattr(harness, "import_peer", lambda name: None)
     out = run_bench(capsys, "--cases", "bf16->f32,add,exp,matmul bf16 small")
     assert "ml_dtypes not installed" in out and "torch not installed" in out
     # without torch there is no multi-threaded torch column: ml_dtypes, torch 1t, numpy, numkong
@@ -115,15 +124,15 @@ def test_levels(capsys):
 
 def test_markdown_and_write_docs(tmp_path, capsys):
     doc = tmp_path / "benchmarks.md"
-    doc.write_text(f"# Benchmarks\n\nprose\n\n{bench.DOCS_BEGIN}\nold table\n{bench.DOCS_END}\n"
+    doc.write_text(f"# Benchmarks\n\nprose\n\n{report.DOCS_BEGIN}\nold table\n{report.DOCS_END}\n"
                    "\nafter\n")
     out = run_bench(capsys, "--cases", "sum bf16", "--markdown", "--write-docs", str(doc))
     assert "| case | minifloat ms |" in out
     text = doc.read_text()
     assert "prose" in text and "after" in text and "old table" not in text
     # the older unkeyed block became this kind of CPU's block
-    begin, end = bench._markers(bench.machine_kind())
-    assert bench.DOCS_BEGIN not in text
+    begin, end = report._markers(report.machine_kind())
+    assert report.DOCS_BEGIN not in text
     assert text.count(begin) == 1 and text.count(end) == 1 and "| sum bf16 |" in text
     assert "machine:" in text and "numpy" in text
 
@@ -131,9 +140,9 @@ def test_markdown_and_write_docs(tmp_path, capsys):
 def test_write_docs_keeps_one_table_per_kind_of_cpu(tmp_path):
     doc = tmp_path / "benchmarks.md"
     doc.write_text("# Benchmarks\n\nprose\n")
-    bench.write_docs(doc, "table A1", "avx2")
-    bench.write_docs(doc, "table B", "avx512bf16")
-    bench.write_docs(doc, "table A2", "avx2")
+    report.write_docs(doc, "table A1", "avx2")
+    report.write_docs(doc, "table B", "avx512bf16")
+    report.write_docs(doc, "table A2", "avx2")
     text = doc.read_text()
     assert "table A1" not in text and "table A2" in text and "table B" in text
     assert text.index("table A2") < text.index("table B")       # replaced where it was
@@ -162,20 +171,65 @@ def test_failures_do_not_stop_the_run(monkeypatch, capsys):
     def broken_setup(env):
         raise RuntimeError("no")
 
-    cases = [bench.Case("boom run", "a run that raises",
-                        lambda env: bench.Plan([bench.Run("minifloat", "1/0", lambda: 1 / 0)])),
-             bench.Case("boom setup", "a setup that raises", broken_setup)]
-    monkeypatch.setattr(bench, "CASES", cases)
+    boom = [harness.Case("boom run", "a run that raises",
+                         lambda env: harness.Plan([harness.Run("minifloat", "1/0",
+                                                               lambda: 1 / 0)])),
+            harness.Case("boom setup", "a setup that raises", broken_setup)]
+    monkeypatch.setattr(cases, "CASES", boom)
     out = run_bench(capsys)
     # once, or twice with the row of minifloat at one thread
     assert out.count("fails: ZeroDivisionError") == 1 + (minifloat.get_num_threads() > 1)
     assert "fails: RuntimeError" in out
 
 
-def test_cli(capsys):
-    assert cli.main(["bench", "--", "--list"]) == 0
-    assert "matmul bf16 large" in capsys.readouterr().out
-    assert bench.main(["--cases", "no such case"]) == 2
+def _python(args, cwd, flags=()):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([sys.executable, *flags, *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_cli(tmp_path, capsys):
+    # from the checkout root (whose minifloat/ is the unbuilt source) and as a script
+    for args, cwd in ((["-m", "benchmarks", "--list"], ROOT),
+                      ([os.path.join(BENCHMARKS, "run.py"), "--list"], tmp_path)):
+        out = _python(args, cwd)
+        assert out.returncode == 0, out.stderr
+        assert "matmul bf16 large" in out.stdout
+    assert run.main(["--cases", "no such case"]) == 2
+
+
+def test_times_the_installed_package():
+    """From the checkout root the benchmarks import the installed minifloat, not the
+    source folder there; without one they say so (not Python's circular-import message)."""
+    out = _python(["-c", "import benchmarks, minifloat; print(minifloat.__file__)"], ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == minifloat.__file__
+    out = _python(["-m", "benchmarks", "--list"], ROOT, flags=["-S"])   # no site-packages
+    assert out.returncode != 0
+    last = out.stderr.strip().splitlines()[-1]
+    assert "the benchmarks time the installed minifloat" in last and "pip install" in last
+    assert "circular import" not in out.stderr
+
+
+@pytest.mark.parametrize("argv", [["--size", "abc"], ["--formats", "nope"], ["--bogus-option"]])
+def test_bad_arguments(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        run.main(argv)
+    assert e.value.code not in (0, None)
+
+
+def test_the_cli_has_no_bench_subcommand(capsys):
+    from minifloat import cli
+
+    with pytest.raises(SystemExit) as e:
+        cli.main(["bench", "--list"])
+    assert e.value.code == 2
+    assert "invalid choice: 'bench'" in capsys.readouterr().err
+
+
+def test_dlpack_import_cost_runs():
+    res = benchmarks("dlpack_import").import_cost(number=50, repeat=1, large=1 << 10)
+    assert res["mf.from_dlpack(ndarray f32)"] > 0
 
 
 def test_max_call_estimates(capsys):
@@ -192,10 +246,10 @@ def test_summary_columns_fit_the_width():
             "u16", "mf 1t"]
     rows = [["cast f32->e4m3fn astype", "0.313", "n/a", "2.91x", "2.80x", "n/a", "absent",
              "0.046x", "0.021x"]]
-    lines = bench._fmt_cols(head, rows, "<" + ">" * 8)
+    lines = report._fmt_cols(head, rows, "<" + ">" * 8)
     widths = [max(len(h), len(c)) for h, c in zip(head, rows[0])]
-    assert sum(widths) + 2 * 8 > bench.WIDTH                        # two spaces would not fit
-    assert all(len(line) <= bench.WIDTH for line in lines)
+    assert sum(widths) + 2 * 8 > report.WIDTH                        # two spaces would not fit
+    assert all(len(line) <= report.WIDTH for line in lines)
     assert lines[2].split() == rows[0][:1][0].split() + rows[0][1:]
-    narrow = bench._fmt_cols(head[:3], [r[:3] for r in rows], "<>>")
+    narrow = report._fmt_cols(head[:3], [r[:3] for r in rows], "<>>")
     assert "  " in narrow[2].split("cast f32->e4m3fn astype")[1]     # room: two spaces

@@ -688,19 +688,20 @@ def test_dlpack_parts_to_torch():
 
 @pytest.mark.parametrize("name", ["mxfp8", "mxfp4", "nvfp4"])
 def test_bench_cases_and_their_numpy_code_agree(name):
-    """`minifloat bench` times quantize/dequantize against a NumPy version of
-    the spec: that version gives the same bits"""
-    from minifloat import bench
-    assert f"quantize {name}" in [c.name for c in bench.CASES]
-    assert f"dequantize {name}" in [c.name for c in bench.CASES]
-    fmt, elem, emax, mx = bench._BLOCK_BENCH[name]
+    """The benchmark (benchmarks/ in the checkout) times quantize/dequantize against
+    a NumPy version of the spec: that version gives the same bits"""
+    from _checkout import benchmarks
+    blocks = benchmarks("cases.blocks")
+    assert f"quantize {name}" in [c.name for c in benchmarks("cases").CASES]
+    assert f"dequantize {name}" in [c.name for c in benchmarks("cases").CASES]
+    fmt, elem, emax, mx = blocks.BLOCK_BENCH[name]
     x = wide_data(4, 256, 15).reshape(-1)
-    codes, scales, ts = bench.np_block_quantize(x, fmt, getattr(mf, elem), emax, mx,
-                                                mf.float8_e4m3fn)
+    codes, scales, ts = blocks.np_block_quantize(x, fmt, getattr(mf, elem), emax, mx,
+                                                 mf.float8_e4m3fn)
     q = mf.quantize(x, fmt)
     np.testing.assert_array_equal(np.asarray(q.data).view(np.uint8), codes.view(np.uint8).reshape(-1))
     np.testing.assert_array_equal(q.scales.view(np.uint8), np.asarray(scales).view(np.uint8).reshape(-1))
-    y = bench.np_block_dequantize(codes, scales, fmt, getattr(mf, elem), ts)
+    y = blocks.np_block_dequantize(codes, scales, fmt, getattr(mf, elem), ts)
     np.testing.assert_array_equal(q.dequantize().view(np.uint32), y.view(np.uint32))
 
 

@@ -3,7 +3,7 @@ third-party audio/image calls fed what ``tensor.numpy()`` returns for a
 bfloat16 torch tensor under ``patch_torch("native")`` (a minifloat bfloat16
 array), compared with the same call on ``tensor.float().numpy()``.
 
-    python tools/boundary_survey.py          # prints the markdown table
+    python benchmarks/boundary_survey.py         # prints the markdown table
 
 A call "behaves like float32" when it runs and its result (or the file it
 writes) equals the float32 run's, value for value, after converting both

@@ -4,7 +4,7 @@ statistics of `minifloat inspect` against the same statistics in torch (one
 thread), and `minifloat convert` bf16 -> float8_e4m3fn against torch's
 .to() plus safetensors.torch.save_file.
 
-    python tools/bench_checkpoint.py [--gib 1] [--dir /tmp] [--repeat 3]
+    python benchmarks/bench_checkpoint.py [--gib 1] [--dir /tmp] [--repeat 3]
 
 The file is read once before timing, so every run reads from the page cache
 (the numbers are the libraries' costs, not the disk's).  Best of --repeat.

@@ -1,0 +1,32 @@
+"""minifloat's benchmarks.  Not part of the package: they live in the checkout and
+time the *installed* minifloat (`pip install .` first).
+
+    python -m benchmarks [--quick] [--cases ...] [--markdown] [--write-docs] ...
+                                        the benchmark (run.py; also python benchmarks/run.py)
+    python benchmarks/dlpack_import.py  the cost of importing a tensor (docs/exchange.md)
+    python benchmarks/bench_checkpoint.py   a 1 GiB checkpoint (docs/safetensors.md)
+    python benchmarks/boundary_survey.py    bf16 arrays fed to other libraries (docs/exchange.md)
+    python benchmarks/thread_threshold.py   where two threads start to pay (docs/design.md)
+
+`python -m benchmarks` runs from the checkout root, whose minifloat/ is the
+source package without its compiled core: importing this package takes the
+root off sys.path first, so that `import minifloat` finds the installed one.
+"""
+import os
+import sys
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+
+
+def _import_installed_minifloat():
+    sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != _ROOT]
+    try:
+        import minifloat  # noqa: F401
+    except ImportError as e:
+        raise ImportError(
+            f"the benchmarks time the installed minifloat, and this Python ({sys.executable}) "
+            f"has none that imports ({e}). Install the checkout first: "
+            f"pip install --no-build-isolation {_ROOT}") from None
+
+
+_import_installed_minifloat()

@@ -1,0 +1,89 @@
+"""The benchmark's cases, in the order of the tables: one ``register`` call each.
+
+The builders (``env -> Plan``, see benchmarks/harness.py) live by topic:
+arrays.py (casts, elementwise, reductions, exp, DLPack import), matmul.py
+(bf16 and block-scaled matmul), blocks.py (quantize / dequantize of the
+block-scaled formats) and checkpoints.py (safetensors load, inspect, convert).
+"""
+import minifloat as mf
+
+from ..harness import Case, n_text
+from . import arrays, blocks, checkpoints, matmul
+
+CASES: list = []
+
+
+def register(name, title, build, available=None, size=None):
+    assert all(c.name != name for c in CASES), name
+    case = Case(name, title, build)
+    if available:
+        case.available = available
+    if size:
+        case.size = size
+    CASES.append(case)
+
+
+def _register_all():
+    for fmt, modes in (("bf16", (True, False)), ("e4m3fn", (True, False)),
+                       ("e5m2", (True, False))):
+        for to_fmt in (True, False):
+            for astype in modes:
+                a, b = ("f32", fmt) if to_fmt else (fmt, "f32")
+                kind = "astype" if astype else "out"
+                title = (f"cast {a} -> {b}, " +
+                         ("astype (allocates)" if astype else "into a preallocated array"))
+                register(f"cast {a}->{b} {kind}", title,
+                         lambda env, f=fmt, t=to_fmt, s=astype: arrays.build_cast(f, t, s, env))
+    register("add bf16", "elementwise add of two bf16 arrays",
+             lambda env: arrays.build_binary("add", env))
+    register("multiply bf16", "elementwise multiply of two bf16 arrays",
+             lambda env: arrays.build_binary("multiply", env))
+    register("sum bf16", "sum of a bf16 array (values in [0, 1)); result shown",
+             lambda env: arrays.build_sum(False, env))
+    register("sum bf16 axis=0", "sum along axis 0 of a 2-D bf16 array (values in [0, 1))",
+             lambda env: arrays.build_sum(True, env))
+    register("dot bf16", "dot product of two bf16 vectors; result shown", arrays.build_dot,
+             size=lambda env: f"n={n_text(env.n_dot)}")
+    register("matmul bf16 small", "matmul of two square bf16 matrices",
+             lambda env: matmul.build_matmul(env.mm_sizes[0], env),
+             size=lambda env: f"{env.mm_sizes[0]}^3")
+    register("matmul bf16 large", "matmul of two square bf16 matrices",
+             lambda env: matmul.build_matmul(env.mm_sizes[1], env),
+             size=lambda env: f"{env.mm_sizes[1]}^3")
+    register("exp bf16", "exp of a bf16 array into a preallocated array", arrays.build_exp)
+    register("dlpack import bf16", "DLPack import of a 1024-element bf16 tensor (torch's, "
+             "else JAX's)",
+             arrays.build_dlpack, available=arrays.dlpack_producer, size=lambda env: "")
+    for name in blocks.BLOCK_BENCH:
+        for dequant in (False, True):
+            verb = "dequantize" if dequant else "quantize"
+            register(f"{verb} {name}", f"{verb} {blocks.BLOCK_BENCH[name][0]} (float32 "
+                     f"{'<-' if dequant else '->'} block-scaled), rows of 4096",
+                     lambda env, nm=name, d=dequant: blocks.build_block(nm, d, env),
+                     available=lambda: hasattr(mf, "quantize"))
+    register("block matmul", "matmul of two block-scaled square matrices (float32 result) "
+             "vs bf16 and float32 matmul",
+             lambda env: matmul.build_block_matmul(env.mm_sizes[1], env),
+             available=lambda: hasattr(mf, "block_matmul"),
+             size=lambda env: f"{env.mm_sizes[1]}^3")
+    register("ckpt load bf16", "load a bf16 safetensors checkpoint (4 tensors, N values)",
+             checkpoints.build_load)
+    register("ckpt inspect bf16", "`minifloat inspect` statistics of that checkpoint "
+             "(min, max, mean, std, NaN, inf)", lambda env: checkpoints.build_inspect(None, env))
+    register("ckpt inspect bf16 fp8", "the same with --target float8_e4m3fn (overflow, "
+             "flush, precision loss, RMS error)",
+             lambda env: checkpoints.build_inspect("float8_e4m3fn", env))
+    register("ckpt convert bf16->fp8", "`minifloat convert --to float8_e4m3fn` of that "
+             "checkpoint (file to file)", checkpoints.build_convert)
+    register("ckpt inspect bf16 mxfp4", "the same with --target mxfp4 (quantize, dequantize "
+             "and the error, in whole-block chunks)",
+             lambda env: checkpoints.build_inspect_block("mxfp4", env))
+
+
+_register_all()
+
+
+def select_cases(pattern):
+    """The cases whose name contains one of the comma-separated substrings (all: None)."""
+    pats = [p.strip().lower() for p in (pattern or "").split(",") if p.strip()]
+    return [c for c in CASES if not pats or any(p in c.name.lower() for p in pats)]

@@ -1,0 +1,206 @@
+"""Cases on arrays: casts to and from bf16/float8, elementwise add and multiply,
+sums, the dot product, exp, and the DLPack import of a bf16 tensor."""
+import numpy as np
+
+import minifloat as mf
+
+from .. import harness
+from ..harness import Plan, Run
+
+# Formats the cast cases use: the minifloat/ml_dtypes, torch and numkong names.
+FORMATS = {
+    "bf16": ("bfloat16", "bfloat16", "bf16"),
+    "e4m3fn": ("float8_e4m3fn", "float8_e4m3fn", "e4m3"),
+    "e5m2": ("float8_e5m2", "float8_e5m2", "e5m2"),
+}
+
+
+def build_cast(fmt, to_fmt, astype, env):
+    """f32 -> fmt (to_fmt) or fmt -> f32; astype (allocating) or into `out`."""
+    mf_name, torch_name, nk_name = FORMATS[fmt]
+    n = env.n
+    x32 = env.f32("x", n)
+    code = env.coded("x", n, mf_name)          # the same values in fmt
+    src, dst_mf = (x32, getattr(mf, mf_name)) if to_fmt else (code, np.float32)
+
+    def np_runs(who, src, dst):
+        if astype:
+            return Run(who, f"x.astype({dtname(dst)})", lambda: src.astype(dst))
+        out = np.empty(src.shape, dst)
+        return Run(who, "copyto(out, x, casting='unsafe')",
+                   lambda: np.copyto(out, src, casting="unsafe"))
+
+    runs = [np_runs("minifloat", src, dst_mf)]
+    if env.ml is not None:
+        ml_t = getattr(env.ml, mf_name)
+        ml_src, ml_dst = (x32, ml_t) if to_fmt else (env.as_ml(code), np.float32)
+        runs.append(np_runs("ml_dtypes", ml_src, ml_dst))
+    if env.torch is not None:
+        torch = env.torch
+        t_fmt = getattr(torch, torch_name)
+        ts = torch.from_numpy(x32) if to_fmt else env.as_torch(code)
+        t_dst = t_fmt if to_fmt else torch.float32
+        if astype:
+            runs.append(Run("torch", f"x.to({dtname(t_dst)})", lambda: ts.to(t_dst)))
+        else:
+            tout = torch.empty(n, dtype=t_dst)
+            runs.append(Run("torch", "out.copy_(x)", lambda: tout.copy_(ts)))
+    out32 = np.empty_like(x32)
+    runs.append(Run("numpy", "f32 memcpy: np.copyto(y32, x32)",
+                    lambda: np.copyto(out32, x32), note="reference"))
+    if env.nk is not None:
+        nk = env.nk
+        ns = x32 if to_fmt else env.as_nk(code, nk_name)
+        n_dst = nk_name if to_fmt else "float32"
+        if astype:
+            runs.append(Run("numkong", f"nk.astype(x, '{n_dst}')", lambda: nk.astype(ns, n_dst)))
+        else:
+            nout = env.as_nk(np.empty(n, dst_mf), nk_name) if to_fmt else np.empty(n, np.float32)
+            runs.append(Run("numkong", f"nk.astype(x, '{n_dst}', out=out)",
+                            lambda: nk.astype(ns, n_dst, out=nout)))
+    return Plan(runs, nbytes=n * (4 + code.itemsize))
+
+
+def dtname(t):
+    """A dtype's short name (NumPy scalar types and torch dtypes alike)."""
+    return getattr(t, "__name__", None) or str(t)
+
+
+def build_binary(op_name, env):
+    n = env.n
+    a, b = env.coded("x", n, "bfloat16"), env.coded("y", n, "bfloat16")
+    ufunc = getattr(np, op_name)
+    how = f"np.{op_name}(a, b, out=o)"
+    o = np.empty_like(a)
+    runs = [Run("minifloat", how, lambda: ufunc(a, b, out=o))]
+    if env.ml is not None:
+        am, bm = env.as_ml(a), env.as_ml(b)
+        om = np.empty_like(am)
+        runs.append(Run("ml_dtypes", how, lambda: ufunc(am, bm, out=om)))
+    if env.torch is not None:
+        torch = env.torch
+        ta, tb = env.as_torch(a), env.as_torch(b)
+        to = torch.empty_like(ta)
+        top = getattr(torch, "add" if op_name == "add" else "mul")
+        runs.append(Run("torch", f"torch.{top.__name__}(a, b, out=o)",
+                        lambda: top(ta, tb, out=to)))
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    o32 = np.empty_like(a32)
+    runs.append(Run("numpy", f"float32 {how}", lambda: ufunc(a32, b32, out=o32)))
+    # the memory limit: the same bytes through NumPy's uint16 add
+    au, bu, ou = a.view(np.uint16), b.view(np.uint16), np.empty(n, np.uint16)
+    runs.append(Run("numpy u16", "uint16 np.add(a, b, out=o)", lambda: np.add(au, bu, out=ou),
+                    note="same bytes: the memory limit"))
+    if env.nk is not None:
+        nk = env.nk
+        na, nb, no = env.as_nk(a, "bf16"), env.as_nk(b, "bf16"), env.as_nk(o.copy(), "bf16")
+        nop = getattr(nk, op_name)
+        runs.append(Run("numkong", f"nk.{op_name}(a, b, out=o)", lambda: nop(na, nb, out=no)))
+    return Plan(runs, nbytes=n * 6)
+
+
+def build_sum(axis0, env):
+    """Sum of uniform [0, 1) values: bfloat16 accumulation goes visibly wrong."""
+    n = env.n
+    a = env.coded("u", n, "bfloat16")
+    if axis0:
+        cols = 256 if n >= 4096 * 256 else 8
+        a = a[: n - n % cols].reshape(-1, cols)
+    exact = a.astype(np.float64).sum(axis=0 if axis0 else None)
+    ax = dict(axis=0) if axis0 else {}
+    how = "a.sum(axis=0)" if axis0 else "a.sum()"
+    runs = [Run("minifloat", how, lambda: a.sum(**ax))]
+    if env.ml is not None:
+        am = env.as_ml(a)
+        runs.append(Run("ml_dtypes", how, lambda: am.sum(**ax)))
+    if env.torch is not None:
+        ta = env.as_torch(a)
+        tax = dict(dim=0) if axis0 else {}
+        runs.append(Run("torch", "a.sum(dim=0)" if axis0 else "a.sum()", lambda: ta.sum(**tax)))
+    a32 = a.astype(np.float32)
+    runs.append(Run("numpy", f"float32 {how}", lambda: a32.sum(**ax)))
+    if env.nk is not None:
+        na = env.as_nk(a, "bf16")
+        runs.append(Run("numkong", f"nk.sum(a{', axis=0' if axis0 else ''})",
+                        lambda: env.nk.sum(na, **ax)))
+    return Plan(runs, expected=exact, show_value=not axis0, nbytes=a.size * 2)
+
+
+def build_dot(env):
+    n = env.n_dot
+    a, b = env.coded("x", n, "bfloat16"), env.coded("y", n, "bfloat16")
+    exact = float(np.dot(a.astype(np.float64), b.astype(np.float64)))
+    runs = [Run("minifloat", "np.vecdot(a, b)", lambda: np.vecdot(a, b)),
+            Run("minifloat", "a @ b", lambda: a @ b),
+            Run("minifloat", "np.dot(a, b)", lambda: np.dot(a, b))]
+    if env.ml is not None:
+        am, bm = env.as_ml(a), env.as_ml(b)
+        runs += [Run("ml_dtypes", "a @ b (float32 result)", lambda: am @ bm),
+                 Run("ml_dtypes", "np.dot(a, b) (bf16 result)", lambda: np.dot(am, bm))]
+    if env.torch is not None:
+        ta, tb = env.as_torch(a), env.as_torch(b)
+        runs.append(Run("torch", "torch.dot(a, b)", lambda: env.torch.dot(ta, tb)))
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    runs.append(Run("numpy", "float32 np.dot(a, b)", lambda: np.dot(a32, b32)))
+    if env.nk is not None:
+        na, nb = env.as_nk(a, "bf16"), env.as_nk(b, "bf16")
+        runs.append(Run("numkong", "nk.dot(a, b)", lambda: env.nk.dot(na, nb)))
+    return Plan(runs, expected=exact, show_value=True, flops=2.0 * n, nbytes=4.0 * n)
+
+
+def build_exp(env):
+    n = env.n
+    a = env.coded("x", n, "bfloat16")
+    o = np.empty_like(a)
+    runs = [Run("minifloat", "np.exp(a, out=o)", lambda: np.exp(a, out=o))]
+    if env.ml is not None:
+        am = env.as_ml(a)
+        om = np.empty_like(am)
+        runs.append(Run("ml_dtypes", "np.exp(a, out=o)", lambda: np.exp(am, out=om)))
+    if env.torch is not None:
+        ta = env.as_torch(a)
+        to = env.torch.empty_like(ta)
+        runs.append(Run("torch", "torch.exp(a, out=o)", lambda: env.torch.exp(ta, out=to)))
+    a32 = a.astype(np.float32)
+    o32 = np.empty_like(a32)
+    runs.append(Run("numpy", "float32 np.exp(a, out=o)", lambda: np.exp(a32, out=o32)))
+    if env.nk is not None:
+        runs.append(Run("numkong", "no exp", None))
+    return Plan(runs, nbytes=n * 4)
+
+
+def dlpack_producer():
+    """The DLPack case needs a producer of bf16 tensors: torch or JAX."""
+    import importlib.util
+    return hasattr(mf, "from_dlpack") and any(
+        importlib.util.find_spec(m) is not None for m in ("torch", "jax"))
+
+
+def build_dlpack(env):
+    n = 1024
+    runs = []
+    if env.torch is not None:
+        torch = env.torch
+        t16 = torch.from_numpy(env.f32("x", n)).to(torch.bfloat16)
+        t32 = t16.float()
+        runs.append(Run("minifloat", "minifloat.from_dlpack(t)", lambda: mf.from_dlpack(t16)))
+        runs.append(Run("ml_dtypes", "no bf16 DLPack import", None))
+        runs.append(Run("torch", "the producer: makes the tensor", None))
+        runs.append(Run("numpy", "np.from_dlpack(float32 t)", lambda: np.from_dlpack(t32)))
+        if env.nk is not None:
+            runs.append(Run("numkong", "nk.from_dlpack(t)", lambda: env.nk.from_dlpack(t16),
+                            note="into nk.Tensor"))
+    elif (jax := harness.import_peer("jax")) is not None:
+        # no torch (e.g. a Python torch has no wheel for): JAX makes the tensor
+        jnp = jax.numpy
+        t32 = jnp.asarray(env.f32("x", n))
+        t16 = t32.astype(jnp.bfloat16)
+        runs.append(Run("minifloat", "minifloat.from_dlpack(t)", lambda: mf.from_dlpack(t16),
+                        note="t from JAX"))
+        runs.append(Run("ml_dtypes", "no bf16 DLPack import", None))
+        runs.append(Run("numpy", "np.from_dlpack(float32 t)", lambda: np.from_dlpack(t32)))
+        if env.nk is not None:
+            runs.append(Run("numkong", "nk.from_dlpack(t)", lambda: env.nk.from_dlpack(t16),
+                            note="into nk.Tensor"))
+    return Plan(runs)
+

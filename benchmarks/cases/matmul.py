@@ -1,0 +1,61 @@
+"""Matmul cases: bf16 matmul at two sizes, and the matmul of block-scaled operands."""
+import numpy as np
+
+import minifloat as mf
+
+from ..harness import Plan, Run
+from .blocks import BLOCK_BENCH
+
+
+def build_matmul(m, env):
+    a = env.coded("mA", m * m, "bfloat16").reshape(m, m)
+    b = env.coded("mB", m * m, "bfloat16").reshape(m, m)
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    ref = a32 @ b32
+    runs = [Run("minifloat", "a @ b", lambda: a @ b)]
+    if env.ml is not None:
+        am, bm = env.as_ml(a), env.as_ml(b)
+        runs.append(Run("ml_dtypes", "a @ b (float32 result)", lambda: am @ bm))
+        if m <= 512:
+            runs.append(Run("ml_dtypes", "np.dot(a, b) (bf16 result)", lambda: np.dot(am, bm)))
+    if env.torch is not None:
+        ta, tb = env.as_torch(a), env.as_torch(b)
+        runs.append(Run("torch", "torch.mm(a, b)", lambda: env.torch.mm(ta, tb)))
+    runs.append(Run("numpy", "float32 a @ b (BLAS threads)", lambda: a32 @ b32))
+    if env.nk is not None:
+        nk = env.nk
+        na, nbt = env.as_nk(a, "bf16"), env.as_nk(np.ascontiguousarray(b.T), "bf16")
+        runs.append(Run("numkong", "dots_packed(a, dots_pack(b.T))",
+                        lambda: nk.dots_packed(na, nk.dots_pack(nbt))))
+    return Plan(runs, expected=ref, flops=2.0 * m ** 3, family="matmul")
+
+
+
+def build_block_matmul(m, env):
+    """block_matmul of MXFP8 / MXFP4 / NVFP4 operands (a along K, b quantized
+    with axis=0) next to minifloat's bfloat16 matmul and NumPy's float32 sgemm
+    of the same data; err is against the float32 product of the unquantized
+    data, so it shows each format's quantization error."""
+    a32 = env.f32("mA", m * m).reshape(m, m)
+    b32 = env.f32("mB", m * m).reshape(m, m)
+    ref = a32 @ b32
+    runs = []
+    for name in BLOCK_BENCH:
+        fmt = BLOCK_BENCH[name][0]
+        qa, qb = mf.quantize(a32, fmt), mf.quantize(b32, fmt, axis=0)
+        runs.append(Run("minifloat", f"qa @ qb, {fmt}",
+                        lambda qa=qa, qb=qb: qa @ qb))
+    a, b = env.coded("mA", m * m, "bfloat16").reshape(m, m), env.coded("mB", m * m,
+                                                                        "bfloat16").reshape(m, m)
+    runs.append(Run("minifloat", "bf16 a @ b", lambda: a @ b))
+    if env.ml is not None:
+        runs.append(Run("ml_dtypes", "no block-scaled formats", None))
+    if env.torch is not None:
+        # torch 2.13's _scaled_mm on the CPU takes tensor-wise or row-wise
+        # float32 scales only (MX / NVFP4 block scales: "Invalid scaling
+        # configuration"); its CPU bf16 mm is in the "matmul bf16" cases
+        runs.append(Run("torch", "_scaled_mm: no block scales on CPU", None))
+    runs.append(Run("numpy", "float32 a @ b (BLAS threads)", lambda: a32 @ b32))
+    if env.nk is not None:
+        runs.append(Run("numkong", "no block-scaled formats", None))
+    return Plan(runs, expected=ref, tol=0.5, flops=2.0 * m ** 3)

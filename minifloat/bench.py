@@ -484,7 +484,7 @@ def _ckpt(env):
     if k not in env._cache:
         import tempfile
 
-        from . import safetensors as mst
+        from .io import safetensors as mst
         d = tempfile.TemporaryDirectory(prefix="minifloat-bench-")
         x = env.coded("x", env.n - env.n % 4, "bfloat16").reshape(4, -1)
         path = os.path.join(d.name, "model.safetensors")
@@ -502,7 +502,7 @@ def _st_peer(env, sub):
 
 
 def _build_ckpt_load(env):
-    from . import safetensors as mst
+    from .io import safetensors as mst
     path = _ckpt(env)
     runs = [Run("minifloat", "minifloat.safetensors.load(p) (mmap)", lambda: mst.load(path),
                 note="views of the mapping")]
@@ -525,8 +525,8 @@ def _torch_loaded(env, path):
 
 
 def _build_ckpt_inspect(target, env):
-    from . import checkpoint
-    from . import safetensors as mst
+    from .io import checkpoint
+    from .io import safetensors as mst
     path = _ckpt(env)
     how = "checkpoint.inspect_file(p" + (f", {target!r})" if target else ")")
     runs = [Run("minifloat", how, lambda: checkpoint.inspect_file(path, target),
@@ -569,8 +569,8 @@ def _build_ckpt_inspect(target, env):
 
 
 def _build_ckpt_inspect_block(fmt, env):
-    from . import checkpoint
-    from . import safetensors as mst
+    from .io import checkpoint
+    from .io import safetensors as mst
     path = _ckpt(env)
     runs = [Run("minifloat", f"checkpoint.inspect_file(p, {fmt!r})",
                 lambda: checkpoint.inspect_file(path, fmt), note="reads the file")]
@@ -585,7 +585,7 @@ def _build_ckpt_inspect_block(fmt, env):
 
 
 def _build_ckpt_convert(env):
-    from . import checkpoint
+    from .io import checkpoint
     path = _ckpt(env)
     out = os.path.join(os.path.dirname(path), "out-mf.safetensors")
     runs = [Run("minifloat", "checkpoint.convert_file(p, o, 'float8_e4m3fn')",

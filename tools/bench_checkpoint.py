@@ -43,8 +43,8 @@ def main():
     import safetensors.torch as storch
 
     import minifloat as mf
-    import minifloat.safetensors as mst
-    from minifloat import checkpoint
+    import minifloat.io.safetensors as mst
+    from minifloat.io import checkpoint
 
     torch.set_num_threads(1)
     n_tensors = 8

@@ -117,3 +117,12 @@ def test_core_stub_names_exactly_what_core_has():
     stub = {n for n in stub if not n.startswith("__")} - skip
     assert sorted(have - stub) == [], "in _core, missing from minifloat/_core.pyi"
     assert sorted(stub - have) == [], "in minifloat/_core.pyi, not in _core"
+
+
+def test_core_stub_agrees_with_the_module():
+    """mypy's stubtest: every signature and type of the stub against the built
+    module (mypy is not a test dependency: skipped where it is missing)."""
+    pytest.importorskip("mypy.stubtest")
+    out = subprocess.run([sys.executable, "-m", "mypy.stubtest", "minifloat._core"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]

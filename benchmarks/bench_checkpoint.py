@@ -1,5 +1,5 @@
 """Timings for docs/safetensors.md: a ~1 GiB bf16 checkpoint loaded with
-minifloat.safetensors (mmap and not) against safetensors.numpy/torch, the
+minifloat.io.safetensors (mmap and not) against safetensors.numpy/torch, the
 statistics of `minifloat inspect` against the same statistics in torch (one
 thread), and `minifloat convert` bf16 -> float8_e4m3fn against torch's
 .to() plus safetensors.torch.save_file.
@@ -43,8 +43,8 @@ def main():
     import safetensors.torch as storch
 
     import minifloat as mf
-    import minifloat.safetensors as mst
-    from minifloat import checkpoint
+    import minifloat.io.safetensors as mst
+    from minifloat.io import checkpoint
 
     torch.set_num_threads(1)
     n_tensors = 8

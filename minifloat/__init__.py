@@ -1,9 +1,25 @@
 """minifloat: low-precision number formats (bfloat16, float8, float6, float4,
 e8m0 scales, int4/int2/int1) as first-class NumPy dtypes, with ml_dtypes'
 names and semantics, float32-accurate arithmetic and reductions, and
-zero-copy exchange with torch, JAX and anything that speaks DLPack."""
-import numpy as _np
+zero-copy exchange with torch, JAX and anything that speaks DLPack.
 
+This file only gathers the public names; each is defined in a submodule:
+
+    _core          the C extension: scalar types, DTypes, ufunc loops, kernels
+    dtypes         the DType classes and ``scalar_types``
+    casting        cast (convert: its earlier name), pack, unpack
+    blocks         block-scaled formats: quantize, block_matmul, BlockScaled
+    exchange       DLPack and framework exchange: from_dlpack, asnumpy, ...
+    io             files: io.npyio (save/load), io.safetensors, io.checkpoint,
+                   io.zarr, io.dask
+    cli            the command line
+
+Submodules that are not needed by a top-level name load at first use
+(``minifloat.io.safetensors``, ``minifloat.cli``, ...), so ``import
+minifloat`` imports no optional dependency.  ``minifloat.safetensors``,
+``minifloat.checkpoint``, ``minifloat.npyio``, ``minifloat.zarr`` and
+``minifloat.dask`` are the same modules as ``minifloat.io.<name>``.
+"""
 try:
     from . import _core
 except ImportError:
@@ -12,6 +28,7 @@ except ImportError:
     _check()          # raises a clear ImportError in an unbuilt source tree
     raise
 from ._core import (
+    __version__,
     bfloat16,
     float8_e3m4,
     float8_e4m3,
@@ -32,52 +49,35 @@ from ._core import (
     uint1,
 )
 from . import dtypes
+from .dtypes import scalar_types
 from ._finfo import finfo, iinfo
+from ._threads import get_num_threads, set_num_threads
 from . import exchange
 from .exchange import *  # noqa: F401,F403  (from_dlpack, asnumpy, dlpack, ...)
-
-__version__ = "0.1.0"
-
-#: every scalar type minifloat defines, in format-table order
-scalar_types = tuple(f["type"] for f in _core.formats())
-
-# np.dtype("bfloat16") etc. where the name is free (ml_dtypes' names win, in
-# either import order), and the casts/promoters with ml_dtypes once the user
-# imports it: see _neighbours
-from . import _neighbours
-_neighbours.install(scalar_types)
-
-
-def get_num_threads():
-    """The number of threads minifloat's kernels use for large arrays.
-
-    Elementwise arithmetic and float32 casts from 512 KiB of output, sums from
-    1 MiB of input,
-    and matmul, split their work across this many threads (a persistent
-    pool); results are bit-identical whatever the count.  The default is the
-    environment variable ``MINIFLOAT_NUM_THREADS`` if set (read once, at the
-    first use), else the CPUs this process may run on."""
-    return _core.get_num_threads()
-
-
-def set_num_threads(n):
-    """Use ``n`` threads (an int >= 1) for large arrays, or the default for
-    ``None``; returns the previous count.  Process-wide, like
-    ``torch.set_num_threads``; see :func:`get_num_threads`."""
-    return _core.set_num_threads(n)
-
-
-from .npyio import save, load, savez, savez_compressed
-from .convert import convert, pack, unpack
+from .io.npyio import save, load, savez, savez_compressed
+from .casting import cast, convert, pack, unpack
 from . import blocks
 from .blocks import quantize, block_matmul, BlockScaled
-from . import _numpy_patches
 
+# np.dtype("bfloat16") etc. where the name is free (ml_dtypes' names win, in
+# either import order), the casts/promoters with ml_dtypes once the user
+# imports it, and zarr's data types once the user imports zarr: see _neighbours
+from . import _neighbours
+_neighbours.install(scalar_types)
+# the NumPy functions that need a minifloat-aware path: see _numpy_patches
+from . import _numpy_patches
 _numpy_patches.apply()
+
+from ._lazy import attach as _attach
+
+__getattr__, __dir__ = _attach(
+    __name__,
+    ["io", "casting", "blocks", "dtypes", "exchange", "cli"],
+    {name: f"{__name__}.io.{name}" for name in ("safetensors", "checkpoint", "npyio", "zarr", "dask")})
 
 __all__ = ([t.__name__ for t in scalar_types] + ["finfo", "iinfo", "dtypes", "scalar_types",
                                                  "save", "load", "savez", "savez_compressed",
-                                                 "convert", "pack", "unpack",
+                                                 "cast", "convert", "pack", "unpack",
                                                  "quantize", "block_matmul", "BlockScaled",
                                                  "get_num_threads", "set_num_threads"]
            + list(exchange.__all__))

@@ -24,11 +24,8 @@ Two rules (docs/design.md, "Good neighbours"):
 finder); the names rule still holds.
 
 * zarr.  The same kind of finder, for "zarr": when zarr is imported (before or
-  after minifloat), minifloat's zarr v3 data types go into zarr's data type
-  registry under the names no one else holds (minifloat/zarr.py).  zarr-python
-  3.1 collects the ``zarr.data_type`` entry points minifloat declares but
-  never loads them (its registry's ``_lazy_load`` has no caller), so without
-  this a store of bfloat16 would need user code.
+  after minifloat), it imports minifloat.io.zarr, which registers minifloat's
+  zarr v3 data types (see there why that needs no user code).
 """
 import os
 import sys
@@ -150,24 +147,23 @@ def _watch(name, on_load):
         sys.meta_path.insert(0, _Finder(name, on_load))
 
 
-def _register_zarr(zarr_module):
+def _zarr_imported(zarr_module):
     try:
         import zarr.core.dtype     # noqa: F401  zarr-python >= 3.1 has a data type registry
     except ImportError:
         return                     # zarr 2 (or 3.0): nothing to register with
     try:
-        from . import zarr as mf_zarr
-        mf_zarr.register()
+        import minifloat.io.zarr   # noqa: F401  registers the data types at its import
     except Exception as err:   # never fail `import zarr` (nor minifloat's import)
         import warnings
         warnings.warn(f"minifloat could not register its zarr data types ({err!r}); "
-                      f"call minifloat.zarr.register() to see why", RuntimeWarning, stacklevel=2)
+                      f"import minifloat.io.zarr to see why", RuntimeWarning, stacklevel=2)
 
 
 def install(scalar_types):
     """At minifloat's import: link now if ml_dtypes is loaded, else watch for it;
-    the same for zarr's data type registry."""
+    the same for zarr (minifloat.io.zarr registers the data types)."""
     register_names(scalar_types)
     if sys.modules.get(_ML) is not None or not link_disabled():
         _watch(_ML, lambda ml: _link(ml, scalar_types))
-    _watch("zarr", _register_zarr)
+    _watch("zarr", _zarr_imported)

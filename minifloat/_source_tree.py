@@ -6,6 +6,7 @@ Run from the source root, ``import minifloat`` finds the source package
 (most likely due to a circular import)", which points the wrong way.
 """
 import glob
+import importlib.machinery
 import os
 
 
@@ -15,7 +16,8 @@ def check_not_source_tree():
     the original error)."""
     pkg = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(pkg)
-    if glob.glob(os.path.join(pkg, "_core*")):
+    if any(glob.glob(os.path.join(pkg, "_core" + suffix))       # not _core.pyi, the stub
+           for suffix in importlib.machinery.EXTENSION_SUFFIXES):
         return                      # a built core that failed to load: its own error
     if not (os.path.isfile(os.path.join(root, "meson.build"))
             and os.path.isfile(os.path.join(root, "src", "module.c"))):

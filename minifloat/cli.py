@@ -33,7 +33,7 @@ def _cmd_info(args):
     print("integrations:")
     for dist, what in (("torch", "from_dlpack/to_torch, safetensors round trips"),
                        ("jax", "from_dlpack/to_jax"), ("ml_dtypes", "casts with ml_dtypes' arrays"),
-                       ("safetensors", "reference for minifloat.safetensors"),
+                       ("safetensors", "reference for minifloat.io.safetensors"),
                        ("numkong", "benchmarks/ in the checkout"), ("matplotlib", "minifloat inspect --plot"),
                        ("tqdm", "progress bars in inspect/convert")):
         try:
@@ -302,7 +302,7 @@ def _cmd_inspect(args):
     import json
     import tempfile
 
-    from . import checkpoint, safetensors as st
+    from .io import checkpoint, safetensors as st
 
     targets = checkpoint.TARGETS + checkpoint.BLOCK_TARGETS
     if args.target is not None and args.target not in targets:
@@ -393,7 +393,7 @@ def _plot(reports, target, bins, out):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from . import checkpoint
+    from .io import checkpoint
 
     rows = [(rep["path"], t) for rep in reports for t in rep["tensors"] if "hist" in t]
     n = max(len(rows), 1)
@@ -430,7 +430,7 @@ def _plot(reports, target, bins, out):
 def _cmd_convert(args):
     import json
 
-    from . import checkpoint, safetensors as st
+    from .io import checkpoint, safetensors as st
 
     tos = checkpoint.CONVERT_TARGETS + checkpoint.BLOCK_TARGETS
     if args.to not in tos:

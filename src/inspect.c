@@ -1,6 +1,6 @@
 /*
  * _core._stats: inspect's statistics of one chunk, accumulated into a
- * float64 array (minifloat/checkpoint.py's Stats holds it).  The work is the
+ * float64 array (minifloat/io/checkpoint.py's Stats holds it).  The work is the
  * kernel layer's (kernels/stats.c): decode to float32 blocks, the block
  * kernel of the active level, Chan's merge.
  */

@@ -415,7 +415,7 @@ static PyMethodDef module_methods[] = {
      "_gemm_f32acc(format, A, B, C): C += A @ B (codes, float32 C) at the active level."},
     {"_stats", mf_py_stats, METH_VARARGS,
      "_stats(acc, x, target, rel, y=None, out=None, moments=True): inspect's statistics of chunk "
-     "x into acc (float64[14]; minifloat/checkpoint.py); moments=False: the error sums (err2, ref2) only."},
+     "x into acc (float64[14]; minifloat/io/checkpoint.py); moments=False: the error sums (err2, ref2) only."},
     {"_link_ml_dtypes", mf_py_link_ml_dtypes, METH_O,
      "_link_ml_dtypes(ml_dtypes) -> names: casts and promoters with ml_dtypes' DTypes (once)."},
     {NULL, NULL, 0, NULL},
@@ -438,6 +438,11 @@ PyInit__core(void)
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL) {
         return NULL;
+    }
+    /* The version is written once, in meson.build's project(); the build
+     * passes it here, and minifloat.__version__ is this string. */
+    if (PyModule_AddStringConstant(m, "__version__", MF_VERSION) < 0) {
+        goto fail;
     }
     mf_init_luts();
     mf_set_level(mf_best_level());

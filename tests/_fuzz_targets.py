@@ -311,7 +311,7 @@ def check_npy(data):
 
 def safetensors_module():
     try:
-        from minifloat import safetensors
+        from minifloat.io import safetensors
     except ImportError:
         return None
     return safetensors

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import minifloat as mf
-import minifloat.safetensors as mst
-from minifloat import checkpoint
+import minifloat.io.safetensors as mst
+from minifloat.io import checkpoint
 from minifloat.blocks import BLOCK_FORMATS, BlockScaled
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import minifloat as mf
-import minifloat.safetensors as mst
+import minifloat.io.safetensors as mst
 
 
 from _cli import run  # the console script, shared by the CLI tests

@@ -15,7 +15,7 @@ import minifloat as mf
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 zarr = pytest.importorskip("zarr", minversion="3.1")
-mfd = pytest.importorskip("minifloat.dask")
+mfd = pytest.importorskip("minifloat.io.dask")
 
 BF16 = np.dtype(mf.bfloat16)
 EXAMPLE = pathlib.Path(__file__).resolve().parent.parent / "examples" / "embedding_search.py"

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st_
 
 import minifloat as mf
-import minifloat.safetensors as mst
+import minifloat.io.safetensors as mst
 
 # safetensors' Dtype enum (safetensors/src/tensor.rs), in its order
 SAFETENSORS_DTYPES = ["BOOL", "F4", "F6_E2M3", "F6_E3M2", "U8", "I8", "F8_E5M2", "F8_E4M3",
@@ -155,7 +155,7 @@ def test_save_is_atomic(tmp_path):
 def test_fsync_only_when_asked(tmp_path, monkeypatch):
     """Atomic by default (temporary file, rename); durable (fsync before the
     rename) only with fsync=True, in save, write and convert_file."""
-    from minifloat import checkpoint
+    from minifloat.io import checkpoint
     synced = []
     real = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd)))

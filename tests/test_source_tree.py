@@ -2,6 +2,7 @@
 Python's "partially initialized module ... circular import" message."""
 import glob
 import os
+from importlib.machinery import EXTENSION_SUFFIXES
 import subprocess
 import sys
 
@@ -12,7 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.mark.skipif(not os.path.isfile(os.path.join(ROOT, "meson.build")),
                     reason="the tests are not in a minifloat source checkout")
-@pytest.mark.skipif(bool(glob.glob(os.path.join(ROOT, "minifloat", "_core*"))),
+@pytest.mark.skipif(any(glob.glob(os.path.join(ROOT, "minifloat", "_core" + s)) for s in EXTENSION_SUFFIXES),
                     reason="this source tree has a built core (in-place build)")
 def test_import_from_source_root_explains():
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

@@ -17,7 +17,7 @@ import pytest
 
 import minifloat
 from minifloat import _core
-from minifloat import checkpoint as ck
+from minifloat.io import checkpoint as ck
 
 from conftest import FLOAT_FORMATS, LEVELS, kernel_level
 

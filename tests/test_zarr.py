@@ -12,7 +12,7 @@ import pytest
 import minifloat as mf
 
 zarr = pytest.importorskip("zarr", minversion="3.1")
-mfz = pytest.importorskip("minifloat.zarr")
+mfz = pytest.importorskip("minifloat.io.zarr")
 from zarr.codecs import BloscCodec, BytesCodec, GzipCodec, ZstdCodec  # noqa: E402
 from zarr.core.dtype import data_type_registry  # noqa: E402
 
@@ -60,7 +60,7 @@ def test_registered_in_either_import_order_without_user_code(order):
     code = f"""{order}
 import numpy as np
 from zarr.core.dtype import data_type_registry as r, get_data_type_from_native_dtype as get
-import minifloat.zarr as mfz
+import minifloat.io.zarr as mfz
 for name, cls in mfz.data_types.items():
     assert r.contents[name] is cls, name
     assert type(get(np.dtype(getattr(minifloat, name)))) is cls
@@ -80,7 +80,7 @@ sys.modules["zarr"] = None      # as if zarr were not installed
 import minifloat, numpy as np
 assert np.asarray(1.5, minifloat.bfloat16) == 1.5
 try:
-    import minifloat.zarr
+    import minifloat.io.zarr
 except ImportError:
     print("ok")
 """

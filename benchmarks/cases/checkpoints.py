@@ -19,7 +19,7 @@ def _ckpt(env):
     if k not in env._cache:
         import tempfile
 
-        from minifloat import safetensors as mst
+        from minifloat.io import safetensors as mst
         d = tempfile.TemporaryDirectory(prefix="minifloat-bench-")
         x = env.coded("x", env.n - env.n % 4, "bfloat16").reshape(4, -1)
         path = os.path.join(d.name, "model.safetensors")
@@ -37,9 +37,9 @@ def _st_peer(env, sub):
 
 
 def build_load(env):
-    from minifloat import safetensors as mst
+    from minifloat.io import safetensors as mst
     path = _ckpt(env)
-    runs = [Run("minifloat", "minifloat.safetensors.load(p) (mmap)", lambda: mst.load(path),
+    runs = [Run("minifloat", "minifloat.io.safetensors.load(p) (mmap)", lambda: mst.load(path),
                 note="views of the mapping")]
     if env.ml is not None:
         runs.append(Run("ml_dtypes", "no checkpoint reader", None))
@@ -60,8 +60,8 @@ def _torch_loaded(env, path):
 
 
 def build_inspect(target, env):
-    from minifloat import checkpoint
-    from minifloat import safetensors as mst
+    from minifloat.io import checkpoint
+    from minifloat.io import safetensors as mst
     path = _ckpt(env)
     how = "checkpoint.inspect_file(p" + (f", {target!r})" if target else ")")
     runs = [Run("minifloat", how, lambda: checkpoint.inspect_file(path, target),
@@ -104,8 +104,8 @@ def build_inspect(target, env):
 
 
 def build_inspect_block(fmt, env):
-    from minifloat import checkpoint
-    from minifloat import safetensors as mst
+    from minifloat.io import checkpoint
+    from minifloat.io import safetensors as mst
     path = _ckpt(env)
     runs = [Run("minifloat", f"checkpoint.inspect_file(p, {fmt!r})",
                 lambda: checkpoint.inspect_file(path, fmt), note="reads the file")]
@@ -120,7 +120,7 @@ def build_inspect_block(fmt, env):
 
 
 def build_convert(env):
-    from minifloat import checkpoint
+    from minifloat.io import checkpoint
     path = _ckpt(env)
     out = os.path.join(os.path.dirname(path), "out-mf.safetensors")
     runs = [Run("minifloat", "checkpoint.convert_file(p, o, 'float8_e4m3fn')",

@@ -42,7 +42,7 @@ mf_stats_combine_max(float *l)
 }
 
 /* Running statistics of a tensor: the blocks merged (mean and m2 by Chan et
- * al.'s pairwise update, as minifloat/checkpoint.py did per chunk). */
+ * al.'s pairwise update, as minifloat/io/checkpoint.py did per chunk). */
 typedef struct {
     int64_t n, nan, inf, finite, over, zeros_y, zeros_x, gt;
     double min, max, mean, m2, err2, ref2;

@@ -17,7 +17,7 @@ import tokenize
 
 import numpy as np
 
-from . import _core
+from .. import _core
 
 _PREFIX = "minifloat:"
 _BY_NAME = {f["name"]: f for f in _core.formats()}

@@ -17,10 +17,10 @@ import os
 
 import numpy as np
 
-from . import _core
+from .. import _core
 from . import safetensors as st
-from . import blocks as _blocks
-from .convert import convert as _convert, pack as _pack, unpack as _unpack
+from .. import blocks as _blocks
+from ..casting import cast as _cast, pack as _pack, unpack as _unpack
 
 CHUNK = 1 << 18          # values per chunk: 2 MiB of float64, stays in cache
 #: values per chunk on the kernel route (_core._stats: no float64 copies; its
@@ -62,7 +62,7 @@ def _precision_bits(name):
 
 
 def _limits(name):
-    from ._finfo import finfo
+    from .._finfo import finfo
 
     fi = finfo(_target_dtype(name))
     return float(fi.smallest_subnormal), float(fi.smallest_normal), float(fi.max)
@@ -638,7 +638,7 @@ def _cast_chunks(f, name, tdt, saturate, rounding, seed, row, tot, progress):
         x = _as_real(c, "cx")    # exact; float32 -> target is the fast cast path
         y = _buf("cy", tdt, x.size)
         with np.errstate(over="ignore", invalid="ignore"):
-            _convert(x, tdt, saturate=saturate, rounding=rounding, seed=s, out=y)
+            _cast(x, tdt, saturate=saturate, rounding=rounding, seed=s, out=y)
         yb = _buf("cyb", x.dtype, x.size)
         np.copyto(yb, y, casting="unsafe")
         xs = x

@@ -9,7 +9,7 @@ reductions for float32 partials (their ``dtype=`` hook: the block step, the
 tree combine and the final aggregate all run in float32) and round once at the
 end, to the array's format, exactly as ``np.sum`` does on one machine::
 
-    import minifloat.dask as mfd
+    from minifloat.io import dask as mfd
     mfd.sum(x, axis=0)          # bfloat16, rounded once
     mfd.std(x)
 
@@ -30,7 +30,7 @@ module imports dask; ``import minifloat`` never does.
 import dask.array as da
 import numpy as np
 
-from . import _core
+from .. import _core
 
 __all__ = ["sum", "mean", "var", "std", "nansum", "nanmean", "nanvar", "nanstd",
            "matmul", "einsum", "rechunk"]

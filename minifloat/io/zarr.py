@@ -22,8 +22,10 @@ core spec).  Constants a format cannot represent are errors.  The integer
 formats take JSON integers in their range.
 
 zarr-python 3.1 collects the ``zarr.data_type`` entry points but never loads
-them, so ``import minifloat`` (before or after ``import zarr``) also calls
-:func:`register`; the entry points stay declared for zarr versions that load
+them (its registry's ``_lazy_load`` has no caller), so this module calls
+:func:`register` when it is imported, and ``import minifloat`` imports it as
+soon as zarr is imported (before or after minifloat; minifloat/_neighbours.py
+watches for it); the entry points stay declared for zarr versions that load
 them.
 
 The data type classes are built from the format table (``_core.formats()``),
@@ -44,7 +46,7 @@ try:
 except ImportError:
     from zarr.dtype import DataTypeValidationError
 
-from . import _core
+from .. import _core
 
 __all__ = ["data_types", "data_type_for", "register"]
 
@@ -284,7 +286,7 @@ def register(registry=None):
     """Put the data types in zarr's data type registry (``registry``, default
     zarr's own), each under its name, where that name is free or already ours:
     a name another package registered first is left alone.  Returns the names
-    registered.  ``import minifloat`` calls this when zarr is imported."""
+    registered.  This module calls it at its import, into zarr's registry."""
     if registry is None:
         from zarr.dtype import data_type_registry as registry
     done = []
@@ -294,3 +296,7 @@ def register(registry=None):
             registry.register(name, cls)
             done.append(name)
     return done
+
+
+# the registration, at this module's import: see the module's docstring
+register()

@@ -25,8 +25,8 @@ from collections import namedtuple
 
 import numpy as np
 
-from . import _core
-from .convert import pack as _pack, unpack as _unpack
+from .. import _core
+from ..casting import pack as _pack, unpack as _unpack
 
 __all__ = ["load", "open", "save", "parse_header", "DTYPES", "MAX_HEADER_SIZE"]
 

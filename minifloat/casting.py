@@ -1,6 +1,11 @@
-"""Conversion control that casts cannot express: saturation, rounding toward
-zero and stochastic rounding (``minifloat.convert``), and sub-byte packing
-(``minifloat.pack`` / ``minifloat.unpack``)."""
+"""Casts with the control ``astype`` cannot express: saturation, rounding
+toward zero and stochastic rounding (``minifloat.cast``; ``minifloat.convert``
+is its earlier name, the same function), and sub-byte packing
+(``minifloat.pack`` / ``minifloat.unpack``).
+
+Not to be confused with checkpoint conversion (``minifloat convert`` on the
+command line, :func:`minifloat.io.checkpoint.convert_file`), which uses
+:func:`cast` on every floating-point tensor of a file."""
 import os
 
 import numpy as np
@@ -12,7 +17,7 @@ _FORMATS = {f["name"]: f for f in _core.formats()}
 _FLOAT_NAMES = [n for n, f in _FORMATS.items() if f["kind"] == "float"]
 _ROUNDINGS = {"nearest": 0, "toward_zero": 1, "stochastic": 2}
 
-__all__ = ["convert", "pack", "unpack"]
+__all__ = ["cast", "convert", "pack", "unpack"]
 
 
 def _format_of(dtype):
@@ -25,8 +30,8 @@ def _format_of(dtype):
     return _FORMATS[str(dt)]
 
 
-def convert(x, dtype, *, saturate=False, rounding="nearest", seed=None, out=None):
-    """Convert `x` to the minifloat float format `dtype`, rounding once.
+def cast(x, dtype, *, saturate=False, rounding="nearest", seed=None, out=None):
+    """Cast `x` to the minifloat float format `dtype`, rounding once.
 
     saturate:  values beyond the largest finite value, and infinities, become
                the largest finite value (with their sign) instead of inf or NaN
@@ -34,7 +39,7 @@ def convert(x, dtype, *, saturate=False, rounding="nearest", seed=None, out=None
                the format has one.
     rounding:  "nearest" (to even; what casts do), "toward_zero", or
                "stochastic": round up with probability equal to the discarded
-               fraction, so the mean of many conversions equals the input.
+               fraction, so the mean of many casts equals the input.
     seed:      for "stochastic": the same seed gives the same result (per
                element position); None draws a fresh seed.
     out:       an existing array of `dtype` to write into (no allocation); `x`
@@ -45,7 +50,7 @@ def convert(x, dtype, *, saturate=False, rounding="nearest", seed=None, out=None
                          f"got {rounding!r}")
     fmt = _format_of(dtype)
     if fmt is None or fmt["kind"] != "float":
-        raise ValueError(f"convert's dtype must be a minifloat float format "
+        raise ValueError(f"cast's dtype must be a minifloat float format "
                          f"({', '.join(_FLOAT_NAMES)}); got {dtype!r}")
     if seed is not None and rounding != "stochastic":
         raise ValueError("seed is only used with rounding='stochastic'; "
@@ -71,6 +76,11 @@ def convert(x, dtype, *, saturate=False, rounding="nearest", seed=None, out=None
         _core._convert(src, out, _ROUNDINGS[rounding], bool(saturate),
                        int(seed or 0) & 0xFFFFFFFFFFFFFFFF)
     return out[()] if scalar_in and not out_given else out
+
+
+#: the earlier name of :func:`cast` (the same function, kept so that code
+#: written for it runs unchanged)
+convert = cast
 
 
 # ---------------------------------------------------------------- packing

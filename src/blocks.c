@@ -3,7 +3,7 @@
  * by minifloat/blocks.py, which checks shapes and dtypes before calling.
  */
 #include "minifloat.h"
-#include "kernels/blocks.h"
+#include "kernels/blocks/blocks.h"
 
 static int
 parse_params(mf_block_params *p, int kind, int elem_id, int block, int mode, double s_enc)

@@ -10,7 +10,7 @@
  */
 #include <fenv.h>
 #include "umath.h"
-#include "../kernels/gemm_common.h"
+#include "../kernels/gemm/common.h"
 #include "../kernels/parallel.h"
 #include "../kernels/scalar_ops.h"
 

@@ -7,8 +7,8 @@
  * 8 x 12 register tile: 24 accumulators, 2 A and 3 B vectors of the 32.
  */
 #include <arm_neon.h>
-#include "kernels.h"
-#include "gemm_driver.h"
+#include "../kernels.h"
+#include "driver.h"
 
 #define F_MR 8
 #define F_NR 12

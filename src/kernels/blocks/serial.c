@@ -15,10 +15,10 @@
 #include <math.h>
 #include <string.h>
 #include "blocks.h"
-#include "blocks_scale.h"
-#include "../codec.h"
-#include "scalar_ops.h"
-#include "parallel.h"
+#include "scale.h"
+#include "../../codec.h"
+#include "../scalar_ops.h"
+#include "../parallel.h"
 
 /* elements scaled at a time (a multiple of every block size) */
 #define CHUNK 4096

@@ -17,7 +17,7 @@
 #ifndef MF_BLOCKS_H
 #define MF_BLOCKS_H
 
-#include "kernels.h"
+#include "../kernels.h"
 
 typedef enum {
     MF_BLOCK_MX = 0,       /* E8M0 scale, float element */

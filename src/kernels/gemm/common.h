@@ -7,7 +7,7 @@
 #define MF_GEMM_COMMON_H
 
 #include <stdint.h>
-#include "kernels.h"
+#include "../kernels.h"
 
 /* or v into *p from several threads (the SIMD builds, GCC or Clang, are the
  * only ones with threads) */

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <immintrin.h>
 #include "blocks.h"
-#include "blocks_scale.h"
-#include "simd_params.h"
+#include "scale.h"
+#include "../simd_params.h"
 
 #define MF_INLINE static inline __attribute__((always_inline))
 

@@ -5,8 +5,8 @@
  * half, 2q + 1 in the high half); a 12 x 32 register tile of C (24 zmm
  * accumulators) takes one VDPBF16PS per pair and 16 columns.
  */
-#include "kernels.h"
-#include "gemm_driver.h"
+#include "../kernels.h"
+#include "driver.h"
 
 #define BF_MR 12
 #define BF_NR 32

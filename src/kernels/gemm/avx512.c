@@ -5,8 +5,8 @@
  * odd k padded with zeros), so a plain FMA chain over the packed slots is
  * the canonical order.  12 x 32 register tile, 24 zmm accumulators.
  */
-#include "kernels.h"
-#include "gemm_driver.h"
+#include "../kernels.h"
+#include "driver.h"
 
 #define F_MR 12
 #define F_NR 32

@@ -33,9 +33,9 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
-#include "kernels.h"
-#include "gemm_common.h"
-#include "parallel.h"
+#include "../kernels.h"
+#include "common.h"
+#include "../parallel.h"
 
 /*
  * The kernels' floating-point environment (ops->ftz_daz):

@@ -13,8 +13,8 @@
  * 8 x 12 tile: 24 accumulators, 2 A and 3 B vectors of eight bfloat16.
  */
 #include <arm_neon.h>
-#include "kernels.h"
-#include "gemm_driver.h"
+#include "../kernels.h"
+#include "driver.h"
 
 #define B_MR 8
 #define B_NR 12

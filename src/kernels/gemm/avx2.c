@@ -4,8 +4,8 @@
  * operands packed with each k pair swapped (see gemm_avx512.c).  6 x 16
  * register tile, 12 ymm accumulators.
  */
-#include "kernels.h"
-#include "gemm_driver.h"
+#include "../kernels.h"
+#include "driver.h"
 
 #define F_MR 6
 #define F_NR 16

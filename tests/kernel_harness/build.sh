@@ -50,5 +50,8 @@ esac
 for f in format_table.c kernels/serial.c kernels/stats.c kernels/gemm/serial.c kernels/parallel.c; do
     compile "$f"
 done
+if [ ${#defs[@]} -gt 0 ]; then
+    compile kernels/gemm/driver.c      # the SIMD levels' GEMM driver
+fi
 compile kernels/dispatch.c "${defs[@]}"
 "$cc" "${common[@]}" "${defs[@]}" "$here/harness.c" "${objs[@]}" -o "$out" "${static[@]}" -lm -lpthread

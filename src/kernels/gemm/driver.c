@@ -1,0 +1,468 @@
+/*
+ * The blocked, threaded GEMM driver of the SIMD levels (layout and ops table:
+ * driver.h).  One copy for all levels: the worker threads, the buffer
+ * memory kept between calls and the fallbacks live here once; a level's
+ * packers and micro-kernel are reached through its ops table.  Portable C
+ * (no ISA flags): only the floating-point environment below is per
+ * architecture.
+ *
+ * Threads (of the shared pool, parallel.h) take tasks (column or row
+ * chunks of C) from a shared counter and compute their elements' whole
+ * chains, so the result depends neither on the number of threads nor on
+ * which thread does what.  Buffers are allocated before anything is
+ * written: if that fails the caller falls back to the serial oracle.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+#include "../kernels.h"
+#include "../parallel.h"
+#include "common.h"
+#include "driver.h"
+
+/*
+ * The kernels' floating-point environment (ops->ftz_daz):
+ *  - x86: MXCSR = round to nearest, FTZ, DAZ, all exceptions masked.  FTZ
+ *    flushes results that are tiny after rounding: exactly the canonical
+ *    step of serial.c.
+ *  - aarch64: FPCR = round to nearest, FZ (no traps, no default NaN, no AH).
+ *    FZ flushes subnormal inputs (the canonical DAZ), but flushes results
+ *    that are tiny *before* rounding: a result whose exact value lies in
+ *    [2^-126 - 2^-151, 2^-126) becomes 0 where the canonical step keeps
+ *    2^-126.  Every such flush sets FPSR.UFC, and without one the chains are
+ *    the canonical ones (tiny after rounding implies tiny before), so the
+ *    driver clears FPSR before each block and, if UFC is set after it,
+ *    computes the block again with the serial oracle (in the caller's mode
+ *    without FZ).  Data with tiny products (|a*b| < 2^-126) take that path.
+ * Both restore the caller's environment (flags included: the flags raised
+ * inside are dropped, as on x86) when done.
+ */
+#if defined(__x86_64__) || defined(__i386__)
+typedef unsigned int mf_fpenv;
+#define MF_GEMM_CSR_WORK (0x1F80u | 0x8000u | 0x0040u)
+static inline mf_fpenv mf_fpenv_enter(void) { mf_fpenv e = _mm_getcsr(); _mm_setcsr(MF_GEMM_CSR_WORK); return e; }
+static inline void mf_fpenv_leave(mf_fpenv e) { _mm_setcsr(e); }
+/* the caller's mode without FTZ/DAZ (epilogues), then back to work */
+static inline void mf_fpenv_plain(mf_fpenv e) { _mm_setcsr(e & ~(0x8000u | 0x0040u)); }
+static inline void mf_fpenv_work(mf_fpenv e) { (void)e; _mm_setcsr(MF_GEMM_CSR_WORK); }
+static inline void mf_fpenv_clear_flags(void) {}
+static inline int mf_fpenv_flushed(void) { return 0; }
+#elif defined(__aarch64__)
+typedef struct { uint64_t fpcr, fpsr; } mf_fpenv;
+#define MF_FPCR_FZ (1ull << 24)
+/* RMode (23:22), FZ, DN (25), trap enables (15, 12:8), AH (1), FIZ (0) */
+#define MF_FPCR_MODE_BITS ((3ull << 22) | MF_FPCR_FZ | (1ull << 25) | (1ull << 15) \
+                           | (0x1Full << 8) | 3ull)
+#define MF_FPSR_UFC (1ull << 3)
+static inline uint64_t mf_get_fpcr(void) { uint64_t v; __asm__ __volatile__("mrs %0, fpcr" : "=r"(v)); return v; }
+static inline uint64_t mf_get_fpsr(void) { uint64_t v; __asm__ __volatile__("mrs %0, fpsr" : "=r"(v)); return v; }
+static inline void mf_set_fpcr(uint64_t v) { __asm__ __volatile__("msr fpcr, %0" : : "r"(v) : "memory"); }
+static inline void mf_set_fpsr(uint64_t v) { __asm__ __volatile__("msr fpsr, %0" : : "r"(v) : "memory"); }
+static inline mf_fpenv mf_fpenv_enter(void)
+{
+    mf_fpenv e = {mf_get_fpcr(), mf_get_fpsr()};
+    mf_set_fpcr((e.fpcr & ~MF_FPCR_MODE_BITS) | MF_FPCR_FZ);
+    return e;
+}
+static inline void mf_fpenv_leave(mf_fpenv e) { mf_set_fpcr(e.fpcr); mf_set_fpsr(e.fpsr); }
+static inline void mf_fpenv_plain(mf_fpenv e) { mf_set_fpcr(e.fpcr & ~MF_FPCR_FZ); }
+static inline void mf_fpenv_work(mf_fpenv e) { mf_set_fpcr((e.fpcr & ~MF_FPCR_MODE_BITS) | MF_FPCR_FZ); }
+static inline void mf_fpenv_clear_flags(void) { mf_set_fpsr(0); }
+static inline int mf_fpenv_flushed(void) { return (mf_get_fpsr() & MF_FPSR_UFC) != 0; }
+#else
+#error "gemm/driver.c: no floating-point environment code for this architecture"
+#endif
+
+typedef struct {
+    const mf_gemm_ops *ops;
+    const mf_gemm_ctx *ctx;    /* passed to the packers (format, tables) */
+    mf_intp m, n, k;
+    const void *A;
+    mf_intp lda;
+    const void *B;
+    mf_intp ldb;
+    float *C;
+    mf_intp ldc;
+    const mf_gemm_epilogue *ep;
+    mf_intp nc;                /* columns per B packing (all of k) */
+    /* tasks: column chunks of width tw (split_n) or row chunks of height th */
+    int split_n;
+    mf_intp tw, th, ntasks;
+    mf_intp next;              /* next task, taken atomically */
+} mf_gemm_args;
+
+typedef struct {
+    mf_gemm_args *g;
+    void *abuf, *bbuf;
+    float *cbuf;
+    mf_intp b_j0, b_nc;        /* the columns bbuf holds (b_nc == 0: none) */
+} mf_gemm_job;
+
+#define MF_GEMM_ALIGN 64
+#define MF_GEMM_MIN_THREAD_WORK ((double)(1 << 22))   /* m*n*k per extra thread */
+#define MF_GEMM_MAX_BPACK ((size_t)16 << 20)          /* bytes of packed B per job */
+
+static inline mf_intp mf_gemm_roundup(mf_intp a, mf_intp b) { return (a + b - 1) / b * b; }
+
+/* scratch row stride: whole tiles, and not a multiple of 256 floats so that
+ * the rows of a tile do not share cache sets */
+static inline mf_intp
+mf_gemm_scratch_ld(const mf_gemm_ops *o, mf_intp nc)
+{
+    mf_intp s = mf_gemm_roundup(nc, o->NR);
+    return (s % 256 == 0) ? s + 16 : s;
+}
+
+/* the scratch block: C's values (padded with zeros), or zeros with an
+ * epilogue */
+static void
+mf_gemm_scratch_init(const mf_gemm_args *g, float *cs, mf_intp lds, mf_intp ic, mf_intp mc,
+                     mf_intp mcp, mf_intp jc, mf_intp nc, mf_intp ncp)
+{
+    for (mf_intp i = 0; i < mcp; i++) {
+        if (g->ep == NULL && i < mc) {
+            memcpy(cs + i * lds, g->C + (ic + i) * g->ldc + jc, sizeof(float) * nc);
+            memset(cs + i * lds + nc, 0, sizeof(float) * (ncp - nc));
+        }
+        else {
+            memset(cs + i * lds, 0, sizeof(float) * ncp);
+        }
+    }
+}
+
+/* rows [i0, i1) x columns [j0, j1) of C, j1 - j0 <= g->nc */
+static void
+mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, mf_fpenv csr)
+{
+    const mf_gemm_args *g = job->g;
+    const mf_gemm_ops *o = g->ops;
+    const int MR = o->MR, NR = o->NR;
+    const mf_intp k = g->k;
+    const mf_intp kqb = o->KC / 2;                     /* pairs per full k block */
+    mf_intp nc = j1 - jc;
+    mf_intp ncp = mf_gemm_roundup(nc, NR);
+    mf_intp lds = mf_gemm_scratch_ld(o, nc);
+    if (job->b_nc != nc || job->b_j0 != jc) {
+        /* B for these columns, all k blocks */
+        for (mf_intp pc = 0; pc < k; pc += o->KC) {
+            mf_intp kc = mf_gemm_min(o->KC, k - pc);
+            char *bb = (char *)job->bbuf + (size_t)(pc / o->KC) * kqb * ncp * o->pair_bytes;
+            o->pack_b(g->ctx, g->B, g->ldb, jc, nc, pc, kc, k, bb);
+        }
+        job->b_j0 = jc;
+        job->b_nc = nc;
+    }
+    for (mf_intp ic = i0; ic < i1; ic += o->MC) {
+        mf_intp mc = mf_gemm_min(o->MC, i1 - ic);
+        mf_intp mcp = mf_gemm_roundup(mc, MR);
+        float *cs = job->cbuf;
+        mf_gemm_scratch_init(g, cs, lds, ic, mc, mcp, jc, nc, ncp);
+        if (o->ftz_daz) {
+            mf_fpenv_clear_flags();
+        }
+        for (mf_intp pc = 0; pc < k; pc += o->KC) {
+            mf_intp kc = mf_gemm_min(o->KC, k - pc);
+            mf_intp kq = (kc + 1) / 2;
+            const char *bb = (const char *)job->bbuf + (size_t)(pc / o->KC) * kqb * ncp * o->pair_bytes;
+            o->pack_a(g->ctx, g->A, g->lda, ic, mc, pc, kc, k, job->abuf);
+            for (mf_intp jr = 0; jr < ncp; jr += NR) {
+                const char *bp = bb + (size_t)(jr / NR) * kq * NR * o->pair_bytes;
+                for (mf_intp ir = 0; ir < mcp; ir += MR) {
+                    const char *ap = (const char *)job->abuf + (size_t)(ir / MR) * kq * MR * o->pair_bytes;
+                    o->kernel(kq, ap, bp, cs + ir * lds + jr, lds);
+                }
+            }
+        }
+        if (o->ftz_daz && mf_fpenv_flushed()) {
+            /* aarch64: a result was flushed before rounding (see the
+             * floating-point environment above): this block again, by the
+             * oracle */
+            const mf_intp sz = g->ctx->f->itemsize;
+            mf_gemm_scratch_init(g, cs, lds, ic, mc, mcp, jc, nc, ncp);
+            mf_fpenv_plain(csr);
+            mf_serial_gemm_f32acc(g->ctx->f, mc, nc, k, (const char *)g->A + ic * g->lda * sz, g->lda,
+                                  (const char *)g->B + jc * sz, g->ldb, cs, lds, NULL);
+            mf_fpenv_work(csr);
+        }
+        if (g->ep != NULL && g->ep->bf16_out != NULL) {
+            mf_gemm_store_bf16(g->ep, ic, jc, mc, nc, cs, lds);   /* integer only */
+        }
+        else if (g->ep != NULL) {
+            if (o->ftz_daz) {
+                mf_fpenv_plain(csr);
+            }
+            g->ep->fn(g->ep->ctx, ic, jc, mc, nc, cs, lds);
+            if (o->ftz_daz) {
+                mf_fpenv_work(csr);
+            }
+        }
+        else {
+            for (mf_intp i = 0; i < mc; i++) {
+                memcpy(g->C + (ic + i) * g->ldc + jc, cs + i * lds, sizeof(float) * nc);
+            }
+        }
+    }
+}
+
+/* take tasks until none are left: threads that get more of the CPU do more */
+static void
+mf_gemm_run_job(mf_gemm_job *job)
+{
+    mf_gemm_args *g = job->g;
+    const mf_gemm_ops *o = g->ops;
+    mf_fpenv csr;
+    memset(&csr, 0, sizeof(csr));
+    if (o->ftz_daz) {
+        csr = mf_fpenv_enter();
+    }
+    for (;;) {
+        mf_intp t = __atomic_fetch_add(&g->next, 1, __ATOMIC_RELAXED);
+        if (t >= g->ntasks) {
+            break;
+        }
+        mf_intp i0 = 0, i1 = g->m, j0 = 0, j1 = g->n;
+        if (g->split_n) {
+            j0 = t * g->tw;
+            j1 = mf_gemm_min(j0 + g->tw, g->n);
+        }
+        else {
+            i0 = t * g->th;
+            i1 = mf_gemm_min(i0 + g->th, g->m);
+        }
+        for (mf_intp jc = j0; jc < j1; jc += g->nc) {
+            mf_gemm_block(job, i0, i1, jc, mf_gemm_min(jc + g->nc, j1), csr);
+        }
+    }
+    if (o->ftz_daz) {
+        mf_fpenv_leave(csr);   /* also drops the flags raised here */
+    }
+}
+
+static void *
+mf_gemm_thread_main(void *arg)
+{
+    mf_gemm_run_job((mf_gemm_job *)arg);
+    return NULL;
+}
+
+/* the shared worker pool (parallel.c) runs jobs[w] on thread w */
+static void
+mf_gemm_pool_job(void *ctx, int w)
+{
+    mf_gemm_run_job(&((mf_gemm_job *)ctx)[w]);
+}
+
+/* run jobs[0..T) on the pool and this thread; 0 if the pool is busy */
+static int
+mf_gemm_pool_run(mf_gemm_job *jobs, int T)
+{
+    return mf_pool_run(mf_gemm_pool_job, jobs, T) > 0;
+}
+
+#define MF_GEMM_MAX_JOBS 64
+#define MF_GEMM_POOL_KEEP ((size_t)64 << 20)
+#define MF_GEMM_TASKS_PER_THREAD 4
+
+static pthread_mutex_t mf_gemm_pool_mutex = PTHREAD_MUTEX_INITIALIZER;
+static void *mf_gemm_pool_mem = NULL;
+static size_t mf_gemm_pool_size = 0;
+
+/*
+ * C[m x n] += A * B (or, with ep, A * B to the epilogue) by the blocked
+ * kernels; k >= 1.  Returns 0, -1 if buffers could not be allocated or -2
+ * if k is too deep for packing (nothing written: the caller falls back).
+ */
+static int
+mf_gemm_drive(const mf_gemm_ops *o, const mf_gemm_ctx *ctx, mf_intp m, mf_intp n, mf_intp k,
+              const void *A, mf_intp lda, const void *B, mf_intp ldb, float *C, mf_intp ldc,
+              const mf_gemm_epilogue *ep)
+{
+    mf_gemm_args g = {o, ctx, m, n, k, A, lda, B, ldb, C, ldc, ep, o->NC, 0, 0, 0, 0, 0};
+    mf_gemm_job jobs[MF_GEMM_MAX_JOBS];
+    pthread_t tids[MF_GEMM_MAX_JOBS];
+    int started[MF_GEMM_MAX_JOBS];
+
+    /* how many threads: minifloat.set_num_threads / MINIFLOAT_NUM_THREADS /
+     * the CPUs this process may run on (parallel.h), fewer for small work */
+    int T = mf_get_num_threads();
+    double work = (double)m * (double)n * (double)k;
+    if (T > 1 && work < MF_GEMM_MIN_THREAD_WORK * 2) {
+        T = 1;
+    }
+    else if (T > 1 && work < MF_GEMM_MIN_THREAD_WORK * T) {
+        T = (int)(work / MF_GEMM_MIN_THREAD_WORK);
+    }
+    if (T > MF_GEMM_MAX_JOBS) {
+        T = MF_GEMM_MAX_JOBS;
+    }
+    /* B is packed for all of k at once: fewer columns at a time if deep */
+    mf_intp kpairs = (k + o->KC - 1) / o->KC * (o->KC / 2);
+    mf_intp nc_fit = (mf_intp)(MF_GEMM_MAX_BPACK / ((size_t)kpairs * o->pair_bytes));
+    nc_fit = nc_fit / o->NR * o->NR;
+    if (nc_fit < o->NR) {
+        nc_fit = o->NR;
+    }
+    if (g.nc > nc_fit) {
+        g.nc = nc_fit;
+    }
+    if ((size_t)o->NR * kpairs * o->pair_bytes > MF_GEMM_MAX_BPACK) {
+        return -2;     /* so deep that even one packed panel is too big */
+    }
+    /* tasks: row chunks when all of B fits one packing (B is then packed
+     * once per thread, A once in all), else column chunks of the wider side
+     * (each packs its B and all of A); a few tasks per thread balance the
+     * load */
+    mf_intp nblk = (n + o->NR - 1) / o->NR, mblk = (m + o->MR - 1) / o->MR;
+    if (T == 1) {
+        g.split_n = 1;
+    }
+    else if (n <= nc_fit && mblk >= 2 * (mf_intp)T) {
+        g.split_n = 0;     /* row tasks: B packed once per thread, A once */
+    }
+    else {
+        g.split_n = nblk >= mblk;
+    }
+    mf_intp blocks = g.split_n ? nblk : mblk;
+    mf_intp want = T == 1 ? 1 : (mf_intp)T * MF_GEMM_TASKS_PER_THREAD;
+    if (g.split_n) {
+        /* chunks of whole micro-panels, not narrower than 4 panels */
+        mf_intp per = (blocks + want - 1) / want;
+        if (T > 1 && per < 4) {
+            per = 4;
+        }
+        g.tw = T == 1 ? n : per * o->NR;
+        g.ntasks = (n + g.tw - 1) / g.tw;
+    }
+    else {
+        mf_intp per = (blocks + want - 1) / want;
+        if (per < 2) {
+            per = 2;
+        }
+        g.th = per * o->MR;
+        g.ntasks = (m + g.th - 1) / g.th;
+    }
+    if (T > g.ntasks) {
+        T = (int)g.ntasks;
+    }
+    if (!g.split_n && n <= nc_fit) {
+        g.nc = n;      /* row tasks: all of B packed once per thread */
+    }
+
+    /* buffers of one job (all jobs alike) */
+    mf_intp rows = g.split_n ? m : g.th;
+    mf_intp cols = g.split_n ? g.tw : n;
+    mf_intp mcp = mf_gemm_min(o->MC, mf_gemm_roundup(rows, o->MR));
+    mf_intp nc = mf_gemm_min(g.nc, cols);
+    mf_intp ncp = mf_gemm_roundup(nc, o->NR);
+    size_t need[3];
+    need[0] = (size_t)mcp * (o->KC / 2) * o->pair_bytes;
+    need[1] = (size_t)ncp * kpairs * o->pair_bytes;
+    need[2] = (size_t)mcp * mf_gemm_scratch_ld(o, nc) * sizeof(float);
+    size_t per_job = 0;
+    for (int b = 0; b < 3; b++) {
+        need[b] = (need[b] + MF_GEMM_ALIGN - 1) / MF_GEMM_ALIGN * MF_GEMM_ALIGN;
+        per_job += need[b];
+    }
+    size_t total = per_job * (size_t)T;
+    /* one block for all buffers: the pool's, kept between calls (up to
+     * MF_GEMM_POOL_KEEP bytes) to spare the page faults of fresh memory, or
+     * a new one when another call holds the pool */
+    char *mem = NULL;
+    int pooled = pthread_mutex_trylock(&mf_gemm_pool_mutex) == 0;
+    if (pooled) {
+        if (mf_gemm_pool_size < total) {
+            free(mf_gemm_pool_mem);
+            mf_gemm_pool_mem = aligned_alloc(MF_GEMM_ALIGN, total);
+            mf_gemm_pool_size = mf_gemm_pool_mem ? total : 0;
+        }
+        mem = (char *)mf_gemm_pool_mem;
+    }
+    else {
+        mem = (char *)aligned_alloc(MF_GEMM_ALIGN, total);
+    }
+    int ok = mem != NULL;
+    if (ok) {
+        for (int t = 0; t < T; t++) {
+            char *p = mem + per_job * (size_t)t;
+            jobs[t].g = &g;
+            jobs[t].abuf = p;
+            jobs[t].bbuf = p + need[0];
+            jobs[t].cbuf = (float *)(p + need[0] + need[1]);
+            jobs[t].b_j0 = 0;
+            jobs[t].b_nc = 0;
+        }
+        if (T == 1) {
+            mf_gemm_run_job(&jobs[0]);
+        }
+        else if (!mf_gemm_pool_run(jobs, T)) {
+            /* another call has the pool: threads of our own */
+            for (int t = 1; t < T; t++) {
+                started[t] = pthread_create(&tids[t], NULL, mf_gemm_thread_main, &jobs[t]) == 0;
+            }
+            mf_gemm_run_job(&jobs[0]);
+            for (int t = 1; t < T; t++) {
+                if (started[t]) {
+                    pthread_join(tids[t], NULL);
+                }
+            }
+        }
+        /* a thread that could not start took no task: the others did them */
+    }
+    if (pooled) {
+        if (mf_gemm_pool_size > MF_GEMM_POOL_KEEP) {
+            free(mf_gemm_pool_mem);
+            mf_gemm_pool_mem = NULL;
+            mf_gemm_pool_size = 0;
+        }
+        pthread_mutex_unlock(&mf_gemm_pool_mutex);
+    }
+    else {
+        free(mem);
+    }
+    return ok ? 0 : -1;
+}
+
+static void
+mf_gemm_ctx_init(mf_gemm_ctx *c, const mf_format *f, int MR, int NR)
+{
+    c->f = f;
+    c->MR = MR;
+    c->NR = NR;
+    if (f->itemsize == 1) {
+        for (int i = 0; i < 256; i++) {
+            uint32_t u;
+            memcpy(&u, &mf_lut8[f->id][i], 4);
+            c->bf16[i] = (uint16_t)(u >> 16);   /* exact: <= 7 mantissa bits */
+        }
+    }
+}
+
+void
+mf_gemm_run(const mf_gemm_ops *ops, const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
+            const void *A, mf_intp lda, const void *B, mf_intp ldb,
+            float *C, mf_intp ldc, const mf_gemm_epilogue *ep)
+{
+    if (m <= 0 || n <= 0) {
+        return;
+    }
+    if (k <= 0 || (double)m * (double)n * (double)k <= 512.0) {
+        mf_serial_gemm_f32acc(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
+        return;
+    }
+    if ((double)m * (double)n * (double)k <= MF_GEMM_SMALL_WORK) {
+        ops->small(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
+        return;
+    }
+    mf_gemm_ctx ctx;
+    mf_gemm_ctx_init(&ctx, f, ops->MR, ops->NR);
+    int r = mf_gemm_drive(ops, &ctx, m, n, k, A, lda, B, ldb, C, ldc, ep);
+    if (r == -2) {
+        ops->small(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
+    }
+    else if (r < 0) {
+        mf_serial_gemm_f32acc(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
+    }
+}

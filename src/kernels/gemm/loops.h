@@ -232,20 +232,38 @@ mf_gemm_pack_a_f32(const mf_gemm_ctx *c, const void *src, mf_intp ld, mf_intp r0
 {
     const int MR = c->MR;
     const mf_intp sz = c->f->itemsize, kq = (kc + 1) / 2;
-    float *d = (float *)dst;
+    const mf_intp qfull = kc / 2;      /* pairs with both members below k */
+    const uint16_t *tab = c->bf16;
+    uint32_t *d = (uint32_t *)dst;     /* float32 bits: a bfloat16 code shifted */
     for (mf_intp ir = 0; ir < cnt; ir += MR, d += 2 * kq * MR) {
         for (int i = 0; i < MR; i++) {
             if (ir + i >= cnt) {
                 for (mf_intp q = 0; q < 2 * kq; q++) {
-                    d[q * MR + i] = 0.0f;
+                    d[q * MR + i] = 0;
                 }
                 continue;
             }
             const char *row = (const char *)src + ((r0 + ir + i) * ld + p0) * sz;
-            for (mf_intp q = 0; q < kq; q++) {
-                d[(2 * q) * MR + i] = (p0 + 2 * q + 1 < k) ? mf_gemm_f32(c, row + (2 * q + 1) * sz)
-                                                           : 0.0f;
-                d[(2 * q + 1) * MR + i] = mf_gemm_f32(c, row + 2 * q * sz);
+            /* the format's branch out of the loop: this loop is most of
+             * the work of a product with few columns */
+            if (sz == 2) {
+                const uint16_t *h = (const uint16_t *)row;
+                for (mf_intp q = 0; q < qfull; q++) {
+                    d[(2 * q) * MR + i] = (uint32_t)h[2 * q + 1] << 16;
+                    d[(2 * q + 1) * MR + i] = (uint32_t)h[2 * q] << 16;
+                }
+            }
+            else {
+                const uint8_t *b = (const uint8_t *)row;
+                for (mf_intp q = 0; q < qfull; q++) {
+                    d[(2 * q) * MR + i] = (uint32_t)tab[b[2 * q + 1]] << 16;
+                    d[(2 * q + 1) * MR + i] = (uint32_t)tab[b[2 * q]] << 16;
+                }
+            }
+            for (mf_intp q = qfull; q < kq; q++) {      /* an odd kc's last pair */
+                uint32_t hi = (p0 + 2 * q + 1 < k) ? mf_gemm_bf16(c, row + (2 * q + 1) * sz) : 0;
+                d[(2 * q) * MR + i] = hi << 16;
+                d[(2 * q + 1) * MR + i] = mf_gemm_bf16(c, row + 2 * q * sz) << 16;
             }
         }
     }

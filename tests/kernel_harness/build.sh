@@ -37,6 +37,7 @@ case "$arch" in
         compile kernels/avx2.c "${avx2[@]}"
         compile kernels/gemm/avx2.c "${avx2[@]}"
         compile kernels/stats_avx2.c "${avx2[@]}"
+        compile kernels/blocks/avx2.c "${avx2[@]}"
         compile kernels/avx512.c "${avx512[@]}"
         compile kernels/gemm/avx512.c "${avx512[@]}"
         compile kernels/avx512bf16.c "${avx512[@]}" -mavx512bf16
@@ -47,7 +48,8 @@ case "$arch" in
         static=()
         ;;
 esac
-for f in format_table.c kernels/serial.c kernels/stats.c kernels/gemm/serial.c kernels/parallel.c; do
+for f in format_table.c kernels/serial.c kernels/stats.c kernels/gemm/serial.c kernels/blocks/serial.c \
+         kernels/parallel.c; do
     compile "$f"
 done
 if [ ${#defs[@]} -gt 0 ]; then

@@ -1,6 +1,6 @@
 /*
  * The scale arithmetic of the block-scaled kernels (blocks.h), shared by the
- * serial loops (blocks.c) and the fused SIMD ones (blocks_avx2.c) so that
+ * serial loops (serial.c) and the fused SIMD ones (avx2.c) so that
  * every level computes a block's scale with the same C code.
  */
 #ifndef MF_BLOCKS_SCALE_H

@@ -8,8 +8,8 @@ the scales (and NVFP4's float32 tensor scale) and turns back into float32
 with ``.dequantize()`` or ``np.asarray``.  ``block_matmul(a, b)`` (``a @ b``)
 multiplies two of them in float32.  The rules, and where each comes from,
 are in docs/formats.md ("Block-scaled formats").  The loops are C
-(src/kernels/blocks.c: the serial oracle, separate passes, the elements by
-the cast kernels; blocks_avx2.c: one pass, eight blocks at a time), tested
+(src/kernels/blocks/serial.c: the serial oracle, separate passes, the elements by
+the cast kernels; blocks/avx2.c: one pass, eight blocks at a time), tested
 bit-exact against each other; the matmul runs minifloat's bfloat16 GEMM.
 """
 import json
@@ -73,7 +73,7 @@ def rules_markdown():
     the rest of it by `minifloat formats --markdown`)."""
     lines = ["## Block-scaled formats", "",
              "`minifloat.quantize(x, fmt, axis=-1)` (minifloat/blocks.py, kernels in "
-             "src/kernels/blocks.c).", "",
+             "src/kernels/blocks/).", "",
              "| format | element | elements per block | scale | tensor scale | bits per element |",
              "|---|---|---|---|---|---|"]
     for sp in BLOCK_FORMATS.values():
@@ -150,7 +150,7 @@ Each rule, and where it comes from:
   E4M3 scale, 2 x 4 bits), K's padding dropped, and multiplied by minifloat's bfloat16
   GEMM with float32 accumulation, so the result is bit-for-bit `np.matmul(A, B,
   dtype=np.float32)` of those bfloat16 arrays, at every kernel level and thread count.
-  That GEMM's chain is VDPBF16PS's (src/kernels/gemm_serial.c): k taken in pairs, the
+  That GEMM's chain is VDPBF16PS's (src/kernels/gemm/serial.c): k taken in pairs, the
   odd index first, each step one float32 rounding, values and results below 2^-126
   flushed to zero. NVFP4's tensor scales multiply each result once:
   float32(acc x (float64(S_dec,a) x S_dec,b)). A block with the NaN scale makes its

@@ -1,9 +1,9 @@
 /*
- * Python entry points of the block-scaled kernels (kernels/blocks.c), used
+ * Python entry points of the block-scaled kernels (kernels/blocks/), used
  * by minifloat/blocks.py, which checks shapes and dtypes before calling.
  */
 #include "minifloat.h"
-#include "kernels/blocks.h"
+#include "kernels/blocks/blocks.h"
 
 static int
 parse_params(mf_block_params *p, int kind, int elem_id, int block, int mode, double s_enc)
@@ -205,22 +205,7 @@ py_finite_amax(PyObject *NPY_UNUSED(self), PyObject *arg)
     return PyFloat_FromDouble(r);
 }
 
-/* _block_threads(n) -> previous: the most threads a block kernel call uses
- * (n < 1: only read it) */
-static PyObject *
-py_block_threads(PyObject *NPY_UNUSED(self), PyObject *arg)
-{
-    long n = PyLong_AsLong(arg);
-    if (n == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    return PyLong_FromLong(mf_block_set_threads((int)(n > 64 ? 64 : n)));
-}
-
 static PyMethodDef block_methods[] = {
-    {"_block_threads", py_block_threads, METH_O,
-     "_block_threads(n) -> previous: the most threads a block-scaled kernel call uses "
-     "(n < 1 only reads it; tests, benchmarks)."},
     {"_block_quantize", py_block_quantize, METH_VARARGS,
      "_block_quantize(x, codes, scales, kind, elem_id, block, mode, s_enc) (minifloat.blocks)."},
     {"_block_dequantize", py_block_dequantize, METH_VARARGS,

@@ -711,15 +711,15 @@ def test_threads_give_the_same_bits(fmt):
     the result does not depend on the split"""
     x = wide_data(3, (1 << 20) + 37, 16)
     x[1, 12345] = np.nan
-    prev = _core._block_threads(1)
+    prev = mf.set_num_threads(1)
     try:
         q1 = mf.quantize(x, fmt)
         y1 = q1.dequantize()
-        _core._block_threads(5)
+        mf.set_num_threads(5)
         q5 = mf.quantize(x, fmt)
         y5 = q5.dequantize()
     finally:
-        _core._block_threads(prev)
+        mf.set_num_threads(prev)
     np.testing.assert_array_equal(np.asarray(q1.data).view(np.uint8), np.asarray(q5.data).view(np.uint8))
     np.testing.assert_array_equal(q1.scales.view(np.uint8), q5.scales.view(np.uint8))
     np.testing.assert_array_equal(y1.view(np.uint32), y5.view(np.uint32))

@@ -1,5 +1,5 @@
 """np.matmul for the float formats: one canonical float32 accumulation (the
-"VDPBF16PS chain" of src/kernels/gemm_serial.c), bit-identical at every
+"VDPBF16PS chain" of src/kernels/gemm/serial.c), bit-identical at every
 kernel level, for any layout of the operands and any number of threads."""
 
 import itertools

@@ -3,6 +3,7 @@
  */
 #include <string.h>
 #include "kernels.h"
+#include "blocks/blocks.h"
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
 #include <cpuid.h>
 #endif
@@ -14,6 +15,7 @@
 #endif
 
 const mf_kernels *mf_k = &mf_kernels_serial;
+const mf_block_ops *mf_kb = &mf_block_ops_serial;
 mf_level mf_active_level = MF_LEVEL_SERIAL;
 
 static const char *level_names[MF_NUM_LEVELS] = {"serial", "avx2", "avx512", "avx512bf16",
@@ -57,6 +59,22 @@ level_table(mf_level level)
         case MF_LEVEL_NEON_BF16: return &mf_kernels_neon_bf16;
 #endif
         default: return NULL;
+    }
+}
+
+/* the block-scaled kernels' inner loops exist as serial and AVX2 code: the
+ * AVX-512 levels run the AVX2 loops, the NEON levels the serial ones */
+static const mf_block_ops *
+level_block_ops(mf_level level)
+{
+    switch (level) {
+#ifdef MF_HAVE_AVX2
+        case MF_LEVEL_AVX2:
+        case MF_LEVEL_AVX512:
+        case MF_LEVEL_AVX512BF16:
+            return &mf_block_ops_avx2;
+#endif
+        default: return &mf_block_ops_serial;
     }
 }
 
@@ -153,6 +171,7 @@ mf_set_level(mf_level level)
         return -1;
     }
     mf_k = level_table(level);
+    mf_kb = level_block_ops(level);
     mf_active_level = level;
     return 0;
 }

@@ -115,7 +115,7 @@ typedef struct {
      * C[m x n] (float32, row stride ldc) += A[m x k] * B[k x n] where A and B
      * hold codes with row strides lda, ldb (in elements) and unit column
      * stride.  Every output element is the canonical float32 chain of
-     * gemm_serial.c (k pairs, odd index first, DAZ/FTZ: VDPBF16PS), the same
+     * gemm/serial.c (k pairs, odd index first, DAZ/FTZ: VDPBF16PS), the same
      * at every level and for any number of threads.
      * With ep != NULL, the chains start from +0 instead, C is not used (may
      * be NULL) and the finished results are handed to ep in blocks.
@@ -181,7 +181,7 @@ extern const mf_kernels mf_kernels_neon;
 extern const mf_kernels mf_kernels_neon_bf16;
 #endif
 
-/* Per-ISA entry points (src/kernels/<isa>.c, gemm in gemm_<isa>.c); a level's
+/* Per-ISA entry points (src/kernels/<isa>.c, gemm in gemm/<isa>.c); a level's
  * table may reuse a lower level's entries. */
 void mf_avx2_decode_f32(const mf_format *f, const void *src, float *dst, mf_intp n);
 void mf_avx2_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n);

@@ -3,14 +3,14 @@
  * one rounding per output element.
  *
  * matmul:  C[i,j] = round(gemm_f32acc chain) -- the canonical "VDPBF16PS
- *          chain" documented in kernels/gemm_serial.c (k pairs, odd index
+ *          chain" documented in kernels/gemm/serial.c (k pairs, odd index
  *          first, DAZ/FTZ), bit-identical at every kernel level and for any
  *          number of threads.  NaN results are the format's canonical NaN.
  * vecdot:  the kernels' dot summation order (lanes, blocks in float64).
  */
 #include <fenv.h>
 #include "umath.h"
-#include "../kernels/gemm_common.h"
+#include "../kernels/gemm/common.h"
 #include "../kernels/parallel.h"
 #include "../kernels/scalar_ops.h"
 
@@ -183,7 +183,7 @@ mm_epilogue(void *vctx, mf_intp i0, mf_intp j0, mf_intp rows, mf_intp cols, floa
 
 /*
  * C = A @ B for one format: the gemm's canonical float32 chains (see
- * kernels/gemm_serial.c), rounded once per element into the format by the
+ * kernels/gemm/serial.c), rounded once per element into the format by the
  * epilogue, in the gemm's threads.  Every NaN result is stored as the
  * format's canonical NaN.  The floating-point flags do not depend on the
  * kernel level or the number of threads: the gemm's own flags are dropped;

@@ -16,7 +16,7 @@ objs=()
 defs=()
 compile() {   # file flags...
     local f="$1"; shift
-    local o="$tmp/$(basename "$f" .c).o"
+    local o="$tmp/${f//\//_}.o"   # kernels/gemm/avx2.c and kernels/avx2.c both exist
     "$cc" "${common[@]}" "$@" -c "$src/$f" -o "$o"
     objs+=("$o")
 }
@@ -24,10 +24,10 @@ case "$arch" in
     aarch64*)
         defs=(-DMF_HAVE_NEON=1 -DMF_HAVE_NEON_BF16=1)
         compile kernels/neon.c -march=armv8-a
-        compile kernels/gemm_neon.c -march=armv8-a
+        compile kernels/gemm/neon.c -march=armv8-a
         compile kernels/stats_neon.c -march=armv8-a
         compile kernels/neon_bf16.c -march=armv8.2-a+bf16
-        compile kernels/gemm_neon_bf16.c -march=armv8.2-a+bf16
+        compile kernels/gemm/neon_bf16.c -march=armv8.2-a+bf16
         static=(-static)
         ;;
     x86_64*)
@@ -35,20 +35,25 @@ case "$arch" in
         avx2=(-mavx2 -mfma -mf16c)
         avx512=(-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512cd -mfma -mf16c)
         compile kernels/avx2.c "${avx2[@]}"
-        compile kernels/gemm_avx2.c "${avx2[@]}"
+        compile kernels/gemm/avx2.c "${avx2[@]}"
         compile kernels/stats_avx2.c "${avx2[@]}"
+        compile kernels/blocks/avx2.c "${avx2[@]}"
         compile kernels/avx512.c "${avx512[@]}"
-        compile kernels/gemm_avx512.c "${avx512[@]}"
+        compile kernels/gemm/avx512.c "${avx512[@]}"
         compile kernels/avx512bf16.c "${avx512[@]}" -mavx512bf16
-        compile kernels/gemm_avx512bf16.c "${avx512[@]}" -mavx512bf16
+        compile kernels/gemm/avx512bf16.c "${avx512[@]}" -mavx512bf16
         static=()
         ;;
     *)
         static=()
         ;;
 esac
-for f in format_table.c kernels/serial.c kernels/stats.c kernels/gemm_serial.c kernels/parallel.c; do
+for f in format_table.c kernels/serial.c kernels/stats.c kernels/gemm/serial.c kernels/blocks/serial.c \
+         kernels/parallel.c; do
     compile "$f"
 done
+if [ ${#defs[@]} -gt 0 ]; then
+    compile kernels/gemm/driver.c      # the SIMD levels' GEMM driver
+fi
 compile kernels/dispatch.c "${defs[@]}"
 "$cc" "${common[@]}" "${defs[@]}" "$here/harness.c" "${objs[@]}" -o "$out" "${static[@]}" -lm -lpthread

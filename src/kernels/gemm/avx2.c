@@ -1,11 +1,12 @@
 /*
  * avx2 GEMM with float32 accumulation: emulates VDPBF16PS (the canonical
- * semantics of gemm_serial.c) with FMA under MXCSR FTZ|DAZ, on float32
- * operands packed with each k pair swapped (see gemm_avx512.c).  6 x 16
+ * semantics of serial.c) with FMA under MXCSR FTZ|DAZ, on float32
+ * operands packed with each k pair swapped (see avx512.c).  6 x 16
  * register tile, 12 ymm accumulators.
  */
-#include "kernels.h"
-#include "gemm_driver.h"
+#include <immintrin.h>
+#include "../kernels.h"
+#include "loops.h"
 
 #define F_MR 6
 #define F_NR 16
@@ -50,6 +51,7 @@ static const mf_gemm_ops f32_ops = {
     .pack_a = mf_gemm_pack_a_f32,
     .pack_b = mf_gemm_pack_b_f32,
     .kernel = kernel_6x16,
+    .small = mf_gemm_small,
     .ftz_daz = 1,
 };
 

@@ -17,7 +17,7 @@
 #ifndef MF_BLOCKS_H
 #define MF_BLOCKS_H
 
-#include "kernels.h"
+#include "../kernels.h"
 
 typedef enum {
     MF_BLOCK_MX = 0,       /* E8M0 scale, float element */
@@ -44,8 +44,8 @@ typedef struct {
 } mf_block_params;
 
 /*
- * The inner loops, one table per level (serial in blocks.c, AVX2 in
- * blocks_avx2.c); every entry computes the same float32 operations in the
+ * The inner loops, one table per instruction set (serial.c, avx2.c), chosen
+ * with the kernel level (dispatch.c); every entry computes the same float32 operations in the
  * same order at every level, so the results are bit-identical.  n and the
  * block size B are multiples of 8.
  */
@@ -69,7 +69,7 @@ typedef struct {
     uint32_t (*finite_amax)(const float *x, mf_intp n);
     /* NULL, or a whole quantize of nblocks full blocks in one pass over x
      * (MX float elements and NVFP4): scales[b] and the codes (float4 packed;
-     * codes points at the first block's), bit-identical to what blocks.c's
+     * codes points at the first block's), bit-identical to what serial.c's
      * separate passes (amax, scales, scale_clamp, the cast, pack4) give */
     void (*quantize_blocks)(const mf_block_params *p, const float *x, mf_intp nblocks,
                             uint8_t *codes, uint8_t *scales);
@@ -79,6 +79,8 @@ extern const mf_block_ops mf_block_ops_serial;
 #ifdef MF_HAVE_AVX2
 extern const mf_block_ops mf_block_ops_avx2;
 #endif
+/* the active level's (set with mf_k by mf_set_level, dispatch.c) */
+extern const mf_block_ops *mf_kb;
 
 /* Quantize rows [0, rows) of x; returns 0 (no failure is possible). */
 void mf_block_quantize(const mf_block_params *p, const float *x, mf_intp rows, mf_intp k,
@@ -86,10 +88,6 @@ void mf_block_quantize(const mf_block_params *p, const float *x, mf_intp rows, m
 /* out (rows, k) float32 = code * scale (* tensor decode scale s_dec for NVFP4) */
 void mf_block_dequantize(const mf_block_params *p, const uint8_t *codes, const uint8_t *scales,
                          mf_intp rows, mf_intp k, float s_dec, float *out);
-/* the most threads a call uses (n >= 1 sets it; tests); returns the previous.
- * Default: MINIFLOAT_NUM_THREADS, else the CPUs the process may use; a call
- * uses one thread per 2^20 elements at most */
-int mf_block_set_threads(int n);
 /* largest |x| over the finite elements of x (0 if none) */
 float mf_finite_amax(const float *x, mf_intp n);
 /* C (M x N, row-major float32) = A @ B for a block-scaled A (M rows of K,

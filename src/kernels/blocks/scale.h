@@ -1,13 +1,13 @@
 /*
  * The scale arithmetic of the block-scaled kernels (blocks.h), shared by the
- * serial loops (blocks.c) and the fused SIMD ones (blocks_avx2.c) so that
+ * serial loops (serial.c) and the fused SIMD ones (avx2.c) so that
  * every level computes a block's scale with the same C code.
  */
 #ifndef MF_BLOCKS_SCALE_H
 #define MF_BLOCKS_SCALE_H
 
 #include "blocks.h"
-#include "../codec.h"
+#include "../../codec.h"
 
 /* floor(log2 |v|) of a positive finite float32 given by its bits */
 static inline int

@@ -15,10 +15,10 @@
 #include <math.h>
 #include <string.h>
 #include "blocks.h"
-#include "blocks_scale.h"
-#include "../codec.h"
-#include "scalar_ops.h"
-#include "parallel.h"
+#include "scale.h"
+#include "../../codec.h"
+#include "../scalar_ops.h"
+#include "../parallel.h"
 
 /* elements scaled at a time (a multiple of every block size) */
 #define CHUNK 4096
@@ -48,7 +48,7 @@ serial_finite_amax(const float *x, mf_intp n)
     return m;
 }
 
-/* ---- the serial inner loops (the oracle of blocks_avx2.c) */
+/* ---- the serial inner loops (the oracle of avx2.c) */
 
 static void
 serial_amax(const float *x, mf_intp nblocks, int B, uint32_t *out)
@@ -137,21 +137,10 @@ const mf_block_ops mf_block_ops_serial = {
     serial_int8_dec, serial_finite_amax, NULL,
 };
 
-static const mf_block_ops *
-block_ops(void)
-{
-#ifdef MF_HAVE_AVX2
-    if (mf_active_level >= MF_LEVEL_AVX2) {
-        return &mf_block_ops_avx2;
-    }
-#endif
-    return &mf_block_ops_serial;
-}
-
 float
 mf_finite_amax(const float *x, mf_intp n)
 {
-    return mf_bits_f32(block_ops()->finite_amax(x, n));
+    return mf_bits_f32(mf_kb->finite_amax(x, n));
 }
 
 static void
@@ -296,27 +285,6 @@ run_block_job(const block_job *j)
     }
 }
 
-static int block_threads_override = 0;   /* tests: _block_threads(n) */
-
-/* minifloat.get_num_threads() (MINIFLOAT_NUM_THREADS, else the CPUs this
- * process may use), unless a test fixed a count */
-static int
-block_max_threads(void)
-{
-    int t = block_threads_override > 0 ? block_threads_override : mf_get_num_threads();
-    return t < 1 ? 1 : (t > 64 ? 64 : t);
-}
-
-int
-mf_block_set_threads(int n)
-{
-    int prev = block_max_threads();
-    if (n >= 1) {
-        block_threads_override = n > 64 ? 64 : n;
-    }
-    return prev;
-}
-
 /* tasks of the shared pool (parallel.h): ranges of blocks, taken from a
  * counter by whichever thread is free */
 typedef struct {
@@ -349,7 +317,7 @@ run_blocks(block_job *base, mf_intp rows)
 {
     mf_intp total = rows * base->nblocks;
     mf_intp elems = rows * base->k;
-    int T = block_max_threads();
+    int T = mf_get_num_threads();      /* minifloat.set_num_threads (parallel.h) */
     if ((mf_intp)T > elems / MF_BLOCK_THREAD_MIN) {
         T = (int)(elems / MF_BLOCK_THREAD_MIN);
     }
@@ -380,7 +348,7 @@ mf_block_quantize(const mf_block_params *p, const float *x, mf_intp rows, mf_int
     block_job j;
     memset(&j, 0, sizeof j);
     j.p = p;
-    j.ops = block_ops();
+    j.ops = mf_kb;
     j.k = k;
     j.nblocks = (k + B - 1) / B;
     j.crow = (p->elem && p->elem->bits == 4) ? j.nblocks * B / 2 : j.nblocks * B;
@@ -398,7 +366,7 @@ mf_block_dequantize(const mf_block_params *p, const uint8_t *codes, const uint8_
     block_job j;
     memset(&j, 0, sizeof j);
     j.p = p;
-    j.ops = block_ops();
+    j.ops = mf_kb;
     j.dequant = 1;
     j.k = k;
     j.nblocks = (k + B - 1) / B;
@@ -636,7 +604,7 @@ mf_block_matmul(const mf_block_params *pa, const uint8_t *ca, const uint8_t *sa,
     uint16_t *Bt = A + M * K;
     bmm_prep c;
     memset(&c, 0, sizeof c);
-    c.ops = block_ops();
+    c.ops = mf_kb;
     c.A = A;
     c.Bt = Bt;
     const bmm_operand oa = {pa, ca, sa, M, K, 0, (K + pa->block - 1) / pa->block};
@@ -651,7 +619,7 @@ mf_block_matmul(const mf_block_params *pa, const uint8_t *ca, const uint8_t *sa,
     c.a_rows_per_task = K >= 65536 ? 1 : 65536 / K;
     c.ntasks_a = (M + c.a_rows_per_task - 1) / c.a_rows_per_task;
     c.ntasks_b = (N + BMM_TILE_N - 1) / BMM_TILE_N;
-    int T = block_max_threads();
+    int T = mf_get_num_threads();
     mf_intp elems = (M + N) * K;
     if ((mf_intp)T > elems / MF_BLOCK_THREAD_MIN) {
         T = (int)(elems / MF_BLOCK_THREAD_MIN);

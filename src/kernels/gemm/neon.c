@@ -1,14 +1,14 @@
 /*
- * neon GEMM with float32 accumulation: the canonical chain of gemm_serial.c
+ * neon GEMM with float32 accumulation: the canonical chain of serial.c
  * (VDPBF16PS order, DAZ/FTZ) with FMLA by element under FPCR.FZ, on float32
  * operands packed with each k pair swapped (odd index first, see
  * mf_gemm_pack_a_f32); the driver checks FPSR.UFC after each block and
- * recomputes blocks where FZ flushed before rounding (gemm_driver.h).
+ * recomputes blocks where FZ flushed before rounding (driver.c).
  * 8 x 12 register tile: 24 accumulators, 2 A and 3 B vectors of the 32.
  */
 #include <arm_neon.h>
-#include "kernels.h"
-#include "gemm_driver.h"
+#include "../kernels.h"
+#include "loops.h"
 
 #define F_MR 8
 #define F_NR 12
@@ -51,6 +51,7 @@ static const mf_gemm_ops f32_ops = {
     .pack_a = mf_gemm_pack_a_f32,
     .pack_b = mf_gemm_pack_b_f32,
     .kernel = kernel_8x12,
+    .small = mf_gemm_small,
     .ftz_daz = 1,
 };
 

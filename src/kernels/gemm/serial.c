@@ -54,9 +54,9 @@
 #include <math.h>
 #include <float.h>
 #include <string.h>
-#include "kernels.h"
-#include "scalar_ops.h"
-#include "gemm_common.h"
+#include "../kernels.h"
+#include "../scalar_ops.h"
+#include "common.h"
 
 static inline float
 mf_flush(float x)

@@ -1,11 +1,11 @@
 /*
- * neon_bf16 GEMM (FEAT_BF16): the canonical chain of gemm_serial.c with
+ * neon_bf16 GEMM (FEAT_BF16): the canonical chain of serial.c with
  * BFMLALT then BFMLALB by element, on bfloat16 pairs packed as for
  * VDPBF16PS (one uint32 per row or column and k pair, the even index in the
  * low half, see mf_gemm_pack_a_pairs).  BFMLALT/BFMLALB widen one bfloat16
  * of each pair and do an ordinary float32 fused multiply-add: the odd
  * member first, then the even one is the canonical order.  Under FPCR.FZ
- * with the driver's FPSR.UFC check, as gemm_neon.c.
+ * with the driver's FPSR.UFC check, as neon.c.
  *
  * BFDOT and BFMMLA are not used: without FEAT_EBF16 they round their sums
  * to odd and do not fuse the products (2^24 + 1 gives 2^24 + 2), so they
@@ -13,8 +13,8 @@
  * 8 x 12 tile: 24 accumulators, 2 A and 3 B vectors of eight bfloat16.
  */
 #include <arm_neon.h>
-#include "kernels.h"
-#include "gemm_driver.h"
+#include "../kernels.h"
+#include "loops.h"
 
 #define B_MR 8
 #define B_NR 12
@@ -61,6 +61,7 @@ static const mf_gemm_ops bf16_ops = {
     .pack_a = mf_gemm_pack_a_pairs,
     .pack_b = mf_gemm_pack_b_pairs,
     .kernel = kernel_bf16_8x12,
+    .small = mf_gemm_small,
     .ftz_daz = 1,
 };
 

@@ -1,6 +1,6 @@
 /*
  * AVX2 inner loops of the block-scaled kernels (blocks.h): the same float32
- * operations in the same order as the serial loops in blocks.c, eight lanes
+ * operations in the same order as the serial loops in serial.c, eight lanes
  * at a time, so bit-identical (tests/test_blocks.py compares the levels).
  * Compiled with -mavx2 and called only after the run-time CPU check.
  */
@@ -8,8 +8,8 @@
 #include <string.h>
 #include <immintrin.h>
 #include "blocks.h"
-#include "blocks_scale.h"
-#include "simd_params.h"
+#include "scale.h"
+#include "../simd_params.h"
 
 #define MF_INLINE static inline __attribute__((always_inline))
 
@@ -169,11 +169,11 @@ avx2_finite_amax(const float *x, mf_intp n)
  * eight blocks at a time (their scales first, together, then their
  * elements: a block's elements wait on its scale, and eight scales at once
  * keep that wait off the loop).  The element codes come from the cast's
- * rounding (avx2.c's enc_small, serial.c's mf_enc1) restricted to what
- * quantize feeds it: finite values already clamped to the element's largest
- * finite magnitude, so no overflow, inf or NaN lanes.  The scales: MX from
- * blocks_scale.h (the floor rule vectorised), NVFP4 by the float32
- * operations of blocks.c. */
+ * rounding (the AVX2 cast's enc_small, the serial cast's mf_enc1)
+ * restricted to what quantize feeds it: finite values already clamped to
+ * the element's largest finite magnitude, so no overflow, inf or NaN lanes.  The scales: MX from
+ * scale.h (the floor rule vectorised), NVFP4 by the float32
+ * operations of serial.c. */
 
 typedef struct {
     __m256i abs, one, round_bias, exp_adj, min_normal_m1, sub_cbits, sbit;
@@ -244,7 +244,7 @@ pack_nibbles32(__m256i bytes)
     return _mm256_castsi256_si128(_mm256_permute4x64_epi64(p, _MM_SHUFFLE(3, 1, 2, 0)));
 }
 
-/* clamp(v * m, -lim, lim) as blocks.c's scale_clamp1 */
+/* clamp(v * m, -lim, lim) as serial.c's scale_clamp1 */
 MF_INLINE __m256
 scale_clamp8(__m256 v, __m256 m, __m256 hi, __m256 lo)
 {
@@ -312,7 +312,7 @@ store_scales(uint8_t *scales, __m256i sc, int nb)
     }
 }
 
-/* MX scale codes of eight blocks from their amax bits (blocks_scale.h's
+/* MX scale codes of eight blocks from their amax bits (scale.h's
  * mx_scale_code, vectorised for the spec's floor rule) */
 MF_INLINE __m256i
 mx_scale_floor8(const mf_block_params *p, __m256i ab)
@@ -415,7 +415,7 @@ typedef struct {
 /* the scales of the nb <= 8 blocks at xg: TransformerEngine's S_dec_b =
  * e4m3(min(amax * (S_enc / 6), 448)) stored, and (returned) the multipliers
  * 1 / (S_dec_b * S_dec), at most FLT_MAX, and which blocks are finite (the
- * float32 operations of blocks.c) */
+ * float32 operations of serial.c) */
 MF_INLINE __m256
 nv_group_scales(const nv_regs *r, const float *xg, int nb, uint8_t *scales, __m256i *fin)
 {

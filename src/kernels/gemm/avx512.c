@@ -1,12 +1,13 @@
 /*
  * avx512 GEMM with float32 accumulation: emulates VDPBF16PS (the canonical
- * semantics of gemm_serial.c) with AVX-512 FMA under MXCSR FTZ|DAZ.  A and B
+ * semantics of serial.c) with AVX-512 FMA under MXCSR FTZ|DAZ.  A and B
  * are packed as float32 with each k pair swapped (2q + 1 first, then 2q, an
  * odd k padded with zeros), so a plain FMA chain over the packed slots is
  * the canonical order.  12 x 32 register tile, 24 zmm accumulators.
  */
-#include "kernels.h"
-#include "gemm_driver.h"
+#include <immintrin.h>
+#include "../kernels.h"
+#include "loops.h"
 
 #define F_MR 12
 #define F_NR 32
@@ -50,6 +51,7 @@ static const mf_gemm_ops f32_ops = {
     .pack_a = mf_gemm_pack_a_f32,
     .pack_b = mf_gemm_pack_b_f32,
     .kernel = kernel_12x32,
+    .small = mf_gemm_small,
     .ftz_daz = 1,
 };
 

@@ -1,47 +1,33 @@
 /*
- * The blocked, threaded GEMM driver shared by the SIMD gemm files
- * (gemm_avx2.c, gemm_avx512.c, gemm_avx512bf16.c, gemm_neon.c,
- * gemm_neon_bf16.c); each includes it and supplies its packing routines and
- * micro-kernel.  The floating-point environment of the kernels (MXCSR on
- * x86, FPCR/FPSR on aarch64) is set here: see MF_FPENV below.
- *
- * Layout: the k values are packed in pairs (2q, 2q+1), an odd k padded with
- * one zero member.  For a range of NC columns, B is packed once for the whole
- * depth, as KC x NR micro-panels; then for each block of MC rows, the float32
- * results live in a scratch block (rows and columns padded to whole MR x NR
- * tiles, so the micro-kernel never sees an edge), A is packed KC at a time
- * into MR-row micro-panels and the micro-kernel updates MR x NR tiles of the
- * scratch.  When the block is finished it goes to the epilogue (or back into
- * C).  KC is even, so pairs never straddle blocks and every output element
- * is exactly the canonical chain of gemm_serial.c.
+ * The blocked, threaded GEMM driver of the SIMD levels (layout and ops table:
+ * driver.h).  One copy for all levels: the worker threads, the buffer
+ * memory kept between calls and the fallbacks live here once; a level's
+ * packers and micro-kernel are reached through its ops table.  Portable C
+ * (no ISA flags): only the floating-point environment below is per
+ * architecture.
  *
  * Threads (of the shared pool, parallel.h) take tasks (column or row
- * chunks of C) from a shared counter and compute their elements' whole chains, so the result depends neither on
- * the number of threads nor on which thread does what.
- * Buffers are allocated before anything is written: if that fails the
- * caller falls back to the serial oracle.
+ * chunks of C) from a shared counter and compute their elements' whole
+ * chains, so the result depends neither on the number of threads nor on
+ * which thread does what.  Buffers are allocated before anything is
+ * written: if that fails the caller falls back to the serial oracle.
  */
-#ifndef MF_GEMM_DRIVER_H
-#define MF_GEMM_DRIVER_H
-
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
-#include <sched.h>
-#include <unistd.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
-#include "kernels.h"
-#include "gemm_common.h"
-#include "parallel.h"
+#include "../kernels.h"
+#include "../parallel.h"
+#include "common.h"
+#include "driver.h"
 
 /*
  * The kernels' floating-point environment (ops->ftz_daz):
  *  - x86: MXCSR = round to nearest, FTZ, DAZ, all exceptions masked.  FTZ
  *    flushes results that are tiny after rounding: exactly the canonical
- *    step of gemm_serial.c.
+ *    step of serial.c.
  *  - aarch64: FPCR = round to nearest, FZ (no traps, no default NaN, no AH).
  *    FZ flushes subnormal inputs (the canonical DAZ), but flushes results
  *    that are tiny *before* rounding: a result whose exact value lies in
@@ -87,31 +73,12 @@ static inline void mf_fpenv_work(mf_fpenv e) { mf_set_fpcr((e.fpcr & ~MF_FPCR_MO
 static inline void mf_fpenv_clear_flags(void) { mf_set_fpsr(0); }
 static inline int mf_fpenv_flushed(void) { return (mf_get_fpsr() & MF_FPSR_UFC) != 0; }
 #else
-#error "gemm_driver.h: no floating-point environment code for this architecture"
+#error "gemm/driver.c: no floating-point environment code for this architecture"
 #endif
-
-/* pack rows/cols [r0, r0+cnt) of the k range [p0, p0+kc) into micro-panels
- * (cnt padded with zeros to a multiple of MR or NR); k is the full depth */
-typedef void (*mf_gemm_pack_fn)(const void *ctx, const void *src, mf_intp ld,
-                                mf_intp r0, mf_intp cnt, mf_intp p0, mf_intp kc, mf_intp k,
-                                void *dst);
-/* C[MR x NR] (row stride ldc) += packed A panel * packed B panel, kq pairs */
-typedef void (*mf_gemm_kernel_fn)(mf_intp kq, const void *a, const void *b, float *c,
-                                  mf_intp ldc);
-
-typedef struct {
-    int MR, NR;
-    mf_intp KC, MC, NC;        /* KC even; MC, NC multiples of MR, NR */
-    size_t pair_bytes;         /* bytes of one packed k pair of one row/column */
-    mf_gemm_pack_fn pack_a;    /* A panel: [q][MR] */
-    mf_gemm_pack_fn pack_b;    /* B panel: [q][NR] */
-    mf_gemm_kernel_fn kernel;
-    int ftz_daz;               /* run with MXCSR = RNE, FTZ, DAZ, all masked */
-} mf_gemm_ops;
 
 typedef struct {
     const mf_gemm_ops *ops;
-    const void *ctx;           /* passed to the packers (format, tables) */
+    const mf_gemm_ctx *ctx;    /* passed to the packers (format, tables) */
     mf_intp m, n, k;
     const void *A;
     mf_intp lda;
@@ -125,7 +92,6 @@ typedef struct {
     int split_n;
     mf_intp tw, th, ntasks;
     mf_intp next;              /* next task, taken atomically */
-    const mf_format *fmt;      /* for the oracle fallback (aarch64) */
 } mf_gemm_args;
 
 typedef struct {
@@ -139,7 +105,6 @@ typedef struct {
 #define MF_GEMM_MIN_THREAD_WORK ((double)(1 << 22))   /* m*n*k per extra thread */
 #define MF_GEMM_MAX_BPACK ((size_t)16 << 20)          /* bytes of packed B per job */
 
-static inline mf_intp mf_gemm_min(mf_intp a, mf_intp b) { return a < b ? a : b; }
 static inline mf_intp mf_gemm_roundup(mf_intp a, mf_intp b) { return (a + b - 1) / b * b; }
 
 /* scratch row stride: whole tiles, and not a multiple of 256 floats so that
@@ -212,12 +177,13 @@ mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, 
             }
         }
         if (o->ftz_daz && mf_fpenv_flushed()) {
-            /* aarch64: a result was flushed before rounding (see MF_FPENV):
-             * this block again, by the oracle */
-            const mf_intp sz = g->fmt->itemsize;
+            /* aarch64: a result was flushed before rounding (see the
+             * floating-point environment above): this block again, by the
+             * oracle */
+            const mf_intp sz = g->ctx->f->itemsize;
             mf_gemm_scratch_init(g, cs, lds, ic, mc, mcp, jc, nc, ncp);
             mf_fpenv_plain(csr);
-            mf_serial_gemm_f32acc(g->fmt, mc, nc, k, (const char *)g->A + ic * g->lda * sz, g->lda,
+            mf_serial_gemm_f32acc(g->ctx->f, mc, nc, k, (const char *)g->A + ic * g->lda * sz, g->lda,
                                   (const char *)g->B + jc * sz, g->ldb, cs, lds, NULL);
             mf_fpenv_work(csr);
         }
@@ -282,14 +248,6 @@ mf_gemm_thread_main(void *arg)
     return NULL;
 }
 
-/* threads to use: minifloat.set_num_threads / MINIFLOAT_NUM_THREADS / the
- * CPUs this process may run on (parallel.h) */
-static int
-mf_gemm_max_threads(void)
-{
-    return mf_get_num_threads();
-}
-
 /* the shared worker pool (parallel.c) runs jobs[w] on thread w */
 static void
 mf_gemm_pool_job(void *ctx, int w)
@@ -318,19 +276,18 @@ static size_t mf_gemm_pool_size = 0;
  * if k is too deep for packing (nothing written: the caller falls back).
  */
 static int
-mf_gemm_drive(const mf_gemm_ops *o, const void *ctx, mf_intp m, mf_intp n, mf_intp k,
+mf_gemm_drive(const mf_gemm_ops *o, const mf_gemm_ctx *ctx, mf_intp m, mf_intp n, mf_intp k,
               const void *A, mf_intp lda, const void *B, mf_intp ldb, float *C, mf_intp ldc,
               const mf_gemm_epilogue *ep)
 {
-    mf_gemm_args g = {o, ctx, m, n, k, A, lda, B, ldb, C, ldc, ep, o->NC, 0, 0, 0, 0, 0, NULL};
-    /* every context starts with the format (mf_gemm_ctx) */
-    g.fmt = *(const mf_format *const *)ctx;
+    mf_gemm_args g = {o, ctx, m, n, k, A, lda, B, ldb, C, ldc, ep, o->NC, 0, 0, 0, 0, 0};
     mf_gemm_job jobs[MF_GEMM_MAX_JOBS];
     pthread_t tids[MF_GEMM_MAX_JOBS];
     int started[MF_GEMM_MAX_JOBS];
 
-    /* how many threads */
-    int T = mf_gemm_max_threads();
+    /* how many threads: minifloat.set_num_threads / MINIFLOAT_NUM_THREADS /
+     * the CPUs this process may run on (parallel.h), fewer for small work */
+    int T = mf_get_num_threads();
     double work = (double)m * (double)n * (double)k;
     if (T > 1 && work < MF_GEMM_MIN_THREAD_WORK * 2) {
         T = 1;
@@ -468,136 +425,7 @@ mf_gemm_drive(const mf_gemm_ops *o, const void *ctx, mf_intp m, mf_intp n, mf_in
     return ok ? 0 : -1;
 }
 
-/*
- * Small products: no packing, no threads, no MXCSR switch.  When every
- * operand value is zero, inf/NaN or of magnitude in [2^-63, 2^64) (always,
- * for the 8/6/4-bit formats but e8m0), every product is an exact normal
- * float32 and the canonical step is c + a*b followed by a flush to zero,
- * which the compiler vectorises.  Other operands go to the serial oracle.
- */
-#define MF_GEMM_SMALL_WORK (32.0 * 32.0 * 32.0)
-#define MF_GEMM_SMALL_NB 64
-#define MF_GEMM_SMALL_RB 8
-
-static inline float
-mf_gemm_dec(const mf_format *f, const char *base, mf_intp i)
-{
-    if (f->itemsize == 2) {
-        uint16_t v;
-        memcpy(&v, base + 2 * i, 2);
-        uint32_t u = (uint32_t)v << 16;
-        float x;
-        memcpy(&x, &u, 4);
-        return x;
-    }
-    return mf_lut8[f->id][((const uint8_t *)base)[i]];
-}
-
-static inline float
-mf_gemm_flush(float x)
-{
-    /* a zero exponent field (zero or subnormal) keeps only the sign */
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    u &= (u & 0x7F800000u) ? 0xFFFFFFFFu : 0x80000000u;
-    memcpy(&x, &u, 4);
-    return x;
-}
-
-/* are all values of an (r x c) block (row stride ld) "safe" (see above)? */
-static int
-mf_gemm_all_safe(const mf_format *f, const void *src, mf_intp ld, mf_intp r, mf_intp c)
-{
-    if (f->itemsize == 1 && f->id != MF_FLOAT8_E8M0FNU) {
-        return 1;
-    }
-    unsigned bad = 0;
-    for (mf_intp i = 0; i < r; i++) {
-        const char *row = (const char *)src + i * ld * f->itemsize;
-        if (f->itemsize == 2) {
-            const uint16_t *h = (const uint16_t *)row;
-            for (mf_intp j = 0; j < c; j++) {
-                /* exponent field 64..190 is [2^-63, 2^64); 0 with a zero
-                 * mantissa is zero; 255 is inf/NaN */
-                unsigned e = (h[j] >> 7) & 0xFFu;
-                bad |= (e - 64u > 126u) & (e != 255u) & ((h[j] & 0x7FFFu) != 0);
-            }
-        }
-        else {
-            for (mf_intp j = 0; j < c; j++) {
-                float x = fabsf(mf_gemm_dec(f, row, j));
-                bad |= !(x == 0.0f || !(x <= 0x1p127f) || (x >= 0x1p-63f && x < 0x1p64f));
-            }
-        }
-    }
-    return !bad;
-}
-
 static void
-mf_gemm_small(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
-              const void *A, mf_intp lda, const void *B, mf_intp ldb,
-              float *C, mf_intp ldc, const mf_gemm_epilogue *ep)
-{
-    if (!mf_gemm_all_safe(f, A, lda, m, k) || !mf_gemm_all_safe(f, B, ldb, k, n)) {
-        mf_serial_gemm_f32acc(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
-        return;
-    }
-    const mf_intp sz = f->itemsize;
-    float acc[MF_GEMM_SMALL_RB][MF_GEMM_SMALL_NB];
-    float brow[MF_GEMM_SMALL_NB];
-    for (mf_intp j0 = 0; j0 < n; j0 += MF_GEMM_SMALL_NB) {
-        mf_intp nb = mf_gemm_min(MF_GEMM_SMALL_NB, n - j0);
-        for (mf_intp i0 = 0; i0 < m; i0 += MF_GEMM_SMALL_RB) {
-            mf_intp rb = mf_gemm_min(MF_GEMM_SMALL_RB, m - i0);
-            for (mf_intp r = 0; r < rb; r++) {
-                for (mf_intp j = 0; j < nb; j++) {
-                    acc[r][j] = ep ? 0.0f : mf_gemm_flush(C[(i0 + r) * ldc + j0 + j]);
-                }
-            }
-            for (mf_intp q = 0; q < (k + 1) / 2; q++) {
-                for (int h = 1; h >= 0; h--) {
-                    mf_intp p = 2 * q + h;
-                    if (p >= k) {
-                        for (mf_intp r = 0; r < rb; r++) {
-                            for (mf_intp j = 0; j < nb; j++) {
-                                acc[r][j] = acc[r][j] + 0.0f;     /* the +0 pad */
-                            }
-                        }
-                        continue;
-                    }
-                    const char *bp = (const char *)B + (p * ldb + j0) * sz;
-                    for (mf_intp j = 0; j < nb; j++) {
-                        brow[j] = mf_gemm_dec(f, bp, j);
-                    }
-                    for (mf_intp r = 0; r < rb; r++) {
-                        float a = mf_gemm_dec(f, (const char *)A + (i0 + r) * lda * sz, p);
-                        for (mf_intp j = 0; j < nb; j++) {
-                            acc[r][j] = mf_gemm_flush(acc[r][j] + a * brow[j]);
-                        }
-                    }
-                }
-            }
-            if (ep != NULL) {
-                mf_gemm_finish(ep, i0, j0, rb, nb, &acc[0][0], MF_GEMM_SMALL_NB);
-            }
-            else {
-                for (mf_intp r = 0; r < rb; r++) {
-                    memcpy(C + (i0 + r) * ldc + j0, acc[r], sizeof(float) * nb);
-                }
-            }
-        }
-    }
-}
-
-/* ---- generic packers (scalar), parametrised by the context ---- */
-
-typedef struct {
-    const mf_format *f;
-    int MR, NR;
-    uint16_t bf16[256];        /* 8-bit code -> bfloat16 bits (exact) */
-} mf_gemm_ctx;
-
-static inline void
 mf_gemm_ctx_init(mf_gemm_ctx *c, const mf_format *f, int MR, int NR)
 {
     c->f = f;
@@ -612,165 +440,7 @@ mf_gemm_ctx_init(mf_gemm_ctx *c, const mf_format *f, int MR, int NR)
     }
 }
 
-/* code -> bfloat16 bits / float32 value; every float format decodes exactly */
-static inline uint32_t
-mf_gemm_bf16(const mf_gemm_ctx *c, const char *p)
-{
-    if (c->f->itemsize == 2) {
-        uint16_t v;
-        memcpy(&v, p, 2);
-        return v;
-    }
-    return c->bf16[*(const uint8_t *)p];
-}
-
-static inline float
-mf_gemm_f32(const mf_gemm_ctx *c, const char *p)
-{
-    uint32_t u = mf_gemm_bf16(c, p) << 16;
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
-
-/* bfloat16 pairs: one uint32 per (row or column, q): low half k = 2q, high
- * half k = 2q + 1 (0 beyond k) -- VDPBF16PS adds the high product first */
-static void
-mf_gemm_pack_a_pairs(const void *vctx, const void *src, mf_intp ld, mf_intp r0, mf_intp cnt,
-                     mf_intp p0, mf_intp kc, mf_intp k, void *dst)
-{
-    const mf_gemm_ctx *c = (const mf_gemm_ctx *)vctx;
-    const int MR = c->MR;
-    const mf_intp sz = c->f->itemsize, kq = (kc + 1) / 2;
-    uint32_t *d = (uint32_t *)dst;
-    for (mf_intp ir = 0; ir < cnt; ir += MR, d += kq * MR) {
-        for (int i = 0; i < MR; i++) {
-            if (ir + i >= cnt) {
-                for (mf_intp q = 0; q < kq; q++) {
-                    d[q * MR + i] = 0;
-                }
-                continue;
-            }
-            const char *row = (const char *)src + ((r0 + ir + i) * ld + p0) * sz;
-            mf_intp qfull = kc / 2;    /* pairs with both members below k */
-            if (sz == 2) {
-                for (mf_intp q = 0; q < qfull; q++) {
-                    uint32_t v;
-                    memcpy(&v, row + 4 * q, 4);
-                    d[q * MR + i] = v;
-                }
-            }
-            else {
-                for (mf_intp q = 0; q < qfull; q++) {
-                    d[q * MR + i] = mf_gemm_bf16(c, row + 2 * q)
-                                    | (mf_gemm_bf16(c, row + 2 * q + 1) << 16);
-                }
-            }
-            for (mf_intp q = qfull; q < kq; q++) {
-                uint32_t lo = mf_gemm_bf16(c, row + 2 * q * sz);
-                uint32_t hi = (p0 + 2 * q + 1 < k) ? mf_gemm_bf16(c, row + (2 * q + 1) * sz) : 0;
-                d[q * MR + i] = lo | (hi << 16);
-            }
-        }
-    }
-}
-
-static void
-mf_gemm_pack_b_pairs(const void *vctx, const void *src, mf_intp ld, mf_intp r0, mf_intp cnt,
-                     mf_intp p0, mf_intp kc, mf_intp k, void *dst)
-{
-    const mf_gemm_ctx *c = (const mf_gemm_ctx *)vctx;
-    const int NR = c->NR;
-    const mf_intp sz = c->f->itemsize, kq = (kc + 1) / 2;
-    uint32_t *d = (uint32_t *)dst;
-    for (mf_intp jr = 0; jr < cnt; jr += NR) {
-        mf_intp nr = mf_gemm_min(NR, cnt - jr);
-        for (mf_intp q = 0; q < kq; q++, d += NR) {
-            mf_intp plo = p0 + 2 * q, phi = plo + 1;
-            const char *rlo = (const char *)src + (plo * ld + r0 + jr) * sz;
-            const char *rhi = (const char *)src + (phi * ld + r0 + jr) * sz;
-            mf_intp j = 0;
-            for (; j < nr; j++) {
-                uint32_t hi = phi < k ? mf_gemm_bf16(c, rhi + j * sz) : 0;
-                d[j] = mf_gemm_bf16(c, rlo + j * sz) | (hi << 16);
-            }
-            for (; j < NR; j++) {
-                d[j] = 0;
-            }
-        }
-    }
-}
-
-/* float32 pairs for the FMA levels: two floats per (row or column, q), slot
- * 0 holds k = 2q + 1 (0 beyond k), slot 1 holds k = 2q: a plain k-ordered
- * FMA chain over the slots is the VDPBF16PS order */
-static void
-mf_gemm_pack_a_f32(const void *vctx, const void *src, mf_intp ld, mf_intp r0, mf_intp cnt,
-                   mf_intp p0, mf_intp kc, mf_intp k, void *dst)
-{
-    const mf_gemm_ctx *c = (const mf_gemm_ctx *)vctx;
-    const int MR = c->MR;
-    const mf_intp sz = c->f->itemsize, kq = (kc + 1) / 2;
-    float *d = (float *)dst;
-    for (mf_intp ir = 0; ir < cnt; ir += MR, d += 2 * kq * MR) {
-        for (int i = 0; i < MR; i++) {
-            if (ir + i >= cnt) {
-                for (mf_intp q = 0; q < 2 * kq; q++) {
-                    d[q * MR + i] = 0.0f;
-                }
-                continue;
-            }
-            const char *row = (const char *)src + ((r0 + ir + i) * ld + p0) * sz;
-            for (mf_intp q = 0; q < kq; q++) {
-                d[(2 * q) * MR + i] = (p0 + 2 * q + 1 < k) ? mf_gemm_f32(c, row + (2 * q + 1) * sz)
-                                                           : 0.0f;
-                d[(2 * q + 1) * MR + i] = mf_gemm_f32(c, row + 2 * q * sz);
-            }
-        }
-    }
-}
-
-static void
-mf_gemm_pack_b_f32(const void *vctx, const void *src, mf_intp ld, mf_intp r0, mf_intp cnt,
-                   mf_intp p0, mf_intp kc, mf_intp k, void *dst)
-{
-    const mf_gemm_ctx *c = (const mf_gemm_ctx *)vctx;
-    const int NR = c->NR;
-    const mf_intp sz = c->f->itemsize, kq = (kc + 1) / 2;
-    float *d = (float *)dst;
-    for (mf_intp jr = 0; jr < cnt; jr += NR) {
-        mf_intp nr = mf_gemm_min(NR, cnt - jr);
-        for (mf_intp q = 0; q < kq; q++) {
-            for (int s = 0; s < 2; s++, d += NR) {
-                mf_intp p = p0 + 2 * q + 1 - s;
-                mf_intp j = 0;
-                if (p < k && sz == 2) {
-                    /* bfloat16: a shift, vectorised by the compiler */
-                    const uint16_t *row = (const uint16_t *)src + p * ld + r0 + jr;
-                    uint32_t *du = (uint32_t *)d;
-                    for (; j < nr; j++) {
-                        du[j] = (uint32_t)row[j] << 16;
-                    }
-                }
-                else if (p < k) {
-                    const char *row = (const char *)src + (p * ld + r0 + jr) * sz;
-                    for (; j < nr; j++) {
-                        d[j] = mf_gemm_f32(c, row + j * sz);
-                    }
-                }
-                for (; j < NR; j++) {
-                    d[j] = 0.0f;
-                }
-            }
-        }
-    }
-}
-
-/* A level's gemm_f32acc entry: tiny products on serial, small ones on
- * mf_gemm_small, the rest through mf_gemm_drive with the level's ops (its
- * micro-kernel's MR x NR), falling back to mf_gemm_small (-2) or serial when
- * the driver cannot (every level's entry is this, with its own ops) */
-static inline void
+void
 mf_gemm_run(const mf_gemm_ops *ops, const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
             const void *A, mf_intp lda, const void *B, mf_intp ldb,
             float *C, mf_intp ldc, const mf_gemm_epilogue *ep)
@@ -783,18 +453,16 @@ mf_gemm_run(const mf_gemm_ops *ops, const mf_format *f, mf_intp m, mf_intp n, mf
         return;
     }
     if ((double)m * (double)n * (double)k <= MF_GEMM_SMALL_WORK) {
-        mf_gemm_small(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
+        ops->small(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
         return;
     }
     mf_gemm_ctx ctx;
     mf_gemm_ctx_init(&ctx, f, ops->MR, ops->NR);
     int r = mf_gemm_drive(ops, &ctx, m, n, k, A, lda, B, ldb, C, ldc, ep);
     if (r == -2) {
-        mf_gemm_small(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
+        ops->small(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
     }
     else if (r < 0) {
         mf_serial_gemm_f32acc(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
     }
 }
-
-#endif

@@ -1,13 +1,14 @@
 /*
- * Pieces shared by the serial gemm (gemm_serial.c) and the SIMD driver
- * (gemm_driver.h): the bfloat16 shortcut of the epilogue.  Portable C; in
- * the SIMD files the compiler vectorises it with their ISA.
+ * Pieces shared by the serial gemm (serial.c), the SIMD driver (driver.c)
+ * and the levels' small-product loop (loops.h): the bfloat16 shortcut of the
+ * epilogue.  Portable C, vectorised with the flags of the file that
+ * includes it.
  */
 #ifndef MF_GEMM_COMMON_H
 #define MF_GEMM_COMMON_H
 
 #include <stdint.h>
-#include "kernels.h"
+#include "../kernels.h"
 
 /* or v into *p from several threads (the SIMD builds, GCC or Clang, are the
  * only ones with threads) */

@@ -1,12 +1,13 @@
 /*
  * GEMM with VDPBF16PS (AVX512_BF16): the canonical semantics of
- * gemm_serial.c is this instruction's, so this level is the reference the
+ * serial.c is this instruction's, so this level is the reference the
  * others emulate.  A and B are packed as bfloat16 pairs (k = 2q in the low
  * half, 2q + 1 in the high half); a 12 x 32 register tile of C (24 zmm
  * accumulators) takes one VDPBF16PS per pair and 16 columns.
  */
-#include "kernels.h"
-#include "gemm_driver.h"
+#include <immintrin.h>
+#include "../kernels.h"
+#include "loops.h"
 
 #define BF_MR 12
 #define BF_NR 32
@@ -49,12 +50,11 @@ kernel_12x32(mf_intp kq, const void *ap, const void *bp, float *c, mf_intp ldc)
 /* B panel of bfloat16 codes: interleave two rows with one permute per 16
  * columns; other formats and edges go through the generic packer */
 static void
-pack_b_bf16(const void *vctx, const void *src, mf_intp ld, mf_intp r0, mf_intp cnt,
+pack_b_bf16(const mf_gemm_ctx *c, const void *src, mf_intp ld, mf_intp r0, mf_intp cnt,
             mf_intp p0, mf_intp kc, mf_intp k, void *dst)
 {
-    const mf_gemm_ctx *c = (const mf_gemm_ctx *)vctx;
     if (c->f->itemsize != 2) {
-        mf_gemm_pack_b_pairs(vctx, src, ld, r0, cnt, p0, kc, k, dst);
+        mf_gemm_pack_b_pairs(c, src, ld, r0, cnt, p0, kc, k, dst);
         return;
     }
     const mf_intp kq = (kc + 1) / 2;
@@ -75,7 +75,7 @@ pack_b_bf16(const void *vctx, const void *src, mf_intp ld, mf_intp r0, mf_intp c
         }
     }
     if (full < cnt) {
-        mf_gemm_pack_b_pairs(vctx, src, ld, r0 + full, cnt - full, p0, kc, k, d);
+        mf_gemm_pack_b_pairs(c, src, ld, r0 + full, cnt - full, p0, kc, k, d);
     }
 }
 
@@ -110,19 +110,18 @@ transpose16(__m512i r[16])
 /* A panels of bfloat16 codes: each row's pairs are already dwords, so a
  * panel is a transpose (12 rows x 16 pairs at a time) */
 static void
-pack_a_bf16(const void *vctx, const void *src, mf_intp ld, mf_intp r0, mf_intp cnt,
+pack_a_bf16(const mf_gemm_ctx *c, const void *src, mf_intp ld, mf_intp r0, mf_intp cnt,
             mf_intp p0, mf_intp kc, mf_intp k, void *dst)
 {
-    const mf_gemm_ctx *c = (const mf_gemm_ctx *)vctx;
     const mf_intp kq = (kc + 1) / 2, qfull = kc / 2;
     if (c->f->itemsize != 2 || qfull < 16) {
-        mf_gemm_pack_a_pairs(vctx, src, ld, r0, cnt, p0, kc, k, dst);
+        mf_gemm_pack_a_pairs(c, src, ld, r0, cnt, p0, kc, k, dst);
         return;
     }
     uint32_t *d = (uint32_t *)dst;
     for (mf_intp ir = 0; ir < cnt; ir += BF_MR, d += kq * BF_MR) {
         if (cnt - ir < BF_MR) {
-            mf_gemm_pack_a_pairs(vctx, src, ld, r0 + ir, cnt - ir, p0, kc, k, d);
+            mf_gemm_pack_a_pairs(c, src, ld, r0 + ir, cnt - ir, p0, kc, k, d);
             break;
         }
         const uint16_t *rows = (const uint16_t *)src + (r0 + ir) * ld + p0;
@@ -161,6 +160,7 @@ static const mf_gemm_ops bf16_ops = {
     .pack_a = pack_a_bf16,
     .pack_b = pack_b_bf16,
     .kernel = kernel_12x32,
+    .small = mf_gemm_small,
     .ftz_daz = 0,
 };
 

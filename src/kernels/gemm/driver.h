@@ -1,0 +1,73 @@
+/*
+ * The blocked, threaded GEMM of the SIMD levels (driver.c, compiled once,
+ * without ISA flags) and what each level gives it (gemm/<level>.c, compiled
+ * with the level's flags): an ops table with its packing routines, its
+ * micro-kernel and its small-product loop.  The driver calls them through
+ * the table: one indirect call per packed panel and per micro-tile, which
+ * keeps every inner loop in the level's own code.
+ *
+ * Layout: the k values are packed in pairs (2q, 2q+1), an odd k padded with
+ * one zero member.  For a range of NC columns, B is packed once for the whole
+ * depth, as KC x NR micro-panels; then for each block of MC rows, the float32
+ * results live in a scratch block (rows and columns padded to whole MR x NR
+ * tiles, so the micro-kernel never sees an edge), A is packed KC at a time
+ * into MR-row micro-panels and the micro-kernel updates MR x NR tiles of the
+ * scratch.  When the block is finished it goes to the epilogue (or back into
+ * C).  KC is even, so pairs never straddle blocks and every output element
+ * is exactly the canonical chain of serial.c.
+ */
+#ifndef MF_GEMM_DRIVER_H
+#define MF_GEMM_DRIVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "../kernels.h"
+
+/* what the packers read: the format, the level's tile and, for the 8-bit
+ * formats, each code's bfloat16 bits (exact: <= 7 mantissa bits) */
+typedef struct {
+    const mf_format *f;
+    int MR, NR;
+    uint16_t bf16[256];
+} mf_gemm_ctx;
+
+/* pack rows/cols [r0, r0+cnt) of the k range [p0, p0+kc) into micro-panels
+ * (cnt padded with zeros to a multiple of MR or NR); k is the full depth */
+typedef void (*mf_gemm_pack_fn)(const mf_gemm_ctx *ctx, const void *src, mf_intp ld,
+                                mf_intp r0, mf_intp cnt, mf_intp p0, mf_intp kc, mf_intp k,
+                                void *dst);
+/* C[MR x NR] (row stride ldc) += packed A panel * packed B panel, kq pairs */
+typedef void (*mf_gemm_kernel_fn)(mf_intp kq, const void *a, const void *b, float *c,
+                                  mf_intp ldc);
+/* gemm_f32acc's contract without packing or threads (loops.h's mf_gemm_small) */
+typedef void (*mf_gemm_small_fn)(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
+                                 const void *A, mf_intp lda, const void *B, mf_intp ldb,
+                                 float *C, mf_intp ldc, const mf_gemm_epilogue *ep);
+
+typedef struct {
+    int MR, NR;
+    mf_intp KC, MC, NC;        /* KC even; MC, NC multiples of MR, NR */
+    size_t pair_bytes;         /* bytes of one packed k pair of one row/column */
+    mf_gemm_pack_fn pack_a;    /* A panel: [q][MR] */
+    mf_gemm_pack_fn pack_b;    /* B panel: [q][NR] */
+    mf_gemm_kernel_fn kernel;
+    mf_gemm_small_fn small;    /* small products, and k too deep to pack */
+    int ftz_daz;               /* run in the kernels' FP environment (driver.c) */
+} mf_gemm_ops;
+
+/* products of at most this many multiply-adds go to ops->small */
+#define MF_GEMM_SMALL_WORK (32.0 * 32.0 * 32.0)
+
+static inline mf_intp mf_gemm_min(mf_intp a, mf_intp b) { return a < b ? a : b; }
+
+/*
+ * A level's gemm_f32acc (kernels.h) with its ops: tiny products on the
+ * serial oracle, small ones on ops->small, the rest on the blocked kernels
+ * on up to mf_get_num_threads() threads, falling back to ops->small (k too
+ * deep to pack) or the oracle (no memory) when the driver cannot.
+ */
+void mf_gemm_run(const mf_gemm_ops *ops, const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
+                 const void *A, mf_intp lda, const void *B, mf_intp ldb,
+                 float *C, mf_intp ldc, const mf_gemm_epilogue *ep);
+
+#endif

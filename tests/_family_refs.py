@@ -1,4 +1,4 @@
-"""Independent references for the family conformance tests (tests/test_family_*.py).
+"""Independent references for the family conformance tests (every format, any folder).
 
 Nothing here calls minifloat's codec: every format is re-derived from its
 definition (shared/reference/formats.md, the OCP 8-bit FP and MX specs), its

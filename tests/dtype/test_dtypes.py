@@ -1,10 +1,10 @@
 """Family conformance (issue 3): every format is a NumPy dtype with what
-bfloat16 has -- scalar type, name lookup, views, pickle, save/load, printing
-that round-trips -- and minifloat.finfo / iinfo equal ml_dtypes' field by field.
+bfloat16 has -- scalar type, name lookup, array creation, views and copies.
+The same for pickle and save/load: test_pickle_io.py; printing:
+test_printing.py; finfo / iinfo: test_finfo.py (bfloat16's scalar type in
+detail: test_scalar.py).
 """
-import io
 import math
-import pickle
 
 import numpy as np
 import pytest
@@ -27,7 +27,7 @@ def codes_of(arr, name):
 
 @pytest.mark.parametrize("name", ALL)
 def test_dtype_identity_and_lookup(name):
-    # by name (np.dtype(name), dt.str round trip): tests/test_neighbours.py, in
+    # by name (np.dtype(name), dt.str round trip): tests/numpy_compat/test_neighbours.py, in
     # fresh processes; this session imported ml_dtypes, whose names win
     t = mf_type(name)
     dt = np.dtype(t)
@@ -102,171 +102,3 @@ def test_array_creation_views_and_copies(name):
         k = min(3, len(a) - 1)
         assert type(a[k].item()) is int
         assert int(a[k]) == int(R.int_wrap([k], name)[0])
-
-
-@pytest.mark.parametrize("name", ALL)
-def test_pickle_round_trip(name):
-    t = mf_type(name)
-    codes = R.all_codes(name)
-    a = codes.view(t)
-    for proto in range(2, pickle.HIGHEST_PROTOCOL + 1):
-        dt = pickle.loads(pickle.dumps(np.dtype(t), protocol=proto))
-        assert dt == np.dtype(t)
-        b = pickle.loads(pickle.dumps(a, protocol=proto))
-        assert b.dtype == a.dtype
-        np.testing.assert_array_equal(codes_of(b, name), codes)
-        m = a[: (len(a) // 2) * 2].reshape(2, -1)[:, ::2]      # non-contiguous
-        c = pickle.loads(pickle.dumps(m, protocol=proto))
-        np.testing.assert_array_equal(codes_of(c, name), codes_of(m, name))
-        for i in (0, 1, len(codes) - 1):
-            s = pickle.loads(pickle.dumps(a[i], protocol=proto))
-            assert type(s) is t
-            assert codes_of(np.array([s], t), name)[0] == codes[i]
-
-
-@pytest.mark.parametrize("name", ALL)
-def test_save_load_without_pickle(name):
-    a = R.all_codes(name).view(mf_type(name)).reshape(-1, 2)
-    buf = io.BytesIO()
-    minifloat.save(buf, a)
-    buf.seek(0)
-    b = minifloat.load(buf)
-    assert b.dtype == a.dtype and b.shape == a.shape
-    np.testing.assert_array_equal(codes_of(b, name), codes_of(a, name))
-    buf.seek(0)
-    raw = np.load(buf, allow_pickle=False)          # plain NumPy can read it
-    assert raw.dtype.itemsize == a.dtype.itemsize
-
-
-# ------------------------------------------------------------------ printing
-
-def within_rounding_interval(name, printed, value):
-    """the printed decimal rounds to `value` by the format's own grid, without
-    relying on saturation (a value past max + ulp/2 is not max, even in a
-    format that clamps overflow)"""
-    f = R.fmt(name)
-    g, gm = f._grid()
-    x = abs(printed)
-    return R.fmt(name).encode(np.array([printed]))[0] == R.fmt(name).encode(np.array([value]))[0] \
-        and (x < gm[-1] or (x == gm[-1] and f.max_mag % 2 == 0))
-
-
-@pytest.mark.parametrize("name", R.FLOAT_NAMES)
-def test_str_round_trips_within_the_rounding_interval(name):
-    t = mf_type(name)
-    codes = R.all_codes(name)
-    if len(codes) > 256:
-        codes = codes[::61]
-    a = codes.view(t)
-    v = a.astype(np.float64)
-    for i in range(len(a)):
-        s = str(a[i])
-        r = repr(a[i])
-        assert r == f"minifloat.{name}({s})"
-        if math.isnan(v[i]):
-            assert s == "nan"
-            continue
-        back = float(s)
-        assert float(t(back)) == v[i], (name, s, v[i])
-        if math.isinf(v[i]):
-            continue
-        assert within_rounding_interval(name, back, v[i]), (name, s, v[i])
-
-
-@pytest.mark.parametrize("name", R.FLOAT_NAMES)
-def test_array_repr_names_the_dtype(name):
-    a = np.array([1.0, 2.0], dtype=mf_type(name))
-    assert f"dtype={name}" in repr(a)
-    np.testing.assert_array_equal(a, np.array([1.0, 2.0], dtype=mf_type(name)))
-
-
-# ------------------------------------------------------------- finfo/iinfo
-
-FINFO_FIELDS = ["bits", "eps", "epsneg", "max", "min", "tiny", "smallest_normal",
-                "smallest_subnormal", "nmant", "nexp", "maxexp", "minexp", "machep", "negep",
-                "precision", "resolution", "iexp"]
-
-
-@pytest.mark.parametrize("name", R.FLOAT_NAMES)
-def test_finfo_equals_ml_dtypes_every_field(name):
-    ours = minifloat.finfo(mf_type(name))
-    theirs = ml_dtypes.finfo(R.ml_type(name))
-    for field in FINFO_FIELDS:
-        a, b = getattr(ours, field), getattr(theirs, field)
-        if isinstance(b, (int, np.integer)) and not isinstance(b, bool):
-            assert a == b and isinstance(a, (int, np.integer)), (field, a, b)
-        else:
-            # a value of the format, equal to ml_dtypes' value of the same format
-            assert type(a) is mf_type(name), (field, type(a))
-            if type(b) is R.ml_type(name):
-                assert codes_of(np.array([a]), name)[0] == np.array([b]).view(R.code_dtype(name))[0], \
-                    (field, a, b)
-            else:     # ml_dtypes gives some fields of float6/float4 as Python floats
-                assert float(a) == float(b), (field, a, b)
-    assert ours.dtype == np.dtype(mf_type(name))
-    # the same object from a name, a dtype or the scalar type
-    assert minifloat.finfo(name) is ours and minifloat.finfo(np.dtype(mf_type(name))) is ours
-    # the values themselves, from the definition
-    f = R.fmt(name)
-    assert float(ours.max) == float(f.max)
-    assert float(ours.smallest_normal) == float(f.smallest_normal) == float(ours.tiny)
-    assert float(ours.smallest_subnormal) == float(f.smallest_subnormal)
-    assert ours.bits == f.bits and ours.nmant == f.M and ours.nexp == f.E
-    with pytest.raises(ValueError):
-        minifloat.finfo(minifloat.int4)
-
-
-@pytest.mark.parametrize("t", [np.float16, np.float32, np.float64])
-def test_finfo_of_numpy_types_is_numpys(t):
-    assert minifloat.finfo(t).max == np.finfo(t).max
-    assert minifloat.finfo(t).bits == np.finfo(t).bits
-
-
-# np.finfo asks the DType for its constants: these fields come out right for
-# every format.  DOCUMENTED LIMITATION (docs/design.md, "finfo / iinfo"): NumPy
-# derives nexp from the storage size (wrong for the fn/fnuz/e8m0/float6/float4
-# formats), bits (8 for float6/float4), epsneg/negep by radix arithmetic
-# (0 and an error for float6_e2m3fn/float4_e2m1fn), and resolution (NaN for
-# e8m0); minifloat.finfo has them right.
-NP_FINFO_RIGHT = ["eps", "max", "min", "tiny", "smallest_normal", "smallest_subnormal", "nmant",
-                  "maxexp", "minexp", "machep", "precision", "iexp"]
-
-
-@pytest.mark.parametrize("name", R.FLOAT_NAMES)
-def test_np_finfo_fields(name):
-    ours = np.finfo(mf_type(name))
-    ref = minifloat.finfo(mf_type(name))
-    for field in NP_FINFO_RIGHT:
-        if field == "iexp":
-            continue      # derived from nexp
-        assert float(getattr(ours, field)) == float(getattr(ref, field)), field
-
-
-@pytest.mark.parametrize("name", R.INT_NAMES)
-def test_iinfo_equals_ml_dtypes(name):
-    ours = minifloat.iinfo(mf_type(name))
-    theirs = ml_dtypes.iinfo(R.ml_type(name))
-    assert (ours.min, ours.max, ours.bits) == (theirs.min, theirs.max, theirs.bits)
-    assert type(ours.min) is int and type(ours.max) is int
-    assert str(ours.dtype) == str(theirs.dtype) == name
-    assert ours.kind == np.iinfo(mf_type(name)).kind == ("i" if name.startswith("int") else "u")
-    assert repr(ours) == repr(theirs)
-    for spec in (name, np.dtype(mf_type(name))):
-        assert (minifloat.iinfo(spec).min, minifloat.iinfo(spec).max) == (ours.min, ours.max)
-    bits, signed = R.INT_DEFS[name]
-    assert (ours.min, ours.max) == ((-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed
-                                    else (0, (1 << bits) - 1))
-    with pytest.raises(ValueError):
-        minifloat.iinfo(minifloat.float8_e4m3fn)
-
-
-@pytest.mark.parametrize("t", [np.int8, np.uint16])
-def test_iinfo_of_numpy_types_is_numpys(t):
-    assert minifloat.iinfo(t).max == np.iinfo(t).max
-
-
-@pytest.mark.parametrize("name", R.INT_NAMES)
-def test_np_iinfo(name):
-    info = np.iinfo(mf_type(name))
-    ref = minifloat.iinfo(mf_type(name))
-    assert (info.min, info.max, info.bits) == (ref.min, ref.max, ref.bits)

@@ -1,5 +1,7 @@
-"""minifloat.finfo / np.finfo for bfloat16 (issue 2, item 10): the fields of
-ml_dtypes.finfo with equal values, and each value checked from the codes."""
+"""minifloat.finfo / np.finfo (and iinfo): for bfloat16 (issue 2, item 10)
+and every member of the family (issue 3), the fields of ml_dtypes.finfo /
+iinfo with equal values, and each value checked from the codes or the
+format's definition."""
 import math
 
 import numpy as np
@@ -9,6 +11,10 @@ import minifloat
 from minifloat import bfloat16 as bf16
 
 import _refs as R
+import _family_refs as FR
+from conftest import mf_type
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
 
 BF = np.dtype(bf16)
 FIELDS = ["bits", "eps", "epsneg", "max", "min", "tiny", "smallest_normal", "smallest_subnormal",
@@ -90,3 +96,99 @@ def test_iinfo_rejects_bfloat16():
         minifloat.iinfo(bf16)
     with pytest.raises(ValueError):
         np.iinfo(bf16)
+
+# ==========================================================================
+# Every member of the family (bfloat16 included)
+# ==========================================================================
+def codes_of(arr, name):
+    return np.ascontiguousarray(arr).view(FR.code_dtype(name))
+
+
+FINFO_FIELDS = ["bits", "eps", "epsneg", "max", "min", "tiny", "smallest_normal",
+                "smallest_subnormal", "nmant", "nexp", "maxexp", "minexp", "machep", "negep",
+                "precision", "resolution", "iexp"]
+
+
+@pytest.mark.parametrize("name", FR.FLOAT_NAMES)
+def test_finfo_equals_ml_dtypes_every_field(name):
+    ours = minifloat.finfo(mf_type(name))
+    theirs = ml_dtypes.finfo(FR.ml_type(name))
+    for field in FINFO_FIELDS:
+        a, b = getattr(ours, field), getattr(theirs, field)
+        if isinstance(b, (int, np.integer)) and not isinstance(b, bool):
+            assert a == b and isinstance(a, (int, np.integer)), (field, a, b)
+        else:
+            # a value of the format, equal to ml_dtypes' value of the same format
+            assert type(a) is mf_type(name), (field, type(a))
+            if type(b) is FR.ml_type(name):
+                assert codes_of(np.array([a]), name)[0] == np.array([b]).view(FR.code_dtype(name))[0], \
+                    (field, a, b)
+            else:     # ml_dtypes gives some fields of float6/float4 as Python floats
+                assert float(a) == float(b), (field, a, b)
+    assert ours.dtype == np.dtype(mf_type(name))
+    # the same object from a name, a dtype or the scalar type
+    assert minifloat.finfo(name) is ours and minifloat.finfo(np.dtype(mf_type(name))) is ours
+    # the values themselves, from the definition
+    f = FR.fmt(name)
+    assert float(ours.max) == float(f.max)
+    assert float(ours.smallest_normal) == float(f.smallest_normal) == float(ours.tiny)
+    assert float(ours.smallest_subnormal) == float(f.smallest_subnormal)
+    assert ours.bits == f.bits and ours.nmant == f.M and ours.nexp == f.E
+    with pytest.raises(ValueError):
+        minifloat.finfo(minifloat.int4)
+
+
+@pytest.mark.parametrize("t", [np.float16, np.float32, np.float64])
+def test_finfo_of_numpy_types_is_numpys(t):
+    assert minifloat.finfo(t).max == np.finfo(t).max
+    assert minifloat.finfo(t).bits == np.finfo(t).bits
+
+
+# np.finfo asks the DType for its constants: these fields come out right for
+# every format.  DOCUMENTED LIMITATION (docs/design.md, "finfo / iinfo"): NumPy
+# derives nexp from the storage size (wrong for the fn/fnuz/e8m0/float6/float4
+# formats), bits (8 for float6/float4), epsneg/negep by radix arithmetic
+# (0 and an error for float6_e2m3fn/float4_e2m1fn), and resolution (NaN for
+# e8m0); minifloat.finfo has them right.
+NP_FINFO_RIGHT = ["eps", "max", "min", "tiny", "smallest_normal", "smallest_subnormal", "nmant",
+                  "maxexp", "minexp", "machep", "precision", "iexp"]
+
+
+@pytest.mark.parametrize("name", FR.FLOAT_NAMES)
+def test_np_finfo_fields(name):
+    ours = np.finfo(mf_type(name))
+    ref = minifloat.finfo(mf_type(name))
+    for field in NP_FINFO_RIGHT:
+        if field == "iexp":
+            continue      # derived from nexp
+        assert float(getattr(ours, field)) == float(getattr(ref, field)), field
+
+
+@pytest.mark.parametrize("name", FR.INT_NAMES)
+def test_iinfo_equals_ml_dtypes(name):
+    ours = minifloat.iinfo(mf_type(name))
+    theirs = ml_dtypes.iinfo(FR.ml_type(name))
+    assert (ours.min, ours.max, ours.bits) == (theirs.min, theirs.max, theirs.bits)
+    assert type(ours.min) is int and type(ours.max) is int
+    assert str(ours.dtype) == str(theirs.dtype) == name
+    assert ours.kind == np.iinfo(mf_type(name)).kind == ("i" if name.startswith("int") else "u")
+    assert repr(ours) == repr(theirs)
+    for spec in (name, np.dtype(mf_type(name))):
+        assert (minifloat.iinfo(spec).min, minifloat.iinfo(spec).max) == (ours.min, ours.max)
+    bits, signed = FR.INT_DEFS[name]
+    assert (ours.min, ours.max) == ((-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed
+                                    else (0, (1 << bits) - 1))
+    with pytest.raises(ValueError):
+        minifloat.iinfo(minifloat.float8_e4m3fn)
+
+
+@pytest.mark.parametrize("t", [np.int8, np.uint16])
+def test_iinfo_of_numpy_types_is_numpys(t):
+    assert minifloat.iinfo(t).max == np.iinfo(t).max
+
+
+@pytest.mark.parametrize("name", FR.INT_NAMES)
+def test_np_iinfo(name):
+    info = np.iinfo(mf_type(name))
+    ref = minifloat.iinfo(mf_type(name))
+    assert (info.min, info.max, info.bits) == (ref.min, ref.max, ref.bits)

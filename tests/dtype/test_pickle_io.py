@@ -186,15 +186,9 @@ def test_np_save_load_across_processes(tmp_path):
 
 
 # --------------------------------------------------------------------------
-# minifloat.save / minifloat.load (being written: no pickle needed)
+# minifloat.save / minifloat.load (no pickle needed)
 # --------------------------------------------------------------------------
-def _need_save_load():
-    if not (hasattr(minifloat, "save") and hasattr(minifloat, "load")):
-        pytest.xfail("PENDING: minifloat.save / minifloat.load not present yet")
-
-
 def test_minifloat_save_load_round_trip(tmp_path):
-    _need_save_load()
     p = tmp_path / "x.npy"
     a = R.as_bf16(R.ALL_CODES).reshape(256, 256)
     with warnings.catch_warnings():
@@ -206,7 +200,6 @@ def test_minifloat_save_load_round_trip(tmp_path):
 
 
 def test_minifloat_load_needs_no_pickle(tmp_path):
-    _need_save_load()
     p = tmp_path / "x.npy"
     minifloat.save(p, np.array([1.5, np.nan], bf16))
     # the file holds no pickle: a plain np.load without allow_pickle reads it
@@ -217,7 +210,6 @@ def test_minifloat_load_needs_no_pickle(tmp_path):
 
 
 def test_minifloat_save_load_fresh_process(tmp_path):
-    _need_save_load()
     p = tmp_path / "x.npy"
     minifloat.save(p, R.as_bf16(R.ALL_CODES))
     out = _run("""

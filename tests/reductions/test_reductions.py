@@ -330,14 +330,6 @@ def test_prod_exact_powers_of_two(each_level):
 # --------------------------------------------------------------------------
 # cumulative reductions
 # --------------------------------------------------------------------------
-# The accumulate bug returns uninitialised-looking values that differ from run
-# to run; each xfail below checks several arrays so that it cannot pass by
-# accident.
-ACC_REASON = ("BUG: cumsum / add.accumulate / cumprod on bfloat16 return garbage (uninitialised "
-              "values: np.cumsum(np.arange(1, 6).astype(bf16)) gives e.g. [1, 3, 8, 9, 10] or "
-              "2.5e13, different per run and kernel level)")
-
-
 def _bf_exact_ints(n):
     # integers as stored in bfloat16 (above 256 they round), as float32
     return np.arange(1, n + 1).astype(bf16).astype(np.float32)

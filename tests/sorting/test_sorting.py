@@ -331,10 +331,18 @@ def test_sort_argsort_nan_last(name):
     np.testing.assert_array_equal(b.astype(np.float32), np.sort(a32[:4000].reshape(40, 100), axis=1))
 
 
-@pytest.mark.xfail(strict=False, reason="KNOWN GAP (docs/design.md): np.unique collapses NaNs "
-                   "only for dtypes of kind 'f'; the formats' kind is 'V' (legacy-compatible); "
-                   "formats with a single NaN code pass")
-@pytest.mark.parametrize("name", FR.FLOAT_NAMES)
+# np.unique collapses NaNs only for dtypes of kind 'f': a format with several
+# NaN codes keeps one NaN per code there, where float32 keeps one.  The
+# formats with at most one NaN code (fnuz, e8m0: one; float6/float4: none)
+# meet their NaN once in the data below, so they agree with float32.
+UNIQUE_GAP = pytest.mark.xfail(strict=True, reason="KNOWN GAP (docs/design.md): np.unique "
+                               "collapses NaNs only for dtypes of kind 'f'; the formats' kind "
+                               "is 'V' (legacy-compatible)")
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=UNIQUE_GAP)
+                                  if np.isnan(FR.fmt(n).decode_f64()).sum() > 1 else n
+                                  for n in FR.FLOAT_NAMES])
 def test_unique_searchsorted_partition(name):
     t = mf_type(name)
     codes = FR.all_codes(name)

@@ -3,7 +3,7 @@
 
     python fuzz/fuzz.py TARGET [libFuzzer flags...]
 
-TARGET is one of tests/_fuzz_targets.TARGETS (dlpack, npy, safetensors).
+TARGET is one of tests/fuzz/_fuzz_targets.TARGETS (dlpack, npy, safetensors).
 """
 import os
 import sys
@@ -11,7 +11,7 @@ import sys
 import atheris
 
 here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(here, "..", "tests"))
+sys.path.insert(0, os.path.join(here, "..", "tests", "fuzz"))
 
 # coverage: minifloat's C code (built with -fsanitize=fuzzer-no-link) and its
 # Python modules; the harness itself is not instrumented (it only costs time)

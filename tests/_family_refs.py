@@ -1,4 +1,4 @@
-"""Independent references for the family conformance tests (tests/test_family_*.py).
+"""Independent references for the family conformance tests (every format, any folder).
 
 Nothing here calls minifloat's codec: every format is re-derived from its
 definition (the OCP 8-bit floating point spec OFP8 v1.0 for e4m3fn/e5m2, the OCP

@@ -1,12 +1,30 @@
 import contextlib
+import glob
 import os
+import sys
 import tempfile
+from pathlib import Path
 
-import numpy as np
-import pytest
+# The test modules live in feature folders (dtype/, casts/, ...) and import
+# shared helpers by module name: _refs and _family_refs from this folder,
+# and a few modules of their own folder (test_exchange, _fuzz_targets).
+# pytest's default import mode puts each test module's folder on sys.path
+# as it imports it; --import-mode=importlib does not, so put this folder and
+# every test folder there up front.  The names of the test modules are
+# unique across folders, so the order does not matter.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# the checkout these tests are in (docs/ and examples/ are read from there)
+REPO_ROOT = Path(_HERE).parent
+for _d in [_HERE] + sorted(e.path for e in os.scandir(_HERE)
+                           if e.is_dir() and glob.glob(os.path.join(e.path, "test_*.py"))):
+    if _d not in sys.path:
+        sys.path.insert(0, _d)
 
-import minifloat
-from minifloat import _core
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import minifloat  # noqa: E402
+from minifloat import _core  # noqa: E402
 
 LEVELS = _core.kernel_levels()
 
@@ -24,6 +42,10 @@ def pytest_configure(config):
     # pytest-run-parallel's marker (issue 13), known without the plugin too
     config.addinivalue_line("markers", "thread_unsafe: not run in many threads at once "
                             "by pytest-run-parallel (the test reads process-wide state)")
+    # the subset that .ci/arm-legs runs under qemu by default (kernels, casts,
+    # matmul, the integer formats, smoke): set with a module's pytestmark
+    config.addinivalue_line("markers", "arm: run by the Arm Python leg of CI under qemu "
+                            "(.ci/arm-legs; the whole suite with MINIFLOAT_ARM_FULL=1)")
     # Tests start fresh interpreters with `python -c`, whose sys.path begins
     # with the working directory: from the repository root that would import
     # the source folder minifloat/ (no compiled core) instead of the installed

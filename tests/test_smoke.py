@@ -1,6 +1,9 @@
 import numpy as np
+import pytest
 
 import minifloat
+
+pytestmark = pytest.mark.arm   # in the Arm leg of CI (.ci/arm-legs)
 
 
 def test_import_and_basic_arithmetic():

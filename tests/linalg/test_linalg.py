@@ -6,6 +6,10 @@ product and partial sum (K <= 4096) an integer below 2**24, so float32
 accumulation is exact in any order and the result must be round_bf16(exact).
 For real data the tolerance is the float32 accumulation bound
 K * 2**-24 * (|A| @ |B|) plus one bfloat16 ulp for the final rounding.
+
+The last test runs every float format of the family (issue 3) the same way:
+operands whose products and partial sums are exact in float32, a result
+rounded once (tests/_family_refs.py).
 """
 import numpy as np
 import pytest
@@ -14,7 +18,10 @@ import minifloat
 from minifloat import bfloat16 as bf16
 
 import _refs as R
-from conftest import NUMPY_DOT_USES_DOTFUNC
+import _family_refs as FR
+from conftest import LEVELS, NUMPY_DOT_USES_DOTFUNC, kernel_level, mf_type
+
+pytestmark = pytest.mark.arm   # in the Arm leg of CI (.ci/arm-legs)
 
 BF = np.dtype(bf16)
 
@@ -274,7 +281,7 @@ def test_ndarray_dot_through_the_dotfunc(each_level):
 
 def test_linalg_decompositions_compute_as_float32():
     # NumPy's LAPACK wrappers refuse float16; bfloat16 computes like float32
-    # input (in float64, float32 results): tests/test_numpy_integration.py
+    # input (in float64, float32 results): tests/numpy_compat/test_numpy_integration.py
     for fn in (np.linalg.inv, np.linalg.det, np.linalg.eigvals):
         with pytest.raises(TypeError):
             fn(np.eye(2, dtype=np.float16))
@@ -290,3 +297,36 @@ def test_outer_kron_trace_cross():
     assert np.kron(v[:2], v[:2]).astype(np.float32).tolist() == [1, 2, 2, 4]
     assert float(np.trace(np.ones((300, 300), bf16))) == 300.0
     assert np.cross(v, np.array([0, 1, 0], bf16)).astype(np.float32).tolist() == [-3, 0, 1]
+
+
+# --------------------------------------------------------------------------
+# every float format of the family
+# --------------------------------------------------------------------------
+def codes_of(arr, name):
+    return np.ascontiguousarray(arr).view(FR.code_dtype(name))
+
+
+@pytest.mark.parametrize("name", FR.FLOAT_NAMES)
+def test_matmul_dot_vecdot_einsum_round_once(name):
+    """float32 accumulation, one rounding: with operands whose products and
+    partial sums are exact in float32, the result is the exact product rounded
+    once, at every kernel level"""
+    t = mf_type(name)
+    f = FR.fmt(name)
+    v = f.decode_f64()
+    ok = np.isfinite(v) & (np.abs(v) <= 4) & (v * 64 == np.round(v * 64))
+    pool = FR.all_codes(name)[ok]
+    rng = np.random.default_rng(21)
+    a = rng.choice(pool, (17, 33)).view(t)
+    b = rng.choice(pool, (33, 9)).view(t)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    want = f.encode(exact.reshape(-1)).reshape(exact.shape).astype(FR.code_dtype(name))
+    wv = f.encode(np.array([a[0].astype(np.float64) @ a[1].astype(np.float64)]))[0]
+    for level in LEVELS:
+        with kernel_level(level), np.errstate(all="ignore"):
+            for got in (a @ b, np.matmul(a, b), np.dot(a, b), np.einsum("ij,jk->ik", a, b),
+                        np.tensordot(a, b, axes=1)):
+                assert got.dtype == np.dtype(t)
+                np.testing.assert_array_equal(codes_of(got, name), want, err_msg=level)
+            for got in (np.vdot(a[0], a[1]), np.inner(a[0], a[1]), np.vecdot(a[0], a[1])):
+                assert codes_of(np.array([got], t), name)[0] == wv, level

@@ -22,6 +22,8 @@ from minifloat import _core
 
 from conftest import FLOAT_FORMATS, INT_FORMATS, LEVELS, kernel_level
 
+pytestmark = pytest.mark.arm   # in the Arm leg of CI (.ci/arm-legs)
+
 FORMATS = {f["name"]: f for f in _core.formats()}
 OTHER_LEVELS = [lv for lv in LEVELS if lv != "serial"]
 ALL_FORMATS = FLOAT_FORMATS + INT_FORMATS

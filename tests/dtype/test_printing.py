@@ -3,7 +3,8 @@ its exact decimal when that has at most 6 significant digits, otherwise as the
 shortest decimal that rounds back in the format; repr round-trips (scalars
 and arrays).  Holds on every supported NumPy (arrays are printed by NumPy:
 < 2.5 with its float layout fed by the patched Dragon4, >= 2.5 with str() of
-each element)."""
+each element).  Then str / repr of scalars of every float format round-trip
+within the format's rounding interval, and arrays name their dtype."""
 import math
 import sys
 
@@ -165,3 +166,46 @@ def test_narrow_formats_use_the_exponent_where_float32_does(name, values):
     a = np.array(values, mf_type(name))
     assert "e+" in repr(a.astype(np.float32))
     assert "e+" in repr(a)
+
+
+# ==========================================================================
+# str / repr of scalars and arrays of every float format (sampled)
+# ==========================================================================
+def within_rounding_interval(name, printed, value):
+    """the printed decimal rounds to `value` by the format's own grid, without
+    relying on saturation (a value past max + ulp/2 is not max, even in a
+    format that clamps overflow)"""
+    f = R.fmt(name)
+    g, gm = f._grid()
+    x = abs(printed)
+    return R.fmt(name).encode(np.array([printed]))[0] == R.fmt(name).encode(np.array([value]))[0] \
+        and (x < gm[-1] or (x == gm[-1] and f.max_mag % 2 == 0))
+
+
+@pytest.mark.parametrize("name", R.FLOAT_NAMES)
+def test_str_round_trips_within_the_rounding_interval(name):
+    t = mf_type(name)
+    codes = R.all_codes(name)
+    if len(codes) > 256:
+        codes = codes[::61]
+    a = codes.view(t)
+    v = a.astype(np.float64)
+    for i in range(len(a)):
+        s = str(a[i])
+        r = repr(a[i])
+        assert r == f"minifloat.{name}({s})"
+        if math.isnan(v[i]):
+            assert s == "nan"
+            continue
+        back = float(s)
+        assert float(t(back)) == v[i], (name, s, v[i])
+        if math.isinf(v[i]):
+            continue
+        assert within_rounding_interval(name, back, v[i]), (name, s, v[i])
+
+
+@pytest.mark.parametrize("name", R.FLOAT_NAMES)
+def test_array_repr_names_the_dtype(name):
+    a = np.array([1.0, 2.0], dtype=mf_type(name))
+    assert f"dtype={name}" in repr(a)
+    np.testing.assert_array_equal(a, np.array([1.0, 2.0], dtype=mf_type(name)))

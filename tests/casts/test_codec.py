@@ -5,7 +5,7 @@ integer types, long double, Python objects and strings.
 References: ml_dtypes 0.6.0 bit for bit where it rounds once, and the exact
 single rounding of tests/_family_refs.py (built from the format definitions
 with Fractions) everywhere.  bfloat16 is here only as one member of the family
-(bfloat16-specific behaviour lives in tests/test_bfloat16_*.py).
+(bfloat16-specific behaviour lives in the bfloat16 tests of each feature folder).
 """
 import math
 import warnings
@@ -18,7 +18,7 @@ import minifloat
 from minifloat import _core
 
 import _family_refs as R
-from conftest import FLOAT_FORMATS, INT_FORMATS, LEVELS, kernel_level, mf_type
+from conftest import FLOAT_FORMATS, INT_FORMATS, LEVELS, REPO_ROOT, kernel_level, mf_type
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
@@ -88,9 +88,8 @@ def test_int_table_row(name):
 
 
 def test_formats_doc_is_current():
-    from pathlib import Path
     from minifloat import cli
-    doc = Path(__file__).resolve().parent.parent / "docs" / "formats.md"
+    doc = REPO_ROOT / "docs" / "formats.md"
     assert cli.formats_markdown() == doc.read_text()
 
 

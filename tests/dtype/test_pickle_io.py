@@ -1,5 +1,6 @@
-"""Pickle and .npy I/O (issue 2, item 9).  Cross-process round trips run the
-writer and the reader in fresh interpreters."""
+"""Pickle and .npy I/O: bfloat16 (issue 2, item 9), then every member of the
+family (issue 3), every code.  Cross-process round trips run the writer and
+the reader in fresh interpreters."""
 import copy
 import io
 import pickle
@@ -15,6 +16,8 @@ import minifloat
 from minifloat import bfloat16 as bf16
 
 import _refs as R
+import _family_refs as FR
+from conftest import mf_type
 
 BF = np.dtype(bf16)
 
@@ -183,15 +186,9 @@ def test_np_save_load_across_processes(tmp_path):
 
 
 # --------------------------------------------------------------------------
-# minifloat.save / minifloat.load (being written: no pickle needed)
+# minifloat.save / minifloat.load (no pickle needed)
 # --------------------------------------------------------------------------
-def _need_save_load():
-    if not (hasattr(minifloat, "save") and hasattr(minifloat, "load")):
-        pytest.xfail("PENDING: minifloat.save / minifloat.load not present yet")
-
-
 def test_minifloat_save_load_round_trip(tmp_path):
-    _need_save_load()
     p = tmp_path / "x.npy"
     a = R.as_bf16(R.ALL_CODES).reshape(256, 256)
     with warnings.catch_warnings():
@@ -203,7 +200,6 @@ def test_minifloat_save_load_round_trip(tmp_path):
 
 
 def test_minifloat_load_needs_no_pickle(tmp_path):
-    _need_save_load()
     p = tmp_path / "x.npy"
     minifloat.save(p, np.array([1.5, np.nan], bf16))
     # the file holds no pickle: a plain np.load without allow_pickle reads it
@@ -214,7 +210,6 @@ def test_minifloat_load_needs_no_pickle(tmp_path):
 
 
 def test_minifloat_save_load_fresh_process(tmp_path):
-    _need_save_load()
     p = tmp_path / "x.npy"
     minifloat.save(p, R.as_bf16(R.ALL_CODES))
     out = _run("""
@@ -226,3 +221,43 @@ def test_minifloat_save_load_fresh_process(tmp_path):
         print("ok")
     """, p)
     assert out.strip() == "ok"
+
+# ==========================================================================
+# Every member of the family (bfloat16 included)
+# ==========================================================================
+def codes_of(arr, name):
+    return np.ascontiguousarray(arr).view(FR.code_dtype(name))
+
+
+@pytest.mark.parametrize("name", FR.FLOAT_NAMES + FR.INT_NAMES)
+def test_pickle_round_trip(name):
+    t = mf_type(name)
+    codes = FR.all_codes(name)
+    a = codes.view(t)
+    for proto in range(2, pickle.HIGHEST_PROTOCOL + 1):
+        dt = pickle.loads(pickle.dumps(np.dtype(t), protocol=proto))
+        assert dt == np.dtype(t)
+        b = pickle.loads(pickle.dumps(a, protocol=proto))
+        assert b.dtype == a.dtype
+        np.testing.assert_array_equal(codes_of(b, name), codes)
+        m = a[: (len(a) // 2) * 2].reshape(2, -1)[:, ::2]      # non-contiguous
+        c = pickle.loads(pickle.dumps(m, protocol=proto))
+        np.testing.assert_array_equal(codes_of(c, name), codes_of(m, name))
+        for i in (0, 1, len(codes) - 1):
+            s = pickle.loads(pickle.dumps(a[i], protocol=proto))
+            assert type(s) is t
+            assert codes_of(np.array([s], t), name)[0] == codes[i]
+
+
+@pytest.mark.parametrize("name", FR.FLOAT_NAMES + FR.INT_NAMES)
+def test_save_load_without_pickle(name):
+    a = FR.all_codes(name).view(mf_type(name)).reshape(-1, 2)
+    buf = io.BytesIO()
+    minifloat.save(buf, a)
+    buf.seek(0)
+    b = minifloat.load(buf)
+    assert b.dtype == a.dtype and b.shape == a.shape
+    np.testing.assert_array_equal(codes_of(b, name), codes_of(a, name))
+    buf.seek(0)
+    raw = np.load(buf, allow_pickle=False)          # plain NumPy can read it
+    assert raw.dtype.itemsize == a.dtype.itemsize

@@ -324,7 +324,7 @@ def test_subarray_dtypes():
 
 
 def test_byteorder_change_gives_a_swapped_dtype():
-    # legacy-compatible DTypes have a byte order (tests/test_numpy_integration.py)
+    # legacy-compatible DTypes have a byte order (tests/numpy_compat/test_numpy_integration.py)
     sw = np.dtype(bf16).newbyteorder(">")
     assert sw.byteorder == ">" and sw.newbyteorder("=") == np.dtype(bf16)
 

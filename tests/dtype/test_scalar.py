@@ -92,7 +92,7 @@ def test_dtype_keyword_everywhere(maker):
 def test_dtype_string_name_in_fresh_process():
     # np.dtype("bfloat16") goes through np.sctypeDict; minifloat's names are
     # there when no one else registered them (with ml_dtypes imported,
-    # ml_dtypes' are: tests/test_neighbours.py).  Checked in a fresh process,
+    # ml_dtypes' are: tests/numpy_compat/test_neighbours.py).  Checked in a fresh process,
     # since this test session also imports ml_dtypes.
     code = (
         "import numpy as np, minifloat\n"

@@ -13,6 +13,8 @@ from minifloat import _core
 
 from conftest import FLOAT_FORMATS, LEVELS, kernel_level, mf_type
 
+pytestmark = pytest.mark.arm   # in the Arm leg of CI (.ci/arm-legs)
+
 SIZES = [0, 1, 2, 3, 15, 16, 17, 31, 32, 33, 64, 100]
 FMT_INFO = {f["name"]: f for f in _core.formats()}
 

@@ -4,7 +4,7 @@ importable as ``ml_dtypes``.
     python _mldtypes_probe.py real    # the real ml_dtypes
     python _mldtypes_probe.py shim    # sys.modules["ml_dtypes"] = minifloat
 
-prints one JSON object {observation: outcome}; test_mldtypes_dropin.py runs
+prints one JSON object {observation: outcome}; test_dropin.py runs
 both and compares.  Every outcome is a string: a value's repr-like text, or
 "raises <ExceptionType>".  Values are compared by their exact float value or
 by their stored bits, never by how a library prints them, except in the

@@ -18,7 +18,7 @@ zarr = pytest.importorskip("zarr", minversion="3.1")
 mfd = pytest.importorskip("minifloat.io.dask")
 
 BF16 = np.dtype(mf.bfloat16)
-EXAMPLE = pathlib.Path(__file__).resolve().parent.parent / "examples" / "embedding_search.py"
+EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "embedding_search.py"
 
 
 @pytest.fixture(scope="module")

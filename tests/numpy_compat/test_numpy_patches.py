@@ -170,7 +170,7 @@ def test_mean_var_std_round_once():
 def test_reductions_accept_dtype_instances_scalar_types_and_names():
     a = np.ones(1000, BF)
     # the name "bfloat16" is ml_dtypes' once ml_dtypes is imported (this session
-    # imports it): tests/test_neighbours.py checks the name in a fresh process
+    # imports it): tests/numpy_compat/test_neighbours.py checks the name in a fresh process
     names = ["bfloat16"] if np.dtype("bfloat16").type is BF else []
     for spec in [a.dtype, BF, mf.dtypes.BFloat16DType] + names:
         assert a.sum(dtype=spec) == 1000

@@ -24,6 +24,8 @@ from conftest import mf_type
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
+pytestmark = pytest.mark.arm   # in the Arm leg of CI (.ci/arm-legs)
+
 
 def values(name):
     return R.int_wrap(np.arange(R.ncodes(name)), name)

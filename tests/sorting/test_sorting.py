@@ -1,4 +1,5 @@
-"""Sorting, searching, set operations and NaN-aware helpers (issue 2, item 6).
+"""Sorting, searching, set operations and NaN-aware helpers: bfloat16
+(issue 2, item 6), then every float format of the family (issue 3).
 
 Reference: the same NumPy function on the decoded float32 values (exact), so
 NaN goes last and -0.0 == 0.0, as NumPy orders floats.
@@ -10,7 +11,8 @@ from hypothesis import given, settings, strategies as st
 from minifloat import bfloat16 as bf16
 
 import _refs as R
-from conftest import NUMPY_KNOWS_USER_NUMERIC
+import _family_refs as FR
+from conftest import NUMPY_KNOWS_USER_NUMERIC, mf_type
 
 BF = np.dtype(bf16)
 KINDS = [None, "quicksort", "mergesort", "heapsort", "stable"]
@@ -294,3 +296,74 @@ def test_testing_helpers_detect_differences(fn):
             fn(a, b)
     with pytest.raises(AssertionError):
         fn(a, np.array([1.0, np.nan, 2.0], bf16))
+
+
+# ==========================================================================
+# Every float format of the family (bfloat16 included)
+# ==========================================================================
+def codes_of(arr, name):
+    return np.ascontiguousarray(arr).view(FR.code_dtype(name))
+
+
+@pytest.mark.parametrize("name", FR.FLOAT_NAMES)
+def test_sort_argsort_nan_last(name):
+    t = mf_type(name)
+    rng = np.random.default_rng(1)
+    codes = rng.permutation(np.concatenate([FR.all_codes(name)] * max(2, 8000 // FR.ncodes(name))))
+    if len(codes) > 40000:
+        codes = codes[:40000]
+    a = codes.view(t)
+    a32 = a.astype(np.float32)
+    s = np.sort(a)
+    assert s.dtype == a.dtype
+    np.testing.assert_array_equal(s.astype(np.float32), np.sort(a32))      # NaN last
+    # sorting permutes: every code (NaN payloads, both zeros) survives
+    np.testing.assert_array_equal(np.sort(codes_of(s, name)), np.sort(codes))
+    np.testing.assert_array_equal(np.argsort(a, kind="stable"), np.argsort(a32, kind="stable"))
+    # default argsort sorts too
+    np.testing.assert_array_equal(a32[np.argsort(a)], np.sort(a32))
+    # in place, along an axis, descending via [::-1]
+    b = a[:4000].reshape(40, 100).copy()
+    b.sort(axis=0)
+    np.testing.assert_array_equal(b.astype(np.float32), np.sort(a32[:4000].reshape(40, 100), axis=0))
+    b = a[:4000].reshape(40, 100).copy()
+    b.sort(axis=1)
+    np.testing.assert_array_equal(b.astype(np.float32), np.sort(a32[:4000].reshape(40, 100), axis=1))
+
+
+# np.unique collapses NaNs only for dtypes of kind 'f': a format with several
+# NaN codes keeps one NaN per code there, where float32 keeps one.  The
+# formats with at most one NaN code (fnuz, e8m0: one; float6/float4: none)
+# meet their NaN once in the data below, so they agree with float32.
+UNIQUE_GAP = pytest.mark.xfail(strict=True, reason="KNOWN GAP (docs/design.md): np.unique "
+                               "collapses NaNs only for dtypes of kind 'f'; the formats' kind "
+                               "is 'V' (legacy-compatible)")
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=UNIQUE_GAP)
+                                  if np.isnan(FR.fmt(n).decode_f64()).sum() > 1 else n
+                                  for n in FR.FLOAT_NAMES])
+def test_unique_searchsorted_partition(name):
+    t = mf_type(name)
+    codes = FR.all_codes(name)
+    if len(codes) > 4096:
+        codes = codes[::17]
+    rng = np.random.default_rng(5)
+    a = rng.permutation(np.concatenate([codes, codes[:50]])).view(t)
+    a32 = a.astype(np.float32)
+    u = np.unique(a)
+    assert u.dtype == a.dtype
+    np.testing.assert_array_equal(u.astype(np.float32), np.unique(a32))
+    s = np.sort(a)
+    q = rng.permutation(codes)[:100].view(t)
+    for side in ("left", "right"):
+        np.testing.assert_array_equal(np.searchsorted(s, q, side=side),
+                                      np.searchsorted(np.sort(a32), q.astype(np.float32), side=side))
+    k = len(a) // 3
+    p = np.partition(a, k)
+    p32 = p.astype(np.float32)
+    want = np.sort(a32)[k]
+    assert (p32[k] == want) or (np.isnan(p32[k]) and np.isnan(want))
+    fin = ~np.isnan(want)
+    if fin:
+        assert (p32[:k] <= want).all()

@@ -25,6 +25,9 @@ def main():
     if target == "safetensors" and _fuzz_targets.safetensors_module() is None:
         print("fuzz: minifloat.safetensors does not exist yet (issue 8): target skipped")
         return
+    if target == "dlpack":
+        import _dlpack_producer
+        _dlpack_producer.load()      # build the test-only producer before fuzzing starts
     check = _fuzz_targets.TARGETS[target]
     atheris.Setup(sys.argv, check)
     atheris.Fuzz()

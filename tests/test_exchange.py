@@ -786,6 +786,11 @@ def test_asnumpy_from_dlpack_producers():
 
 # ---------------------------------------------------------------- import cost / deps
 
+def test_the_package_ships_no_test_producer():
+    # the hand-made capsules come from tests/dlpack_producer/, built for the tests only
+    assert [n for n in dir(_core) if "test" in n.lower()] == []
+
+
 def test_minifloat_never_imports_torch_or_jax_by_itself():
     code = textwrap.dedent(f"""
         import sys, numpy as np, minifloat

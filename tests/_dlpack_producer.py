@@ -4,8 +4,8 @@ tests/dlpack_producer/producer.c makes DLPack capsules by hand (any version,
 flags, device, dtype, shape, strides, malformed ones included) and counts its
 deleter's calls; the importer's tests, the fuzz targets and the GPU tests use
 it.  It is not part of the installed package.  load() compiles it with a C
-compiler against Python's headers and the package's DLPack ABI header
-(src/dlpack/dlpack.h) into a cache directory keyed by what goes into the build
+compiler against Python's headers and the package's DLPack headers
+(src/dlpack/dlpack.h, capsule.h) into a cache directory keyed by what goes into the build
 (sources, compiler, flags, interpreter), so the build runs once per change,
 and imports it (module ``dlpack_test_producer``)::
 
@@ -43,7 +43,7 @@ MODULE = "dlpack_test_producer"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(_HERE, "dlpack_producer", "producer.c")
 ABI_DIR = os.path.join(os.path.dirname(_HERE), "src", "dlpack")
-ABI_HEADER = os.path.join(ABI_DIR, "dlpack.h")
+HEADERS = [os.path.join(ABI_DIR, "dlpack.h"), os.path.join(ABI_DIR, "capsule.h")]
 
 _lock = threading.Lock()
 _module = None
@@ -100,7 +100,7 @@ def build():
     cc = _compiler()
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     key = hashlib.sha256()
-    for path in (SOURCE, ABI_HEADER):
+    for path in (SOURCE, *HEADERS):
         with open(path, "rb") as f:
             key.update(f.read())
     key.update(repr((_command(cc, "OUT"), sys.version, suffix)).encode())

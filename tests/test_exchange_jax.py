@@ -1,6 +1,4 @@
 """DLPack exchange with JAX (CPU), both directions."""
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -12,7 +10,7 @@ from minifloat import _core
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
 
-from test_exchange import capsule_info, data_ptr  # noqa: E402
+from test_exchange import capsule_info, data_ptr, run_child  # noqa: E402
 
 FORMATS = _core.formats()
 # formats JAX has a dtype for, byte-sized (JAX exports and imports them over DLPack)
@@ -166,19 +164,11 @@ _STRIDES_CHILD = textwrap.dedent("""
 """)
 
 
-def run_strides_child(dtype, layouts):
-    r = subprocess.run([sys.executable, "-c", _STRIDES_CHILD, dtype, *layouts],
-                       capture_output=True, text=True, timeout=300)
-    signal = f" (killed by signal {-r.returncode})" if r.returncode < 0 else ""
-    assert r.returncode == 0 and r.stdout.strip() == "ok", \
-        f"exit {r.returncode}{signal}\n{r.stderr[-3000:]}"
-
-
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 def test_to_jax_copies_what_it_cannot_view(dtype):
-    run_strides_child(dtype, NONCOMPACT)
+    run_child(_STRIDES_CHILD, dtype, *NONCOMPACT)
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 def test_to_jax_keeps_compact_layouts_zero_copy(dtype):
-    run_strides_child(dtype, COMPACT)
+    run_child(_STRIDES_CHILD, dtype, *COMPACT)

@@ -15,7 +15,7 @@ from minifloat import _core
 
 torch = pytest.importorskip("torch")
 
-from test_exchange import capsule_info, data_ptr  # noqa: E402
+from test_exchange import capsule_info, data_ptr, run_child  # noqa: E402
 
 # every torch dtype with a NumPy or minifloat counterpart: torch dtype -> ndarray dtype
 TORCH_DTYPES = {
@@ -476,19 +476,11 @@ _STRIDES_CHILD = textwrap.dedent("""
 """)
 
 
-def run_strides_child(dtype, layouts):
-    r = subprocess.run([sys.executable, "-c", _STRIDES_CHILD, dtype, *layouts],
-                       capture_output=True, text=True, timeout=300)
-    signal = f" (killed by signal {-r.returncode})" if r.returncode < 0 else ""
-    assert r.returncode == 0 and r.stdout.strip() == "ok", \
-        f"exit {r.returncode}{signal}\n{r.stderr[-3000:]}"
-
-
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 def test_to_torch_copies_negative_strides(dtype):
-    run_strides_child(dtype, NEGATIVE)
+    run_child(_STRIDES_CHILD, dtype, *NEGATIVE)
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 def test_to_torch_keeps_positive_strides_zero_copy(dtype):
-    run_strides_child(dtype, POSITIVE)
+    run_child(_STRIDES_CHILD, dtype, *POSITIVE)

@@ -1,7 +1,7 @@
 /*
  * What DLPack import and export share: the dtype mapping both ways, device
- * names, copy= parsing and calling a producer's deleter; and the registration
- * of the DLPack functions into minifloat._core (mf_init_dlpack).
+ * names and copy= parsing; and the registration of the DLPack functions into
+ * minifloat._core (mf_init_dlpack).
  *
  * Every dtype mapping for minifloat's formats comes from the format table
  * (mf_formats[].dlpack_code / dlpack_bits); the codes in dlpack.h are DLPack's
@@ -23,44 +23,6 @@ mfdl_device_name(int32_t type)
         return names[type];
     }
     return "unknown device type";
-}
-
-void
-mfdl_call_deleter(void *managed, int versioned)
-{
-    if (versioned) {
-        mfdl_managed_v *m = (mfdl_managed_v *)managed;
-        if (m->deleter != NULL) {
-            m->deleter(m);
-        }
-    }
-    else {
-        mfdl_managed *m = (mfdl_managed *)managed;
-        if (m->deleter != NULL) {
-            m->deleter(m);
-        }
-    }
-}
-
-/* Call a deleter from a destructor without disturbing an exception in flight. */
-void
-mfdl_call_deleter_preserving_error(void *managed, int versioned)
-{
-#if PY_VERSION_HEX >= 0x030C0000
-    PyObject *exc = PyErr_GetRaisedException();
-#else
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-#endif
-    mfdl_call_deleter(managed, versioned);
-    if (PyErr_Occurred()) {
-        PyErr_WriteUnraisable(NULL);
-    }
-#if PY_VERSION_HEX >= 0x030C0000
-    PyErr_SetRaisedException(exc);
-#else
-    PyErr_Restore(type, value, tb);
-#endif
 }
 
 int

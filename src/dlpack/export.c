@@ -6,34 +6,6 @@
  */
 #include "internal.h"
 
-/* destructor of the capsules we export: frees the tensor only if no consumer
- * took it (the name is still unused) */
-static void
-producer_capsule_destructor(PyObject *cap)
-{
-    const char *name = PyCapsule_GetName(cap);
-    if (name == NULL) {
-        PyErr_Clear();
-        return;
-    }
-    int versioned;
-    if (strcmp(name, MFDL_NAME_VERSIONED) == 0) {
-        versioned = 1;
-    }
-    else if (strcmp(name, MFDL_NAME_LEGACY) == 0) {
-        versioned = 0;
-    }
-    else {
-        return;   /* "used_*": a consumer owns it now */
-    }
-    void *p = PyCapsule_GetPointer(cap, name);
-    if (p == NULL) {
-        PyErr_WriteUnraisable(cap);
-        return;
-    }
-    mfdl_call_deleter_preserving_error(p, versioned);
-}
-
 /*
  * Arrays minifloat allocates for export (copy=True, packed sub-byte copies) are
  * 64-byte aligned: TensorFlow aborts the process (Check failed: IsAligned()) at
@@ -171,7 +143,7 @@ make_export_capsule(PyArrayObject *src, PyArrayObject *shape_of, int versioned,
     }
     Py_INCREF(src);
     PyObject *cap = PyCapsule_New(mem, versioned ? MFDL_NAME_VERSIONED : MFDL_NAME_LEGACY,
-                                  producer_capsule_destructor);
+                                  mfdl_producer_capsule_destructor);
     if (cap == NULL) {
         Py_DECREF(src);
         PyMem_RawFree(mem);

@@ -117,15 +117,6 @@ tensor_extent_ok(const mfdl_tensor *t, int64_t unit, int unit_bits)
            && first >= NPY_MIN_INTP && last <= NPY_MAX_INTP;
 }
 
-static int
-mark_taken(PyObject *capsule, int versioned)
-{
-    if (capsule == NULL) {
-        return 0;
-    }
-    return PyCapsule_SetName(capsule, versioned ? MFDL_NAME_USED_VERSIONED : MFDL_NAME_USED_LEGACY);
-}
-
 static void
 set_device_error(const mfdl_tensor *t, int cpu_requested)
 {
@@ -299,7 +290,7 @@ import_managed(void *managed, int versioned, PyObject *capsule, copy_mode copy,
         if (out == NULL) {
             return NULL;
         }
-        if (mark_taken(capsule, versioned) < 0) {
+        if (mfdl_mark_taken(capsule, versioned) < 0) {
             Py_DECREF(out);
             return NULL;
         }
@@ -344,7 +335,7 @@ import_managed(void *managed, int versioned, PyObject *capsule, copy_mode copy,
         if (readonly) {
             PyArray_CLEARFLAGS((PyArrayObject *)out, NPY_ARRAY_WRITEABLE);
         }
-        if (mark_taken(capsule, versioned) < 0) {
+        if (mfdl_mark_taken(capsule, versioned) < 0) {
             Py_DECREF(out);
             return NULL;
         }
@@ -366,7 +357,7 @@ import_managed(void *managed, int versioned, PyObject *capsule, copy_mode copy,
         if (c == NULL) {
             return NULL;
         }
-        if (mark_taken(capsule, versioned) < 0) {
+        if (mfdl_mark_taken(capsule, versioned) < 0) {
             Py_DECREF(c);
             return NULL;
         }
@@ -380,7 +371,7 @@ import_managed(void *managed, int versioned, PyObject *capsule, copy_mode copy,
         Py_DECREF(arr);
         return NULL;
     }
-    if (mark_taken(capsule, versioned) < 0) {
+    if (mfdl_mark_taken(capsule, versioned) < 0) {
         PyCapsule_SetDestructor(owner, NULL);
         Py_DECREF(owner);
         Py_DECREF(arr);

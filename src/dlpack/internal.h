@@ -2,8 +2,10 @@
  * What the parts of minifloat's DLPack layer share; nothing here is an API.
  *
  *   dlpack.h   the DLPack ABI (structs, versions, flags, capsule names)
+ *   capsule.h  deleter calls, consumed capsules, producer capsules' destructor
+ *              (shared with the test-only producer of the tests)
  *   common.c   registration into _core, the dtype mapping both ways, device
- *              names, copy= parsing, calling a producer's deleter
+ *              names, copy= parsing
  *   import.c   from_dlpack: a producer's tensor becomes an ndarray
  *   export.c   __dlpack__: capsules of ndarrays (minifloat and NumPy dtypes)
  *   packing.c  DLPack's packed sub-byte layout <-> one value per byte
@@ -13,6 +15,7 @@
 
 #include "../minifloat.h"
 #include "dlpack.h"
+#include "capsule.h"
 
 typedef enum { COPY_IF_NEEDED = 0, COPY_ALWAYS = 1, COPY_NEVER = 2 } copy_mode;
 
@@ -20,9 +23,6 @@ typedef enum { COPY_IF_NEEDED = 0, COPY_ALWAYS = 1, COPY_NEVER = 2 } copy_mode;
 const char *mfdl_device_name(int32_t type);
 /* copy=None/True/False -> mode; -1 with an error set */
 int mfdl_parse_copy(PyObject *obj, copy_mode *mode);
-void mfdl_call_deleter(void *managed, int versioned);
-/* the same from a destructor, without disturbing an exception in flight */
-void mfdl_call_deleter_preserving_error(void *managed, int versioned);
 /* DLPack (code, bits) -> dtype, or NULL without an error set */
 PyArray_Descr *mfdl_descr_from_dl(int code, int bits, int *subbits);
 /* dtype -> DLPack (code, bits); -1 with BufferError when not exportable */

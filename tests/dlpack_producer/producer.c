@@ -6,8 +6,9 @@
  *
  * Not part of the package: tests/_dlpack_producer.py compiles it on first use
  * into the extension module dlpack_test_producer.  It needs only Python.h and
- * the DLPack ABI header of the package (src/dlpack/dlpack.h), so that the
- * tests and the importer share one declaration of the ABI.
+ * two headers of the package (src/dlpack/dlpack.h: the ABI; capsule.h: deleter
+ * calls and the producer capsule's destructor), so that the tests and the
+ * importer share one declaration of the ABI.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -15,66 +16,7 @@
 #include <string.h>
 
 #include "dlpack.h"
-
-static void
-call_deleter(void *managed, int versioned)
-{
-    if (versioned) {
-        mfdl_managed_v *m = (mfdl_managed_v *)managed;
-        if (m->deleter != NULL) {
-            m->deleter(m);
-        }
-    }
-    else {
-        mfdl_managed *m = (mfdl_managed *)managed;
-        if (m->deleter != NULL) {
-            m->deleter(m);
-        }
-    }
-}
-
-/* destructor of a capsule made here: frees the tensor only if no consumer
- * took it (the name is still unused), without disturbing an exception in
- * flight */
-static void
-capsule_destructor(PyObject *cap)
-{
-    const char *name = PyCapsule_GetName(cap);
-    if (name == NULL) {
-        PyErr_Clear();
-        return;
-    }
-    int versioned;
-    if (strcmp(name, MFDL_NAME_VERSIONED) == 0) {
-        versioned = 1;
-    }
-    else if (strcmp(name, MFDL_NAME_LEGACY) == 0) {
-        versioned = 0;
-    }
-    else {
-        return;   /* "used_*": a consumer owns it now */
-    }
-    void *p = PyCapsule_GetPointer(cap, name);
-    if (p == NULL) {
-        PyErr_WriteUnraisable(cap);
-        return;
-    }
-#if PY_VERSION_HEX >= 0x030C0000
-    PyObject *exc = PyErr_GetRaisedException();
-#else
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-#endif
-    call_deleter(p, versioned);
-    if (PyErr_Occurred()) {
-        PyErr_WriteUnraisable(NULL);
-    }
-#if PY_VERSION_HEX >= 0x030C0000
-    PyErr_SetRaisedException(exc);
-#else
-    PyErr_Restore(type, value, tb);
-#endif
-}
+#include "capsule.h"
 
 typedef struct {
     Py_buffer view;
@@ -248,7 +190,7 @@ make_capsule(PyObject *self, PyObject *args, PyObject *kwds)
     t->strides = strides == Py_None ? NULL : strides_mem;
     t->byte_offset = byte_offset;
     PyObject *cap = PyCapsule_New(mem, versioned ? MFDL_NAME_VERSIONED : MFDL_NAME_LEGACY,
-                                  capsule_destructor);
+                                  mfdl_producer_capsule_destructor);
     if (cap == NULL) {
         if (ctx->has_view) {
             PyBuffer_Release(&ctx->view);
@@ -278,12 +220,11 @@ consume_without_gil(PyObject *self, PyObject *cap)
         return NULL;
     }
     void *p = PyCapsule_GetPointer(cap, versioned ? MFDL_NAME_VERSIONED : MFDL_NAME_LEGACY);
-    if (p == NULL || PyCapsule_SetName(cap, versioned ? MFDL_NAME_USED_VERSIONED
-                                                      : MFDL_NAME_USED_LEGACY) < 0) {
+    if (p == NULL || mfdl_mark_taken(cap, versioned) < 0) {
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
-    call_deleter(p, versioned);
+    mfdl_call_deleter(p, versioned);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }

@@ -11,6 +11,8 @@ import sys
 import atheris
 
 here = os.path.dirname(os.path.abspath(__file__))
+# the targets (tests/fuzz/) and the test-only DLPack producer's builder (tests/)
+sys.path.insert(0, os.path.join(here, "..", "tests"))
 sys.path.insert(0, os.path.join(here, "..", "tests", "fuzz"))
 
 # coverage: minifloat's C code (built with -fsanitize=fuzzer-no-link) and its
@@ -23,8 +25,11 @@ import _fuzz_targets  # noqa: E402
 def main():
     target = sys.argv.pop(1)
     if target == "safetensors" and _fuzz_targets.safetensors_module() is None:
-        print("fuzz: minifloat.safetensors does not exist yet (issue 8): target skipped")
+        print("fuzz: minifloat.io.safetensors is missing: target skipped")
         return
+    if target == "dlpack":
+        import _dlpack_producer
+        _dlpack_producer.load()      # build the test-only producer before fuzzing starts
     check = _fuzz_targets.TARGETS[target]
     atheris.Setup(sys.argv, check)
     atheris.Fuzz()

@@ -148,6 +148,35 @@ def dlpack(a):
     return DLPackExporter(_exportable(a))
 
 
+def _negative_stride(arr):
+    """Whether the DLPack export of ``arr`` has a negative stride (axes of
+    length 0 or 1 are exported with their C-order stride, so they never do)."""
+    return arr.size > 1 and any(s < 0 and n > 1 for n, s in zip(arr.shape, arr.strides))
+
+
+def _compact(arr):
+    """Whether ``arr``'s elements lie densely in some axis order (C order, F
+    order, any transpose): no gaps, no overlap, no zero or negative stride.
+    JAX's DLPack import takes only those ("trivial (compact) striding")."""
+    if arr.size <= 1:
+        return True
+    expect = arr.itemsize
+    for s, n in sorted((s, n) for n, s in zip(arr.shape, arr.strides) if n > 1):
+        if s != expect:
+            return False
+        expect *= n
+    return True
+
+
+def _strides_need_copy(consumer, why):
+    """The error for copy=False where ``consumer`` cannot take the strides (as
+    NumPy words it: ValueError, "Unable to avoid copy")."""
+    return ValueError(f"Unable to avoid copy while creating an array as requested: {consumer} "
+                      f"cannot take this array's strides ({why}); pass copy=None or copy=True "
+                      f"to let minifloat make a C-contiguous copy, or pass "
+                      f"np.ascontiguousarray(a)")
+
+
 def _torch_dtype_for(torch, name):
     """torch's dtype of the same name as a minifloat format, or None."""
     dt = getattr(torch, name, None)
@@ -164,6 +193,13 @@ def to_torch(a, *, copy=None):
     tensor of shape ``a.shape[:-1] + (a.shape[-1] // 2,)`` (a packed copy; value
     2k in the low nibble of byte k).  torch ignores DLPack's READ_ONLY flag, so a
     non-writeable ``a`` is copied (BufferError with ``copy=False``).
+
+    Strides: torch views any layout with non-negative strides (slices with gaps,
+    transposes, zero strides), but its DLPack import aborts the whole process on
+    a negative stride (``a[::-1]``; torch 2.13: "Storage size calculation
+    overflowed"), NumPy's own arrays included.  So an ``a`` with a negative
+    stride becomes a C-contiguous copy (``copy=None``), or ValueError with
+    ``copy=False`` (as NumPy raises when a copy would be needed).
     """
     import torch
 
@@ -183,12 +219,18 @@ def to_torch(a, *, copy=None):
         kind = "np.float32" if f["kind"] == "float" else "np.int8"
         raise TypeError(f"torch has no {f['name']} dtype that DLPack can reach; convert "
                         f"first, e.g. a.astype({kind})")
+    exporter = DLPackExporter(arr)
+    if _negative_stride(arr):
+        if copy is False:
+            raise _strides_need_copy("torch", "a negative stride, on which torch's DLPack "
+                                     "import aborts the process")
+        exporter = DLPackExporter(arr, True)     # the export is a C-contiguous copy
     if not arr.flags.writeable:
         if copy is False:
             raise BufferError("the array is read-only and torch ignores DLPack's READ_ONLY "
                               "flag (it would write into it); pass copy=None or copy=True")
         copy = True
-    return torch.from_dlpack(DLPackExporter(arr), copy=copy)
+    return torch.from_dlpack(exporter, copy=copy)
 
 
 def to_jax(a, *, copy=None):
@@ -202,6 +244,13 @@ def to_jax(a, *, copy=None):
     refused), so those go through ``jnp.asarray`` of an ml_dtypes view (a copy;
     JAX has the types it knows from ml_dtypes).  ``copy=False`` raises
     BufferError wherever a copy is needed.
+
+    Strides: JAX imports only compact layouts (C order or any transpose of it)
+    and raises for the others (gaps ``a[:, ::2]``, zero strides, negative
+    strides ``a[::-1]``: "Only DLPack tensors with trivial (compact) striding
+    are supported").  Such an ``a`` is exported as a 64-byte-aligned
+    C-contiguous copy (which JAX views), or ValueError with ``copy=False`` (as
+    NumPy raises when a copy would be needed).
     """
     import jax.dlpack
 
@@ -225,6 +274,11 @@ def to_jax(a, *, copy=None):
                             f"{str(err).splitlines()[0]}); convert first, e.g. "
                             f"a.astype(np.float32)") from err
     copy_default = None
+    if not _compact(arr):
+        if copy is False:
+            raise _strides_need_copy("JAX", "it imports only compact layouts: C order or a "
+                                     "transpose, no gaps, no zero or negative strides")
+        copy_default = True                      # the export is a C-contiguous copy
     if not arr.flags.writeable:
         if copy is False:
             raise BufferError("JAX takes legacy DLPack capsules, which cannot mark an array "
@@ -244,7 +298,9 @@ def to_tensorflow(a, *, copy=None):
     import whose data is not 64-byte aligned, and it takes legacy capsules
     (which cannot say "read-only").  So an array that is not 64-byte aligned,
     not C-contiguous or not writeable is exported as a 64-byte-aligned
-    C-contiguous copy (``copy=False`` raises BufferError instead); otherwise the
+    C-contiguous copy (``copy=False`` raises BufferError instead; ValueError,
+    as NumPy raises when a copy would be needed, for a negative stride, which
+    DLPack consumers differ on: torch aborts, JAX refuses); otherwise the
     tensor views ``a``.  ``copy=True`` always copies.
     """
     import tensorflow as tf
@@ -255,6 +311,8 @@ def to_tensorflow(a, *, copy=None):
         kind = "np.float32" if f["kind"] == "float" else "np.int8"
         raise TypeError(f"TensorFlow {tf.__version__} has no {f['name']} dtype; convert "
                         f"first, e.g. a.astype({kind})")
+    if copy is False and _negative_stride(arr):
+        raise _strides_need_copy("TensorFlow", "a negative stride; it takes row-major data only")
     why = None
     if arr.ctypes.data % _TF_ALIGN and arr.size:
         why = f"its data is not {_TF_ALIGN}-byte aligned (TensorFlow would abort the process)"

@@ -138,7 +138,7 @@ int mf_init_blocks(PyObject *module);
 /* FastPath: the C front of a NumPy work-around (fastpath.c) */
 int mf_init_fastpath(PyObject *module);
 
-/* ---- DLPack (dlpack.c) ---- */
+/* ---- DLPack (dlpack/) ---- */
 int mf_init_dlpack(PyObject *module);
 
 /* ---- ml_dtypes, when the user imports it (neighbours.c) ---- */

@@ -1,5 +1,6 @@
 import contextlib
 import glob
+import importlib.util
 import os
 import sys
 import tempfile
@@ -76,3 +77,17 @@ INT_FORMATS = [f["name"] for f in _core.formats() if f["kind"] != "float"]
 
 def mf_type(name):
     return getattr(minifloat, name)
+
+
+@pytest.fixture(scope="session")
+def dlpack_producer():
+    """The test-only DLPack producer (tests/dlpack_producer/producer.c), built
+    on first use by _dlpack_producer.py: capsules made by hand."""
+    helper = sys.modules.get("_dlpack_producer")
+    if helper is None:     # by path: --import-mode=importlib leaves tests/ off sys.path
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_dlpack_producer.py")
+        spec = importlib.util.spec_from_file_location("_dlpack_producer", path)
+        helper = importlib.util.module_from_spec(spec)
+        sys.modules["_dlpack_producer"] = helper
+        spec.loader.exec_module(helper)
+    return helper.load()

@@ -1,6 +1,7 @@
-"""DLPack exchange without any framework: a hand-made producer
-(_core._test_make_capsule) covers versions, flags, devices, strides, sub-byte
-layouts and malformed tensors; minifloat.dlpack covers export."""
+"""DLPack exchange without any framework: a hand-made producer (the test-only
+extension tests/dlpack_producer/, built by _dlpack_producer.py) covers
+versions, flags, devices, strides, sub-byte layouts and malformed tensors;
+minifloat.dlpack covers export."""
 import ctypes
 import gc
 import os
@@ -82,8 +83,22 @@ def capsule_info(cap):
     return info
 
 
+_producer = None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _with_producer(dlpack_producer):
+    global _producer
+    _producer = dlpack_producer
+
+
+def producer():
+    """The test-only DLPack producer (conftest's dlpack_producer fixture)."""
+    return _producer
+
+
 def deleter_calls():
-    return _core._test_deleter_stats()["calls"]
+    return producer().deleter_stats()["calls"]
 
 
 def make(buf=None, **kw):
@@ -91,11 +106,22 @@ def make(buf=None, **kw):
     if buf is not None:
         kw.setdefault("data", buf)
         kw.setdefault("shape", buf.shape)
-    return _core._test_make_capsule(**kw)
+    return producer().make_capsule(**kw)
 
 
 def data_ptr(a):
     return a.__array_interface__["data"][0]
+
+
+def run_child(code, *args):
+    """Run `code` in a fresh interpreter (python -c code *args), which must
+    print "ok": for calls that may abort the process (a framework's DLPack
+    import), so that an abort fails the test instead of ending the run."""
+    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                       timeout=300)
+    signal = f" (killed by signal {-r.returncode})" if r.returncode < 0 else ""
+    assert r.returncode == 0 and r.stdout.strip() == "ok", \
+        f"exit {r.returncode}{signal}\n{r.stderr[-3000:]}"
 
 
 def pack_ref(values, bits):
@@ -223,7 +249,7 @@ def test_zero_dim_and_empty_tensors():
     del a
     # empty with NULL data: a new empty array, the tensor released at once
     before = deleter_calls()
-    e = minifloat.from_dlpack(_core._test_make_capsule(shape=(0, 3), dtype=(4, 16, 1)))
+    e = minifloat.from_dlpack(make(shape=(0, 3), dtype=(4, 16, 1)))
     assert e.shape == (0, 3) and e.dtype == minifloat.bfloat16
     assert deleter_calls() == before + 1
     # empty with data: still a view
@@ -300,7 +326,7 @@ def test_malformed_tensors_raise_buffer_error(kw, msg):
 
 def test_null_data_for_a_non_empty_tensor():
     with pytest.raises(BufferError, match="data is NULL"):
-        minifloat.from_dlpack(_core._test_make_capsule(shape=(3,), dtype=(2, 32, 1)))
+        minifloat.from_dlpack(make(shape=(3,), dtype=(2, 32, 1)))
 
 
 def test_capsule_names():
@@ -367,8 +393,7 @@ def test_host_addressable_devices_are_zero_copy(dev):
 def test_device_memory_is_never_dereferenced(dev, name):
     # the address is not mapped: touching it would crash the test process
     before = deleter_calls()
-    cap = _core._test_make_capsule(address=0x10, shape=(1 << 20,), dtype=(2, 32, 1),
-                                   device=(dev, 3))
+    cap = make(address=0x10, shape=(1 << 20,), dtype=(2, 32, 1), device=(dev, 3))
     with pytest.raises(BufferError, match=f"{name} \\({dev}\\), device 3 is not addressable "
                                           f"from the CPU; pass device='cpu'"):
         minifloat.from_dlpack(cap)
@@ -388,8 +413,7 @@ def _device_producer():
             if copy is False:
                 raise BufferError("a copy to the host is needed")
             return make(host.copy(), dtype=(2, 32, 1), flags=IS_COPIED)
-        return _core._test_make_capsule(address=0x10, shape=(5,), dtype=(2, 32, 1),
-                                        device=(CUDA, 0))
+        return make(address=0x10, shape=(5,), dtype=(2, 32, 1), device=(CUDA, 0))
 
     return Producer(make_capsule, device=(CUDA, 0))
 
@@ -411,8 +435,8 @@ def test_device_cpu_asks_the_producer_for_a_host_copy():
 
 
 def test_old_producer_ignoring_the_cpu_request_gets_a_clear_error():
-    p = OldProducer(lambda: _core._test_make_capsule(address=0x10, shape=(5,), dtype=(2, 32, 1),
-                                                     device=(CUDA, 1)))
+    p = OldProducer(lambda: make(address=0x10, shape=(5,), dtype=(2, 32, 1),
+                                 device=(CUDA, 1)))
     with pytest.raises(BufferError, match="although a CPU copy .* was requested"):
         minifloat.from_dlpack(p, device="cpu")
 
@@ -477,7 +501,7 @@ def test_deleter_runs_once_when_the_last_view_is_gone():
 @pytest.mark.thread_unsafe   # reads the all-threads deleter count
 def test_deleter_runs_in_the_thread_that_drops_the_last_view_with_the_gil():
     buf = np.arange(8, dtype=np.float32)
-    stats0 = _core._test_deleter_stats()
+    stats0 = producer().deleter_stats()
     holder = [minifloat.from_dlpack(make(buf, dtype=(2, 32, 1)))]
     ident = []
 
@@ -488,7 +512,7 @@ def test_deleter_runs_in_the_thread_that_drops_the_last_view_with_the_gil():
     th = threading.Thread(target=drop)
     th.start()
     th.join()
-    stats = _core._test_deleter_stats()
+    stats = producer().deleter_stats()
     assert stats["calls_all_threads"] == stats0["calls_all_threads"] + 1
     assert stats["calls"] == stats0["calls"]      # counted in the thread that ran it
     assert stats["last_thread"] == ident[0] != threading.get_ident()
@@ -500,7 +524,7 @@ def test_exported_capsule_deleter_may_run_without_the_gil():
     refs = sys.getrefcount(a)
     cap = minifloat.dlpack(a).__dlpack__(max_version=(1, 3))
     assert sys.getrefcount(a) == refs + 1
-    _core._test_consume_without_gil(cap)          # a foreign consumer's thread, no GIL
+    producer().consume_without_gil(cap)        # a foreign consumer's thread, no GIL
     assert capsule_name(cap) == "used_dltensor_versioned"
     assert sys.getrefcount(a) == refs
     del cap                                       # used: the destructor does nothing
@@ -774,11 +798,12 @@ def test_asnumpy_from_dlpack_producers():
 # ---------------------------------------------------------------- import cost / deps
 
 def test_minifloat_never_imports_torch_or_jax_by_itself():
-    code = textwrap.dedent("""
+    code = textwrap.dedent(f"""
         import sys, numpy as np, minifloat
-        from minifloat import _core
+        sys.path.insert(0, {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))!r})
+        import _dlpack_producer
         buf = np.arange(4, dtype=np.float32)
-        minifloat.from_dlpack(_core._test_make_capsule(data=buf, shape=(4,)))
+        minifloat.from_dlpack(_dlpack_producer.load().make_capsule(data=buf, shape=(4,)))
         minifloat.asnumpy([1, 2]); minifloat.asnumpy(buf, minifloat.bfloat16)
         minifloat.from_dlpack(minifloat.dlpack(buf.astype(minifloat.bfloat16)))
         minifloat.unpatch_torch()

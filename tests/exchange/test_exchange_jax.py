@@ -1,4 +1,6 @@
 """DLPack exchange with JAX (CPU), both directions."""
+import textwrap
+
 import numpy as np
 import pytest
 
@@ -8,7 +10,7 @@ from minifloat import _core
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
 
-from test_exchange import capsule_info, data_ptr  # noqa: E402
+from test_exchange import capsule_info, data_ptr, run_child  # noqa: E402
 
 FORMATS = _core.formats()
 # formats JAX has a dtype for, byte-sized (JAX exports and imports them over DLPack)
@@ -111,3 +113,62 @@ def test_ml_dtypes_arrays_to_jax():
     j = minifloat.to_jax(a)
     assert j.dtype == jnp.bfloat16 and j.unsafe_buffer_pointer() == data_ptr(a)
     assert np.asarray(j).tobytes() == a.tobytes()
+
+
+# ------------------------------------------------------------------ strides
+# JAX imports only compact layouts over DLPack (C order or a transpose) and
+# raises for gaps, zero and negative strides; to_jax hands it a C-contiguous
+# copy of those.  The cases run in a child process, like torch's (whose import
+# aborts on a negative stride), so that an abort could not end the run.
+
+NONCOMPACT = ["reversed", "rows reversed", "columns reversed, step 2", "strided",
+              "zero stride"]
+COMPACT = ["contiguous", "transposed"]
+
+_STRIDES_CHILD = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from numpy.lib.stride_tricks import as_strided
+    import jax
+    import minifloat as mf
+
+    dtype = sys.argv[1]
+    buf = np.empty(48 * 4 + 64, np.uint8)             # 64-byte aligned (JAX views only those)
+    off = (-buf.ctypes.data) % 64
+    t = np.dtype(getattr(mf, dtype, dtype))
+    base = buf[off:off + 48 * t.itemsize].view(t).reshape(6, 8)
+    base[...] = np.arange(48, dtype=np.float32).reshape(6, 8).astype(t)
+    for layout in sys.argv[2:]:
+        print("case:", dtype, layout, file=sys.stderr, flush=True)
+        a = {"reversed": base.ravel()[::-1], "rows reversed": base[::-1],
+             "columns reversed, step 2": base[:, ::-2], "strided": base[1:, ::3],
+             "zero stride": as_strided(base, (4, 8), (0, t.itemsize)),
+             "contiguous": base, "transposed": base.T}[layout]
+        want = np.ascontiguousarray(a).tobytes()
+        if layout in ("contiguous", "transposed"):
+            j = mf.to_jax(a)
+            assert np.asarray(j).tobytes() == want, "values"
+            assert j.unsafe_buffer_pointer() == a.ctypes.data, "not zero-copy"
+            assert mf.to_jax(a, copy=False).unsafe_buffer_pointer() == a.ctypes.data
+        else:
+            for copy in (None, True):
+                j = mf.to_jax(a, copy=copy)
+                assert np.asarray(j).tobytes() == want, ("values", copy)
+            try:
+                mf.to_jax(a, copy=False)
+            except ValueError as err:
+                assert "Unable to avoid copy" in str(err) and "compact" in str(err), err
+            else:
+                raise AssertionError("copy=False did not raise")
+    print("ok")
+""")
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_to_jax_copies_what_it_cannot_view(dtype):
+    run_child(_STRIDES_CHILD, dtype, *NONCOMPACT)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_to_jax_keeps_compact_layouts_zero_copy(dtype):
+    run_child(_STRIDES_CHILD, dtype, *COMPACT)

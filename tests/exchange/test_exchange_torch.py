@@ -15,7 +15,7 @@ from minifloat import _core
 
 torch = pytest.importorskip("torch")
 
-from test_exchange import capsule_info, data_ptr  # noqa: E402
+from test_exchange import capsule_info, data_ptr, run_child  # noqa: E402
 
 # every torch dtype with a NumPy or minifloat counterpart: torch dtype -> ndarray dtype
 TORCH_DTYPES = {
@@ -427,3 +427,60 @@ def test_torch_is_imported_only_by_torch_functions():
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
+
+
+
+# ------------------------------------------------------------------ strides
+# torch's DLPack import aborts the process on a negative stride ("Storage size
+# calculation overflowed"), NumPy's own arrays included: the cases run in a
+# child process, so that an abort fails the test instead of ending the run
+# (the child names the case it was in).
+
+NEGATIVE = ["reversed", "rows reversed", "columns reversed, step 2", "both reversed"]
+POSITIVE = ["contiguous", "strided", "transposed"]
+
+_STRIDES_CHILD = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import torch
+    import minifloat as mf
+
+    dtype = sys.argv[1]
+    base = np.arange(48, dtype=np.float32).reshape(6, 8).astype(getattr(mf, dtype, dtype))
+    for layout in sys.argv[2:]:
+        print("case:", dtype, layout, file=sys.stderr, flush=True)
+        a = {"reversed": base.ravel()[::-1], "rows reversed": base[::-1],
+             "columns reversed, step 2": base[:, ::-2], "both reversed": base[::-2, ::-1],
+             "contiguous": base, "strided": base[1:, ::3], "transposed": base.T}[layout]
+        want = np.ascontiguousarray(a).tobytes()
+        if any(s < 0 for s in a.strides):
+            for copy in (None, True):
+                t = mf.to_torch(a, copy=copy)
+                back = mf.from_dlpack(t)              # a view of the tensor's memory
+                assert back.tobytes() == want, ("values", copy)
+                assert not np.shares_memory(back, a), ("memory shared", copy)
+            try:
+                mf.to_torch(a, copy=False)
+            except ValueError as err:
+                assert "Unable to avoid copy" in str(err) and "negative stride" in str(err), err
+            else:
+                raise AssertionError("copy=False did not raise")
+        else:
+            t = mf.to_torch(a)
+            back = mf.from_dlpack(t)
+            assert back.tobytes() == want, "values"
+            assert t.data_ptr() == a.ctypes.data and np.shares_memory(back, a), "not zero-copy"
+            assert tuple(t.stride()) == tuple(s // a.itemsize for s in a.strides)
+            assert mf.to_torch(a, copy=False).data_ptr() == a.ctypes.data
+    print("ok")
+""")
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_to_torch_copies_negative_strides(dtype):
+    run_child(_STRIDES_CHILD, dtype, *NEGATIVE)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_to_torch_keeps_positive_strides_zero_copy(dtype):
+    run_child(_STRIDES_CHILD, dtype, *POSITIVE)

@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 
 import minifloat
-from minifloat import _core
 
 KDLCUDA, KDLCUDAHOST, KDLCUDAMANAGED = 2, 3, 13
 BF16 = (4, 16, 1)   # kDLBfloat, 16 bits, 1 lane
@@ -83,10 +82,10 @@ class Producer:
 # ------------------------------------------------------ no GPU needed
 
 @pytest.mark.parametrize("dev", [KDLCUDAHOST, KDLCUDAMANAGED])
-def test_host_addressable_cuda_memory_is_viewed_with_stream_none(dev):
+def test_host_addressable_cuda_memory_is_viewed_with_stream_none(dev, dlpack_producer):
     buf = bf16_codes(16)
-    p = Producer(lambda: _core._test_make_capsule(data=buf, shape=(16,), dtype=BF16,
-                                                  device=(dev, 0)), (dev, 0))
+    p = Producer(lambda: dlpack_producer.make_capsule(data=buf, shape=(16,), dtype=BF16,
+                                                      device=(dev, 0)), (dev, 0))
     a = minifloat.from_dlpack(p)
     assert a.dtype == minifloat.bfloat16
     assert a.ctypes.data == buf.ctypes.data          # a view, no copy
@@ -95,9 +94,9 @@ def test_host_addressable_cuda_memory_is_viewed_with_stream_none(dev):
     assert p.calls == [dict(stream=None, dl_device=None, copy=None)]
 
 
-def test_device_memory_refused_naming_device_and_copy():
-    p = Producer(lambda: _core._test_make_capsule(address=0x10, shape=(4,), dtype=BF16,
-                                                  device=(KDLCUDA, 1)), (KDLCUDA, 1))
+def test_device_memory_refused_naming_device_and_copy(dlpack_producer):
+    p = Producer(lambda: dlpack_producer.make_capsule(address=0x10, shape=(4,), dtype=BF16,
+                                                      device=(KDLCUDA, 1)), (KDLCUDA, 1))
     with pytest.raises(BufferError, match=r"kDLCUDA \(2\), device 1 is not addressable") as e:
         minifloat.from_dlpack(p)
     msg = str(e.value)
@@ -126,12 +125,12 @@ def test_cupy_managed_memory_zero_copy_sees_gpu_writes(cupy):
     assert b.view(np.uint16).tolist() == bf16_codes(256, 5).tolist()
 
 
-def test_cupy_managed_memory_as_bfloat16_capsule(cupy):
+def test_cupy_managed_memory_as_bfloat16_capsule(cupy, dlpack_producer):
     x = managed_array(cupy, 64, cupy.uint16)
     x[...] = cupy.asarray(bf16_codes(64))
     cupy.cuda.Device().synchronize()
-    cap = _core._test_make_capsule(address=x.data.ptr, shape=(64,), dtype=BF16,
-                                   device=(KDLCUDAMANAGED, x.device.id))
+    cap = dlpack_producer.make_capsule(address=x.data.ptr, shape=(64,), dtype=BF16,
+                                       device=(KDLCUDAMANAGED, x.device.id))
     a = minifloat.from_dlpack(cap)
     assert a.dtype == minifloat.bfloat16 and a.ctypes.data == x.data.ptr
     assert a.view(np.uint16).tolist() == bf16_codes(64).tolist()
@@ -149,13 +148,13 @@ def test_cupy_stream_then_synchronize(cupy):
     assert (a == 7).all()
 
 
-def test_cupy_pinned_host_memory_zero_copy(cupy):
+def test_cupy_pinned_host_memory_zero_copy(cupy, dlpack_producer):
     n = 64
     mem = cupy.cuda.alloc_pinned_memory(2 * n)
     host = np.frombuffer(mem, np.uint16, n)
     host[:] = bf16_codes(n)
-    cap = _core._test_make_capsule(address=mem.ptr, shape=(n,), dtype=BF16,
-                                   device=(KDLCUDAHOST, 0))
+    cap = dlpack_producer.make_capsule(address=mem.ptr, shape=(n,), dtype=BF16,
+                                       device=(KDLCUDAHOST, 0))
     a = minifloat.from_dlpack(cap)
     assert a.dtype == minifloat.bfloat16 and a.ctypes.data == mem.ptr
     assert a.view(np.uint16).tolist() == bf16_codes(n).tolist()

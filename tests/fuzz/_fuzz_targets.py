@@ -16,6 +16,7 @@ import zipfile
 
 import numpy as np
 
+import _dlpack_producer
 import minifloat as mf
 from minifloat import _core
 
@@ -184,7 +185,8 @@ def check_dlpack(data):
         address = buf - lo if honest else buf
         address %= 2**64
 
-    before = _core._test_deleter_stats()["calls"]
+    producer = _dlpack_producer.load()     # the test-only producer (tests/dlpack_producer/)
+    before = producer.deleter_stats()["calls"]
     kw = dict(shape=None if shape_null else tuple(shape),
               strides=None if strides is None else tuple(strides), ndim=ndim,
               dtype=(code, bits, lanes), device=device, byte_offset=byte_offset,
@@ -192,7 +194,7 @@ def check_dlpack(data):
     if versioned:
         kw["version"] = version
     try:
-        cap = _core._test_make_capsule(**kw)
+        cap = producer.make_capsule(**kw)
     except (OverflowError, ValueError):
         if buf is not None:
             _libc.free(buf)
@@ -216,7 +218,7 @@ def check_dlpack(data):
             if out.flags.writeable and out.size:
                 out.reshape(-1)[:1] = out.reshape(-1)[:1]
     del out, src
-    after = _core._test_deleter_stats()["calls"]
+    after = producer.deleter_stats()["calls"]
     expected = 1 if with_deleter else 0
     assert after - before == expected, f"deleter ran {after - before} times, expected {expected}"
     if buf is not None:

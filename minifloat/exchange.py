@@ -1,4 +1,4 @@
-"""Zero-copy exchange over DLPack with torch, JAX and anything else (issue 4).
+"""Zero-copy exchange over DLPack with torch, JAX and anything else.
 
 - :func:`from_dlpack` (in C): like ``np.from_dlpack``, and also for bfloat16 and
   every float8/float6/float4 and int4/int2/int1 DLPack type.

@@ -40,7 +40,7 @@ NUMPY_KNOWS_USER_NUMERIC = NUMPY_VERSION >= "2.4.0.dev0"
 
 
 def pytest_configure(config):
-    # pytest-run-parallel's marker (issue 13), known without the plugin too
+    # pytest-run-parallel's marker, known without the plugin too
     config.addinivalue_line("markers", "thread_unsafe: not run in many threads at once "
                             "by pytest-run-parallel (the test reads process-wide state)")
     # the subset that .ci/arm-legs runs under qemu by default (kernels, casts,

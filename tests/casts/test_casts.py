@@ -1,5 +1,5 @@
-"""Casts: to and from bfloat16 (issue 2, item 2), between any two members of
-the family, with ml_dtypes arrays, and cast safety (issue 3).
+"""Casts: to and from bfloat16, between any two members of
+the family, with ml_dtypes arrays, and cast safety.
 
 bfloat16, exhaustively: float32 -> bfloat16 against torch (every non-NaN
 float32 input, bit for bit), ml_dtypes (NaN) and an integer-arithmetic

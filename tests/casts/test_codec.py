@@ -1,4 +1,4 @@
-"""Family conformance (issue 3): the format table, exact decoding of every
+"""Family conformance: the format table, exact decoding of every
 code, and encoding (casts into a format) from float32, float64, float16, the
 integer types, long double, Python objects and strings.
 

@@ -1,4 +1,4 @@
-"""Family conformance (issue 3): minifloat.convert(x, dtype, *, saturate,
+"""Family conformance: minifloat.convert(x, dtype, *, saturate,
 rounding, seed, out) for every float format.
 
 References: the exact single rounding of tests/_family_refs.py (nearest-even

@@ -1,4 +1,4 @@
-"""Interoperation with ml_dtypes and torch (issue 2, item 11)."""
+"""Interoperation with ml_dtypes and torch."""
 import numpy as np
 import pytest
 

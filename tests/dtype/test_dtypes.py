@@ -1,4 +1,4 @@
-"""Family conformance (issue 3): every format is a NumPy dtype with what
+"""Family conformance: every format is a NumPy dtype with what
 bfloat16 has -- scalar type, name lookup, array creation, views and copies.
 The same for pickle and save/load: test_pickle_io.py; printing:
 test_printing.py; finfo / iinfo: test_finfo.py (bfloat16's scalar type in

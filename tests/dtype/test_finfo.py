@@ -1,5 +1,5 @@
-"""minifloat.finfo / np.finfo (and iinfo): for bfloat16 (issue 2, item 10)
-and every member of the family (issue 3), the fields of ml_dtypes.finfo /
+"""minifloat.finfo / np.finfo (and iinfo): for bfloat16
+and every member of the family, the fields of ml_dtypes.finfo /
 iinfo with equal values, and each value checked from the codes or the
 format's definition."""
 import math

@@ -1,4 +1,4 @@
-"""Family conformance (issue 3): the integer formats int4, uint4, int2, uint2,
+"""Family conformance: the integer formats int4, uint4, int2, uint2,
 int1, uint1.
 
 Arithmetic wraps like ml_dtypes (bit for bit, same dtype, for add, subtract,

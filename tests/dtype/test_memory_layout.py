@@ -1,4 +1,4 @@
-"""Views, memory layout and data movement (issue 2, item 8).
+"""Views, memory layout and data movement.
 
 Data movement must keep every bit: each operation below is run on all 65536
 codes (NaN payloads and -0.0 included) and compared code for code.

@@ -1,4 +1,4 @@
-"""Family conformance (issue 3): sub-byte packing, minifloat.pack(a) /
+"""Family conformance: sub-byte packing, minifloat.pack(a) /
 minifloat.unpack(b, dtype, shape), for float4_e2m1fn, float6_e2m3fn,
 float6_e3m2fn, int4, uint4, int2, uint2, int1, uint1.
 

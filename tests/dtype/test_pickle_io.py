@@ -1,5 +1,5 @@
-"""Pickle and .npy I/O: bfloat16 (issue 2, item 9), then every member of the
-family (issue 3), every code.  Cross-process round trips run the writer and
+"""Pickle and .npy I/O: bfloat16, then every member of the
+family, every code.  Cross-process round trips run the writer and
 the reader in fresh interpreters."""
 import copy
 import io

@@ -1,6 +1,6 @@
 """Type promotion (NEP 50) and the dtype= / signature= arguments of ufuncs:
-bfloat16 (issue 2, item 3), then promotion between every pair of family
-members and NumPy types (issue 3).  np.result_type must be defined for every
+bfloat16, then promotion between every pair of family
+members and NumPy types.  np.result_type must be defined for every
 pair, agree with the dtype the ufuncs return, follow the documented rule
 (checked here from the formats' value sets, independently of the C code),
 and docs/promotion.md must be the current table.

@@ -1,5 +1,5 @@
 """bfloat16 scalar type and dtype: identity, printing, conversion, hashing,
-comparison with Python numbers (issue 2, item 1)."""
+comparison with Python numbers."""
 import copy
 import math
 import subprocess

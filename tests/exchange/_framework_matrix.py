@@ -1,4 +1,4 @@
-"""The framework matrix (issue 13): run in a subprocess, one framework per process.
+"""The framework matrix: run in a subprocess, one framework per process.
 
     python tests/_framework_matrix.py FRAMEWORK     # torch, jax, mlx, tensorflow, paddle
 

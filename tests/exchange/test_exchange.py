@@ -885,7 +885,7 @@ def test_registration_happens_at_import_when_numpy_has_the_registry():
 def test_export_copies_are_64_byte_aligned(n):
     """Copies minifloat makes for export (copy=True, packed sub-byte) start on a
     64-byte boundary: TensorFlow aborts on DLPack data that does not, and JAX
-    copies it (issue 13)."""
+    copies it."""
     buf = np.arange(2 * n + 2, dtype=np.uint16).view(minifloat.bfloat16)
     for src in (buf[1:n + 1], buf[:2 * n:2], buf[::-1][:n]):
         for version in (None, (1, 3)):

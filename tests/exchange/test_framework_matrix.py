@@ -1,4 +1,4 @@
-"""The framework matrix (issue 13, docs/exchange.md): torch, JAX, MLX, TensorFlow
+"""The framework matrix (docs/exchange.md): torch, JAX, MLX, TensorFlow
 and Paddle, every dtype each has that minifloat has, both directions,
 contiguous and strided, through minifloat (``from_dlpack``/``dlpack``) and, on
 NumPy >= 2.5, through the array itself (``np.from_dlpack``/``ndarray.__dlpack__``).

@@ -1,4 +1,4 @@
-"""Real GPU memory over DLPack (issue 13): CUDA managed memory, pinned host memory,
+"""Real GPU memory over DLPack: CUDA managed memory, pinned host memory,
 plain device memory, and the stream argument.
 
 The tests marked ``cupy`` or ``cuda_torch`` run only where CuPy with a CUDA device,

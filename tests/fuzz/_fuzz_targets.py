@@ -1,4 +1,4 @@
-"""Fuzz targets (issue 13), shared by the coverage-guided fuzzer (fuzz/fuzz.py,
+"""Fuzz targets, shared by the coverage-guided fuzzer (fuzz/fuzz.py,
 atheris) and the regression tests (tests/test_fuzz_regressions.py, which
 replay every input under tests/fuzz_corpus/).
 
@@ -308,23 +308,13 @@ def check_npy(data):
 
 
 # ---------------------------------------------------------------------------
-# safetensors headers (issue 8): minifloat.safetensors.parse_header
+# safetensors headers: minifloat.io.safetensors.parse_header
 # ---------------------------------------------------------------------------
-
-def safetensors_module():
-    try:
-        from minifloat.io import safetensors
-    except ImportError:
-        return None
-    return safetensors
-
 
 def check_safetensors(data):
     """A .safetensors blob (8-byte length, JSON header, data) built from the
-    bytes, parsed by minifloat.safetensors.parse_header.  Mostly well-formed JSON with fuzzed fields, sometimes raw bytes."""
-    st = safetensors_module()
-    if st is None:
-        return
+    bytes, parsed by minifloat.io.safetensors.parse_header.  Mostly well-formed JSON with fuzzed fields, sometimes raw bytes."""
+    from minifloat.io import safetensors as st
     import json
     r = Reader(data)
     if r.uint(1) < 200:
@@ -344,7 +334,7 @@ def check_safetensors(data):
     lk = r.uint(1)
     hlen = len(hb) if lk < 240 else r.pick([0, 2**63, 2**64 - 1, len(hb) + 1, 2**32])
     blob = struct.pack("<Q", hlen % 2**64) + hb + r.rest()
-    # minifloat.safetensors.parse_header validates everything load() reads
+    # minifloat.io.safetensors.parse_header validates everything load() reads
     # (spans, dtypes, shapes) before any tensor byte is touched
     try:
         data_start, tensors, metadata = st.parse_header(blob, len(blob), "<fuzz>")

@@ -1,4 +1,4 @@
-"""Bad input everywhere a user can reach (issue 13): every public function and
+"""Bad input everywhere a user can reach: every public function and
 CLI command given the wrong type, a zero-size or 0-d array, a non-contiguous,
 byte-swapped or read-only array, NaN/inf, an out= of the wrong dtype or shape,
 or a size that cannot be allocated.  Each either works or raises one of the

@@ -1,4 +1,4 @@
-"""Linear algebra on bfloat16 (issue 2, item 7): bfloat16 results computed
+"""Linear algebra on bfloat16: bfloat16 results computed
 with float32 accumulation.
 
 Exactness strategy as for reductions: integer entries in [-4, 4] make every
@@ -7,7 +7,7 @@ accumulation is exact in any order and the result must be round_bf16(exact).
 For real data the tolerance is the float32 accumulation bound
 K * 2**-24 * (|A| @ |B|) plus one bfloat16 ulp for the final rounding.
 
-The last test runs every float format of the family (issue 3) the same way:
+The last test runs every float format of the family the same way:
 operands whose products and partial sums are exact in float32, a result
 rounded once (tests/_family_refs.py).
 """

@@ -1,4 +1,4 @@
-"""minifloat as a drop-in for ml_dtypes (issue 7).
+"""minifloat as a drop-in for ml_dtypes.
 
 First the gaps that were closed: finfo of arrays, ``<type>.dtype``, sign
 operations that keep NaN payloads, and comparisons with Python numbers that

@@ -1,4 +1,4 @@
-"""Living next to ml_dtypes and JAX (issue 7, "Be a good neighbour").
+"""Living next to ml_dtypes and JAX ("Be a good neighbour").
 
 Import order matters here, so every check runs in a fresh interpreter:
 minifloat must not import ml_dtypes or jax, must leave ml_dtypes' names in

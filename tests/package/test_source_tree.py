@@ -1,4 +1,4 @@
-"""``import minifloat`` in the source tree gives a clear error (issue 7), not
+"""``import minifloat`` in the source tree gives a clear error, not
 Python's "partially initialized module ... circular import" message."""
 import glob
 import os

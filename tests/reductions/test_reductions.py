@@ -1,5 +1,5 @@
-"""Reductions: bfloat16 (issue 2, item 5), then every float format of the
-family (issue 3).  Sums and products accumulate in float32 and round once
+"""Reductions: bfloat16, then every float format of the
+family.  Sums and products accumulate in float32 and round once
 (docs/design.md), along any axis.
 
 bfloat16: with integer data in [-8, 8] every partial sum of up to 2**20

@@ -8,7 +8,7 @@ src/kernels/parallel.h), with a tail
 that is not a whole task and values that overflow, NaNs and infinities
 spread over the array, so every thread meets them.  No timing is asserted.
 
-Then many Python threads calling minifloat at once (issue 13): the matmul
+Then many Python threads calling minifloat at once: the matmul
 worker pool (one call owns it, the others start threads of their own), the
 dispatch table, the casts, reductions and DLPack give every thread the
 single-threaded answer.  The whole suite also runs under pytest-run-parallel

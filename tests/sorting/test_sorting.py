@@ -1,5 +1,5 @@
 """Sorting, searching, set operations and NaN-aware helpers: bfloat16
-(issue 2, item 6), then every float format of the family (issue 3).
+, then every float format of the family.
 
 Reference: the same NumPy function on the decoded float32 values (exact), so
 NaN goes last and -0.0 == 0.0, as NumPy orders floats.

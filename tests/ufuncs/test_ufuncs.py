@@ -1,5 +1,5 @@
-"""Element-wise ufuncs: bfloat16 exhaustively (issue 2, item 4), then every
-float format of the family (issue 3).
+"""Element-wise ufuncs: bfloat16 exhaustively, then every
+float format of the family.
 
 Contract (docs/design.md): every ufunc decodes its operands to float32, runs
 NumPy's float32 loop and rounds the result once; identical at every kernel

@@ -1,4 +1,4 @@
-"""Warnings and errors follow NumPy (issue 2, item 12).  Reference: what
+"""Warnings and errors follow NumPy.  Reference: what
 NumPy does for float32 (or float16) in the same situation."""
 import warnings
 
@@ -180,7 +180,7 @@ def test_warning_names_the_operation():
     lambda: np.full(2, None, bf16),
 ], ids=["ctor", "setitem", "setitem-slice", "array-list", "array-0d", "object-cast", "full"])
 def test_none_is_a_type_error(expr):
-    # float32 turns None into NaN; minifloat refuses it (issue 2)
+    # float32 turns None into NaN; minifloat refuses it
     with pytest.raises(TypeError, match="None"):
         expr()
 

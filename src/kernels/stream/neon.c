@@ -21,10 +21,10 @@
  * does not change it), like the serial kernels.
  */
 #include <arm_neon.h>
-#include "kernels.h"
-#include "scalar_ops.h"
-#include "simd_params.h"
-#include "stats.h"
+#include "../kernels.h"
+#include "../scalar_ops.h"
+#include "../simd_params.h"
+#include "../stats/stats.h"
 
 #define MF_INLINE static inline __attribute__((always_inline))
 #define U32(x) vdupq_n_u32((uint32_t)(x))

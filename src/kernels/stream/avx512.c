@@ -33,9 +33,9 @@
  * IEEE 754 leaves the NaN of a NaN-NaN operation unspecified.)
  */
 #include <immintrin.h>
-#include "kernels.h"
-#include "scalar_ops.h"
-#include "simd_params.h"
+#include "../kernels.h"
+#include "../scalar_ops.h"
+#include "../simd_params.h"
 
 #define MF_INLINE static inline __attribute__((always_inline))
 

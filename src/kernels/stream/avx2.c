@@ -20,10 +20,10 @@
  * the serial kernels' order.
  */
 #include <immintrin.h>
-#include "kernels.h"
-#include "scalar_ops.h"
-#include "simd_params.h"
-#include "stats.h"
+#include "../kernels.h"
+#include "../scalar_ops.h"
+#include "../simd_params.h"
+#include "../stats/stats.h"
 #include <math.h>
 #include <string.h>
 

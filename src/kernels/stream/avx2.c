@@ -9,11 +9,12 @@
  * position and its exponent rebiased, subnormal codes as 2^emin (1 + f) -
  * 2^emin, the sign ORed in, NaN/inf codes fixed with compares.  The kernels
  * of the small formats are compiled once per special-value rule (IEEE, fn,
- * fnuz, none) so that only the rule's fixups are in the loops.  Tails shorter than a vector go to the
- * serial kernels (decode, encode, binary) or through a small buffer padded
- * with values that leave the sums unchanged (sum, dot), so nothing reads or
- * writes past the ends and no padding lane raises a flag.  Loads and stores
- * are unaligned.
+ * fnuz, none) so that only the rule's fixups are in the loops.  The loops
+ * are body.h's; this file has the registers and the primitives.  Tails
+ * shorter than a vector go to the serial kernels (decode, encode, binary) or
+ * through a small buffer padded with values that leave the sums unchanged
+ * (sum, dot), so nothing reads or writes past the ends and no padding lane
+ * raises a flag.  Loads and stores are unaligned.
  *
  * As in avx512.c, the float operations whose operand order decides which NaN
  * comes out (x86 returns the first source's NaN) are written in assembly, in
@@ -24,8 +25,6 @@
 #include "../scalar_ops.h"
 #include "../simd_params.h"
 #include "../stats/stats.h"
-#include <math.h>
-#include <string.h>
 
 #define MF_INLINE static inline __attribute__((always_inline))
 #define I32(x) _mm256_set1_epi32((int)(x))
@@ -107,7 +106,7 @@ blendv(__m256i a, __m256i b, __m256i mask)
     __asm__(INSN " %[b], %[a], %[r]" : [r] "=x"(R) : [a] "x"(A), [b] "x"(B))
 
 MF_INLINE __m256
-op256(mf_binary_op op, __m256 a, __m256 b)
+op_v(mf_binary_op op, __m256 a, __m256 b)
 {
     __m256 r;
     switch (op) {
@@ -120,7 +119,7 @@ op256(mf_binary_op op, __m256 a, __m256 b)
 }
 
 MF_INLINE __m256
-add256(__m256 a, __m256 b)
+add_v(__m256 a, __m256 b)
 {
     __m256 r;
     ASM_OP("vaddps", r, a, b);
@@ -248,7 +247,7 @@ dec8(const regs256 *r, mf_simd_path path, __m128i bytes)
  * INT32_MIN + 0x8000 as signed integers.
  */
 MF_INLINE __m256i
-enc_bf16_hi(const regs256 *r, __m256 x, __m256i *ovf_min)
+enc_bf16_v(const regs256 *r, __m256 x, __m256i *ovf_min)
 {
     __m256i u = _mm256_castps_si256(x);
     __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), K(ONE));
@@ -342,7 +341,7 @@ enc_e8m0(const regs256 *r, __m256 x, __m256i *ovf)
 }
 
 MF_INLINE __m256i
-enc8(const regs256 *r, mf_simd_path path, __m256 x, __m256i *ovf)
+enc_v(const regs256 *r, mf_simd_path path, __m256 x, __m256i *ovf)
 {
     return path == MF_SIMD_E8M0 ? enc_e8m0(r, x, ovf) : enc_small(r, x, ovf, path);
 }
@@ -389,358 +388,163 @@ store_si(void *p, __m256i v, int stream)
     }
 }
 
-/* CALL(path) for every path with a SIMD kernel (the SMALL ones by rule) */
-#define FOR_PATH(p, CALL, OTHERWISE)                                                   \
-    switch ((p).small_path) {                                                         \
-        case MF_SIMD_BF16:       CALL(MF_SIMD_BF16); break;                           \
-        case MF_SIMD_E8M0:       CALL(MF_SIMD_E8M0); break;                           \
-        case MF_SIMD_SMALL_IEEE: CALL(MF_SIMD_SMALL_IEEE); break;                     \
-        case MF_SIMD_SMALL_FN:   CALL(MF_SIMD_SMALL_FN); break;                       \
-        case MF_SIMD_SMALL_FNUZ: CALL(MF_SIMD_SMALL_FNUZ); break;                     \
-        case MF_SIMD_SMALL_NONE: CALL(MF_SIMD_SMALL_NONE); break;                     \
-        default:                 OTHERWISE; break;                                    \
-    }
-
-/* ------------------------------------------------------- decode_f32 */
-
-/* the codes of whole vectors -> float32; returns how many were done.  With
- * `stream`, n is a multiple of 64 and dst 64-byte aligned. */
-MF_INLINE mf_intp
-decode_run(const regs256 *r, mf_simd_path path, const void *src, float *dst, mf_intp n, int stream)
+MF_INLINE void
+stream_fence(void)
 {
-    mf_intp i = 0;
-    if (path == MF_SIMD_BF16) {
-        const uint16_t *s = (const uint16_t *)src;
-        for (; i + 16 <= n; i += 16) {
-            __m256i c = _mm256_loadu_si256((const __m256i *)(s + i));
-            store_ps(dst + i, dec_bf16(_mm256_castsi256_si128(c)), stream);
-            store_ps(dst + i + 8, dec_bf16(_mm256_extracti128_si256(c, 1)), stream);
-        }
-        return i;
-    }
-    const uint8_t *s = (const uint8_t *)src;
-    for (; i + 16 <= n; i += 16) {
-        __m128i c = _mm_loadu_si128((const __m128i *)(s + i));
-        store_ps(dst + i, dec8(r, path, c), stream);
-        store_ps(dst + i + 8, dec8(r, path, _mm_unpackhi_epi64(c, c)), stream);
-    }
-    return i;
+    _mm_sfence();
+}
+
+/* ------------------------------------------------------- body.h's primitives */
+
+#define MF_ISA(name) mf_avx2_##name
+#define VL 8
+#define DEC8_VECS 2
+#define BODY_STREAM 1
+#define BODY_SMALL_BY_RULE 1
+#define BODY_INT_PATHS 1
+typedef regs256 regs_t;
+typedef __m256 vf_t;
+typedef __m256i vi_t;
+typedef __m256i ovf_t;      /* overflowed lanes all ones */
+typedef __m256i bovf_t;     /* enc_bf16_v's minimum (see bf16_ovf_any) */
+
+MF_INLINE __m256i
+ovf_none(void)
+{
+    return _mm256_setzero_si256();
+}
+
+MF_INLINE int
+ovf_any(__m256i ovf)
+{
+    return !_mm256_testz_si256(ovf, ovf);
+}
+
+MF_INLINE __m256i
+bovf_none(void)
+{
+    return _mm256_set1_epi32(0x7FFFFFFF);
 }
 
 MF_INLINE void
-decode_path(const regs256 *r, mf_simd_path path, const mf_format *f, const void *src, float *dst,
-            mf_intp n)
+bovf_merge(__m256i *ovf, __m256i ovf_min)
 {
-    mf_intp isz = f->itemsize;
-    segments sg = stream_split(dst, 4, n, 64);
-    for (int q = 0; q < sg.count; q++) {
-        const char *s = (const char *)src + sg.start[q] * isz;
-        float *d = dst + sg.start[q];
-        mf_intp done = decode_run(r, path, s, d, sg.len[q], sg.stream[q]);
-        if (sg.stream[q]) {
-            _mm_sfence();
-        }
-        if (done < sg.len[q]) {
-            mf_serial_decode_f32(f, s + done * isz, d + done, sg.len[q] - done);
-        }
+    if (bf16_ovf_any(ovf_min)) {
+        *ovf = _mm256_set1_epi32(-1);
     }
 }
 
-void
-mf_avx2_decode_f32(const mf_format *f, const void *src, float *dst, mf_intp n)
-{
-    mf_simd_params p = mf_simd_params_of(f);
-    regs256 r;
-    regs_init(&r, &p);
-#define CALL(PATH) decode_path(&r, PATH, f, src, dst, n)
-    if (p.path == MF_SIMD_SINT) {
-        CALL(MF_SIMD_SINT);
-        return;
-    }
-    if (p.path == MF_SIMD_UINT) {
-        CALL(MF_SIMD_UINT);
-        return;
-    }
-    FOR_PATH(p, CALL, mf_serial_decode_f32(f, src, dst, n))
-#undef CALL
-}
-
-/* ------------------------------------------------------- encode_f32 */
-
-/* whole vectors of float32 -> codes; returns how many were done, ORs the
- * overflowed lanes into *ovf.  With `stream`, n is a multiple of 64 and dst
- * 64-byte aligned. */
-MF_INLINE mf_intp
-encode_run(const regs256 *r, mf_simd_path path, const float *src, void *dst, mf_intp n,
-           __m256i *ovf, int stream)
-{
-    mf_intp i = 0;
-    if (path == MF_SIMD_BF16) {
-        /* the inputs are loaded as (0-3, 8-11) and (4-7, 12-15), so that the
-         * in-lane pack puts the 16 codes in order (no lane-crossing permute) */
-        uint16_t *d = (uint16_t *)dst;
-        __m256i ovf_min = _mm256_set1_epi32(0x7FFFFFFF);
-        for (; i + 16 <= n; i += 16) {
-            __m256 x0 = _mm256_loadu2_m128(src + i + 8, src + i);
-            __m256 x1 = _mm256_loadu2_m128(src + i + 12, src + i + 4);
-            __m256i c0 = _mm256_srli_epi32(enc_bf16_hi(r, x0, &ovf_min), 16);
-            __m256i c1 = _mm256_srli_epi32(enc_bf16_hi(r, x1, &ovf_min), 16);
-            store_si(d + i, _mm256_packus_epi32(c0, c1), stream);
-        }
-        if (bf16_ovf_any(ovf_min)) {
-            *ovf = _mm256_set1_epi32(-1);
-        }
-        return i;
-    }
-    uint8_t *d = (uint8_t *)dst;
-    for (; i + 32 <= n; i += 32) {
-        __m256i c0 = enc8(r, path, _mm256_loadu_ps(src + i), ovf);
-        __m256i c1 = enc8(r, path, _mm256_loadu_ps(src + i + 8), ovf);
-        __m256i c2 = enc8(r, path, _mm256_loadu_ps(src + i + 16), ovf);
-        __m256i c3 = enc8(r, path, _mm256_loadu_ps(src + i + 24), ovf);
-        store_si(d + i, pack32(c0, c1, c2, c3), stream);
-    }
-    for (; i + 8 <= n; i += 8) {
-        __m256i c = enc8(r, path, _mm256_loadu_ps(src + i), ovf);
-        _mm_storel_epi64((__m128i *)(d + i), pack8(c));
-    }
-    return i;
-}
-
-MF_INLINE void
-encode_path(const regs256 *r, mf_simd_path path, const mf_format *f, const float *src, void *dst,
-            mf_intp n)
-{
-    mf_intp osz = f->itemsize;
-    __m256i ovf = _mm256_setzero_si256();
-    segments sg = stream_split(dst, osz, n, 64);
-    for (int q = 0; q < sg.count; q++) {
-        const float *s = src + sg.start[q];
-        char *d = (char *)dst + sg.start[q] * osz;
-        mf_intp done = encode_run(r, path, s, d, sg.len[q], &ovf, sg.stream[q]);
-        if (sg.stream[q]) {
-            _mm_sfence();
-        }
-        if (done < sg.len[q]) {
-            mf_serial_encode_f32(f, s + done, d + done * osz, sg.len[q] - done);
-        }
-    }
-    if (!_mm256_testz_si256(ovf, ovf)) {
-        mf_raise_overflow();
-    }
-}
-
-void
-mf_avx2_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n)
-{
-    mf_simd_params p = mf_simd_params_of(f);
-    regs256 r;
-    regs_init(&r, &p);
-#define CALL(PATH) encode_path(&r, PATH, f, src, dst, n)
-    FOR_PATH(p, CALL, mf_serial_encode_f32(f, src, dst, n))
-#undef CALL
-}
-
-/* ------------------------------------------------------- cast with error */
-
-/* convert's fused loop (kernels.h, cast_err): the source values are loaded
- * as float32 (bfloat16 and float16 codes widened in registers), encoded to
- * the target with the value each code decodes to (enc_small_w), and e = w -
- * v, e^2 and v^2 go into the float64 lanes (lo: elements 0-3 of a vector,
- * hi: 4-7).  A float32 value's square is exact in float64, so the FMA
- * rounds once, as the documented multiply-then-add does. */
 MF_INLINE __m256
-load_src8(int skind, const void *x, mf_intp i)
+load_f(const float *p)
 {
-    if (skind == MF_CE_F32) {
-        return _mm256_loadu_ps((const float *)x + i);
-    }
-    __m128i c = _mm_loadu_si128((const __m128i *)((const uint16_t *)x + i));
-    return skind == MF_CE_BF16 ? dec_bf16(c) : _mm256_cvtph_ps(c);
+    return _mm256_loadu_ps(p);
+}
+
+#define store_f store_ps
+
+MF_INLINE __m256
+splat_f(float x)
+{
+    return _mm256_set1_ps(x);
 }
 
 MF_INLINE void
-err_acc(__m256 v, __m256 w, __m256d acc[4])
+dec_bf16_2(const uint16_t *s, __m256 v[2])
 {
-    __m256 e = _mm256_sub_ps(w, v);
-    __m256d ea = _mm256_cvtps_pd(_mm256_castps256_ps128(e));
-    __m256d eb = _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1));
-    __m256d xa = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
-    __m256d xb = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
-    acc[0] = _mm256_fmadd_pd(ea, ea, acc[0]);
-    acc[1] = _mm256_fmadd_pd(eb, eb, acc[1]);
-    acc[2] = _mm256_fmadd_pd(xa, xa, acc[2]);
-    acc[3] = _mm256_fmadd_pd(xb, xb, acc[3]);
+    __m256i c = _mm256_loadu_si256((const __m256i *)s);
+    v[0] = dec_bf16(_mm256_castsi256_si128(c));
+    v[1] = dec_bf16(_mm256_extracti128_si256(c, 1));
 }
 
-/* whole vectors: returns how many values were done */
-MF_INLINE mf_intp
-cast_err_run(const regs256 *r, int skind, mf_simd_path path, const void *x, void *dst, mf_intp n,
-             __m256d acc[4])
+MF_INLINE void
+dec8_n(const regs256 *r, mf_simd_path path, const uint8_t *s, __m256 v[2])
 {
-    mf_intp i = 0;
-    if (path == MF_SIMD_BF16) {
-        const __m256i hi16 = _mm256_set1_epi32((int)0xFFFF0000u);
-        __m256i ovf_min = _mm256_setzero_si256();      /* not reported: the caller drops flags */
-        uint16_t *d = (uint16_t *)dst;
-        for (; i + 16 <= n; i += 16) {
-            __m256 v0 = load_src8(skind, x, i), v1 = load_src8(skind, x, i + 8);
-            __m256i h0 = enc_bf16_hi(r, v0, &ovf_min), h1 = enc_bf16_hi(r, v1, &ovf_min);
-            err_acc(v0, _mm256_castsi256_ps(_mm256_and_si256(h0, hi16)), acc);
-            err_acc(v1, _mm256_castsi256_ps(_mm256_and_si256(h1, hi16)), acc);
-            /* packus works within 128-bit lanes: 0-3 8-11 4-7 12-15, reordered */
-            __m256i p = _mm256_packus_epi32(_mm256_srli_epi32(h0, 16), _mm256_srli_epi32(h1, 16));
-            _mm256_storeu_si256((__m256i *)(d + i), _mm256_permute4x64_epi64(p, 0xD8));
-        }
-        return i;
-    }
-    uint8_t *d = (uint8_t *)dst;
-    for (; i + 32 <= n; i += 32) {
-        __m256i c[4];
-        for (int q = 0; q < 4; q++) {
-            __m256 v = load_src8(skind, x, i + 8 * q), w;
-            c[q] = enc_small_w(r, v, NULL, path, &w);
-            err_acc(v, w, acc);
-        }
-        _mm256_storeu_si256((__m256i *)(d + i), pack32(c[0], c[1], c[2], c[3]));
-    }
+    __m128i c = _mm_loadu_si128((const __m128i *)s);
+    v[0] = dec8(r, path, c);
+    v[1] = dec8(r, path, _mm_unpackhi_epi64(c, c));
+}
+
+MF_INLINE void
+store_codes4(uint8_t *d, const __m256i c[4], int stream)
+{
+    store_si(d, pack32(c[0], c[1], c[2], c[3]), stream);
+}
+
+/* two vectors of enc_bf16_v's codes (in the upper halves), in order */
+MF_INLINE void
+store_bf16_2(uint16_t *d, __m256i h0, __m256i h1, int stream)
+{
+    /* packus works within 128-bit lanes: 0-3 8-11 4-7 12-15, reordered */
+    __m256i p = _mm256_packus_epi32(_mm256_srli_epi32(h0, 16), _mm256_srli_epi32(h1, 16));
+    store_si(d, _mm256_permute4x64_epi64(p, 0xD8), stream);
+}
+
+MF_INLINE __m256
+bf16_value(__m256i h)
+{
+    return _mm256_castsi256_ps(_mm256_and_si256(h, _mm256_set1_epi32((int)0xFFFF0000u)));
+}
+
+/* the encode loop's 16 values, loaded as (0-3, 8-11) and (4-7, 12-15) so
+ * that the in-lane pack puts the 16 codes in order (no lane-crossing
+ * permute) */
+#define HAVE_ENC_BF16_2
+MF_INLINE void
+enc_bf16_2(const regs256 *r, const float *src, uint16_t *d, __m256i *ovf_min, int stream)
+{
+    __m256 x0 = _mm256_loadu2_m128(src + 8, src);
+    __m256 x1 = _mm256_loadu2_m128(src + 12, src + 4);
+    __m256i c0 = _mm256_srli_epi32(enc_bf16_v(r, x0, ovf_min), 16);
+    __m256i c1 = _mm256_srli_epi32(enc_bf16_v(r, x1, ovf_min), 16);
+    store_si(d, _mm256_packus_epi32(c0, c1), stream);
+}
+
+/* 16 bfloat16 pairs in place: the even codes shifted up and the odd ones
+ * masked are their float32 values; the two results go back the same way,
+ * with no widening or packing shuffles */
+#define HAVE_BINARY_BF16_2
+MF_INLINE void
+binary_bf16_2(mf_binary_op op, const regs256 *r, const uint16_t *a, const uint16_t *b,
+              uint16_t *out, __m256i *ovf_min, int stream)
+{
+    const __m256i hi16 = _mm256_set1_epi32((int)0xFFFF0000u);
+    __m256i ca = _mm256_loadu_si256((const __m256i *)a);
+    __m256i cb = _mm256_loadu_si256((const __m256i *)b);
+    __m256 ev = op_v(op, _mm256_castsi256_ps(_mm256_slli_epi32(ca, 16)),
+                     _mm256_castsi256_ps(_mm256_slli_epi32(cb, 16)));
+    __m256 od = op_v(op, _mm256_castsi256_ps(_mm256_and_si256(ca, hi16)),
+                     _mm256_castsi256_ps(_mm256_and_si256(cb, hi16)));
+    __m256i ce = _mm256_srli_epi32(enc_bf16_v(r, ev, ovf_min), 16);
+    __m256i co = _mm256_and_si256(enc_bf16_v(r, od, ovf_min), hi16);
+    store_si(out, _mm256_or_si256(ce, co), stream);
+}
+
+/* after the loops of four vectors of byte codes: single vectors */
+#define ENC8_TAIL enc8_tail
+MF_INLINE mf_intp
+enc8_tail(const regs256 *r, mf_simd_path path, const float *src, uint8_t *d, mf_intp i, mf_intp n,
+          __m256i *ovf)
+{
     for (; i + 8 <= n; i += 8) {
-        __m256 v = load_src8(skind, x, i), w;
-        __m256i c = enc_small_w(r, v, NULL, path, &w);
-        err_acc(v, w, acc);
+        __m256i c = enc_v(r, path, _mm256_loadu_ps(src + i), ovf);
         _mm_storel_epi64((__m128i *)(d + i), pack8(c));
     }
     return i;
 }
 
-#define CAST_ERR_RUN(SK, PATH) done = cast_err_run(&r, SK, PATH, xs, codes, n, acc)
-
-int
-mf_avx2_cast_err(mf_stats_block *s, const mf_format *src, const void *x, const mf_format *tgt,
-                 void *codes, mf_intp n)
-{
-    mf_simd_params p = mf_simd_params_of(tgt);
-    if (p.path != MF_SIMD_BF16 && p.path != MF_SIMD_SMALL) {
-        return 0;
-    }
-    regs256 r;
-    regs_init(&r, &p);
-    __m256d acc[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(),
-                      _mm256_setzero_pd()};
-    float xb[MF_STATS_BLOCK];
-    const void *xs;
-    int skind = mf_cast_err_source(src, x, n, xb, mf_avx2_decode_f32, &xs);
-    mf_intp done = 0;
-    MF_CAST_ERR_DISPATCH(skind, p.small_path, CAST_ERR_RUN)
-    double le[8], lr[8];
-    _mm256_storeu_pd(le, acc[0]);
-    _mm256_storeu_pd(le + 4, acc[1]);
-    _mm256_storeu_pd(lr, acc[2]);
-    _mm256_storeu_pd(lr + 4, acc[3]);
-    return mf_cast_err_finish(s, le, lr, xs == xb ? NULL : src, xs, tgt, codes, done, n);
-}
-#undef CAST_ERR_RUN
-
-/* ------------------------------------------------------- binary */
-
-/* whole vectors of pairs; returns how many were done.  With `stream`, n is
- * a multiple of 64 and out 64-byte aligned. */
+#define BINARY8_TAIL binary8_tail
 MF_INLINE mf_intp
-binary_run(mf_binary_op op, const regs256 *r, mf_simd_path path, const void *a, const void *b,
-           void *out, mf_intp n, __m256i *ovf, int stream)
+binary8_tail(mf_binary_op op, const regs256 *r, mf_simd_path path, const uint8_t *pa,
+             const uint8_t *pb, uint8_t *po, mf_intp i, mf_intp n, __m256i *ovf)
 {
-    mf_intp i = 0;
-    if (path == MF_SIMD_BF16) {
-        /* 16 codes in place: the even ones shifted up and the odd ones
-         * masked are their float32 values; the two results go back the same
-         * way, with no widening or packing shuffles */
-        const uint16_t *pa = (const uint16_t *)a, *pb = (const uint16_t *)b;
-        uint16_t *po = (uint16_t *)out;
-        const __m256i hi16 = _mm256_set1_epi32((int)0xFFFF0000u);
-        __m256i ovf_min = _mm256_set1_epi32(0x7FFFFFFF);
-        for (; i + 16 <= n; i += 16) {
-            __m256i ca = _mm256_loadu_si256((const __m256i *)(pa + i));
-            __m256i cb = _mm256_loadu_si256((const __m256i *)(pb + i));
-            __m256 ev = op256(op, _mm256_castsi256_ps(_mm256_slli_epi32(ca, 16)),
-                              _mm256_castsi256_ps(_mm256_slli_epi32(cb, 16)));
-            __m256 od = op256(op, _mm256_castsi256_ps(_mm256_and_si256(ca, hi16)),
-                              _mm256_castsi256_ps(_mm256_and_si256(cb, hi16)));
-            __m256i ce = _mm256_srli_epi32(enc_bf16_hi(r, ev, &ovf_min), 16);
-            __m256i co = _mm256_and_si256(enc_bf16_hi(r, od, &ovf_min), hi16);
-            store_si(po + i, _mm256_or_si256(ce, co), stream);
-        }
-        if (bf16_ovf_any(ovf_min)) {
-            *ovf = _mm256_set1_epi32(-1);
-        }
-        return i;
-    }
-    const uint8_t *pa = (const uint8_t *)a, *pb = (const uint8_t *)b;
-    uint8_t *po = (uint8_t *)out;
-    for (; i + 32 <= n; i += 32) {
-        __m256i c[4];
-        for (int q = 0; q < 2; q++) {
-            __m128i ca = _mm_loadu_si128((const __m128i *)(pa + i + 16 * q));
-            __m128i cb = _mm_loadu_si128((const __m128i *)(pb + i + 16 * q));
-            __m256 r0 = op256(op, dec8(r, path, ca), dec8(r, path, cb));
-            __m256 r1 = op256(op, dec8(r, path, _mm_unpackhi_epi64(ca, ca)),
-                              dec8(r, path, _mm_unpackhi_epi64(cb, cb)));
-            c[2 * q] = enc8(r, path, r0, ovf);
-            c[2 * q + 1] = enc8(r, path, r1, ovf);
-        }
-        store_si(po + i, pack32(c[0], c[1], c[2], c[3]), stream);
-    }
     for (; i + 8 <= n; i += 8) {
         __m128i ca = _mm_loadl_epi64((const __m128i *)(pa + i));
         __m128i cb = _mm_loadl_epi64((const __m128i *)(pb + i));
-        __m256i c = enc8(r, path, op256(op, dec8(r, path, ca), dec8(r, path, cb)), ovf);
+        __m256i c = enc_v(r, path, op_v(op, dec8(r, path, ca), dec8(r, path, cb)), ovf);
         _mm_storel_epi64((__m128i *)(po + i), pack8(c));
     }
     return i;
 }
-
-MF_INLINE void
-binary_path(mf_binary_op op, const regs256 *r, mf_simd_path path, const mf_format *f,
-            const void *a, const void *b, void *out, mf_intp n)
-{
-    mf_intp sz = f->itemsize;
-    __m256i ovf = _mm256_setzero_si256();
-    segments sg = stream_split(out, sz, n, 64);
-    for (int q = 0; q < sg.count; q++) {
-        mf_intp at = sg.start[q] * sz, len = sg.len[q];
-        const char *ca = (const char *)a + at, *cb = (const char *)b + at;
-        char *co = (char *)out + at;
-        mf_intp done = binary_run(op, r, path, ca, cb, co, len, &ovf, sg.stream[q]);
-        if (sg.stream[q]) {
-            _mm_sfence();
-        }
-        if (done < len) {
-            mf_serial_binary(op, f, ca + done * sz, cb + done * sz, co + done * sz, len - done);
-        }
-    }
-    if (!_mm256_testz_si256(ovf, ovf)) {
-        mf_raise_overflow();
-    }
-}
-
-#define BINARY_PATH(PATH)                                                                  \
-    switch (op) {                                                                         \
-        case MF_OP_ADD: binary_path(MF_OP_ADD, &r, PATH, f, a, b, out, n); break;         \
-        case MF_OP_SUB: binary_path(MF_OP_SUB, &r, PATH, f, a, b, out, n); break;         \
-        case MF_OP_MUL: binary_path(MF_OP_MUL, &r, PATH, f, a, b, out, n); break;         \
-        default:        binary_path(MF_OP_DIV, &r, PATH, f, a, b, out, n); break;         \
-    }
-
-void
-mf_avx2_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b,
-               void *out, mf_intp n)
-{
-    mf_simd_params p = mf_simd_params_of(f);
-    regs256 r;
-    regs_init(&r, &p);
-    FOR_PATH(p, BINARY_PATH, mf_serial_binary(op, f, a, b, out, n))
-}
-
-/* ------------------------------------------------------- sum, dot */
 
 /*
  * lanes[j] += lanes[j + w] for w = 16, 8, 4, 2, 1, in the serial kernel's
@@ -748,11 +552,11 @@ mf_avx2_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b
  * lanes first for w = 2, 1.
  */
 MF_INLINE float
-combine32(__m256 l0, __m256 l1, __m256 l2, __m256 l3)
+combine32(const __m256 l[4])
 {
-    __m256 a = add256(l2, l0);
-    __m256 b = add256(l3, l1);
-    __m256 s8 = add256(b, a);
+    __m256 a = add_v(l[2], l[0]);
+    __m256 b = add_v(l[3], l[1]);
+    __m256 s8 = add_v(b, a);
     __m128 s4 = add128(_mm256_extractf128_ps(s8, 1), _mm256_castps256_ps128(s8));
     /* lanes 2, 3 of both operands zero, as in serial: no lane may raise a
      * flag serial does not (doubling a large lane would overflow) */
@@ -762,130 +566,71 @@ combine32(__m256 l0, __m256 l1, __m256 l2, __m256 l3)
     return _mm_cvtss_f32(s1);
 }
 
-/* 8 codes starting at element i, as float32 */
-MF_INLINE __m256
-load_dec(const regs256 *r, mf_simd_path path, const void *src, mf_intp i)
-{
-    if (path == MF_SIMD_BF16) {
-        return dec_bf16(_mm_loadu_si128((const __m128i *)((const uint16_t *)src + i)));
-    }
-    return dec8(r, path, _mm_loadl_epi64((const __m128i *)((const uint8_t *)src + i)));
-}
+/* ------------------------------------------------------- cast with error */
 
-/* the last m < 32 codes of a block, decoded by the serial kernel into 32
- * lanes; the lanes past m hold `pad` */
+/* convert's fused loop (body.h): the float64 lanes of err2 and ref2, lo:
+ * elements 0-3 of a vector, hi: 4-7 */
+#define HAVE_CAST_ERR
+typedef struct {
+    __m256d e_lo, e_hi, r_lo, r_hi;
+} err_acc_t;
+
 MF_INLINE void
-load_tail(const mf_format *f, const void *src, mf_intp i, mf_intp m, float pad, __m256 v[4])
+err_init(err_acc_t *acc)
 {
-    float buf[MF_SUM_LANES];
-    for (int j = 0; j < MF_SUM_LANES; j++) {
-        buf[j] = pad;
-    }
-    mf_serial_decode_f32(f, (const char *)src + i * f->itemsize, buf, m);
-    for (int q = 0; q < 4; q++) {
-        v[q] = _mm256_loadu_ps(buf + 8 * q);
-    }
+    acc->e_lo = acc->e_hi = acc->r_lo = acc->r_hi = _mm256_setzero_pd();
 }
 
-MF_INLINE float
-sum_block(const regs256 *r, mf_simd_path path, const mf_format *f, const void *src, mf_intp len)
+MF_INLINE void
+err_store(const err_acc_t *acc, double le[8], double lr[8])
 {
-    __m256 acc[4];
-    for (int q = 0; q < 4; q++) {
-        acc[q] = _mm256_set1_ps(-0.0f);
-    }
-    mf_intp i = 0;
-    for (; i + 32 <= len; i += 32) {
-        for (int q = 0; q < 4; q++) {
-            acc[q] = add256(acc[q], load_dec(r, path, src, i + 8 * q));
-        }
-    }
-    if (i < len) {
-        /* -0.0 leaves every lane as it is */
-        __m256 v[4];
-        load_tail(f, src, i, len - i, -0.0f, v);
-        for (int q = 0; q < 4; q++) {
-            acc[q] = add256(acc[q], v[q]);
-        }
-    }
-    return combine32(acc[0], acc[1], acc[2], acc[3]);
+    _mm256_storeu_pd(le, acc->e_lo);
+    _mm256_storeu_pd(le + 4, acc->e_hi);
+    _mm256_storeu_pd(lr, acc->r_lo);
+    _mm256_storeu_pd(lr + 4, acc->r_hi);
 }
 
-MF_INLINE float
-dot_block(const regs256 *r, mf_simd_path path, const mf_format *f, const void *a, const void *b,
-          mf_intp len)
+MF_INLINE __m256
+load_src(int skind, const void *x, mf_intp i)
 {
-    __m256 acc[4];
-    for (int q = 0; q < 4; q++) {
-        acc[q] = _mm256_set1_ps(-0.0f);
+    if (skind == MF_CE_F32) {
+        return _mm256_loadu_ps((const float *)x + i);
     }
-    mf_intp i = 0;
-    for (; i + 32 <= len; i += 32) {
-        for (int q = 0; q < 4; q++) {
-            acc[q] = fma_acc(load_dec(r, path, a, i + 8 * q), load_dec(r, path, b, i + 8 * q), acc[q]);
-        }
-    }
-    if (i < len) {
-        /* padding products are (-0) * (+0) = -0: every lane stays as it is */
-        __m256 va[4], vb[4];
-        load_tail(f, a, i, len - i, -0.0f, va);
-        load_tail(f, b, i, len - i, 0.0f, vb);
-        for (int q = 0; q < 4; q++) {
-            acc[q] = fma_acc(va[q], vb[q], acc[q]);
-        }
-    }
-    return combine32(acc[0], acc[1], acc[2], acc[3]);
+    __m128i c = _mm_loadu_si128((const __m128i *)((const uint16_t *)x + i));
+    return skind == MF_CE_BF16 ? dec_bf16(c) : _mm256_cvtph_ps(c);
 }
 
-MF_INLINE double
-sum_path(const regs256 *r, mf_simd_path path, const mf_format *f, const void *src, mf_intp n)
+/* a vector is all eight lanes: q does not matter */
+MF_INLINE void
+err_acc(__m256 v, __m256 w, err_acc_t *acc, int q)
 {
-    double total = -0.0;
-    for (mf_intp start = 0; start < n; start += MF_SUM_BLOCK) {
-        mf_intp len = n - start < MF_SUM_BLOCK ? n - start : MF_SUM_BLOCK;
-        total = add_total(total, sum_block(r, path, f, (const char *)src + start * f->itemsize, len));
+    (void)q;
+    __m256 e = _mm256_sub_ps(w, v);
+    __m256d ea = _mm256_cvtps_pd(_mm256_castps256_ps128(e));
+    __m256d eb = _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1));
+    __m256d xa = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+    __m256d xb = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+    acc->e_lo = _mm256_fmadd_pd(ea, ea, acc->e_lo);
+    acc->e_hi = _mm256_fmadd_pd(eb, eb, acc->e_hi);
+    acc->r_lo = _mm256_fmadd_pd(xa, xa, acc->r_lo);
+    acc->r_hi = _mm256_fmadd_pd(xb, xb, acc->r_hi);
+}
+
+#define CAST_ERR8_TAIL cast_err8_tail
+MF_INLINE mf_intp
+cast_err8_tail(const regs256 *r, int skind, mf_simd_path path, const void *x, uint8_t *d,
+               mf_intp i, mf_intp n, err_acc_t *acc)
+{
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = load_src(skind, x, i), w;
+        __m256i c = enc_small_w(r, v, NULL, path, &w);
+        err_acc(v, w, acc, 0);
+        _mm_storel_epi64((__m128i *)(d + i), pack8(c));
     }
-    return total;
+    return i;
 }
 
-MF_INLINE double
-dot_path(const regs256 *r, mf_simd_path path, const mf_format *f, const void *a, const void *b,
-         mf_intp n)
-{
-    double total = -0.0;
-    for (mf_intp start = 0; start < n; start += MF_SUM_BLOCK) {
-        mf_intp len = n - start < MF_SUM_BLOCK ? n - start : MF_SUM_BLOCK;
-        total = add_total(total, dot_block(r, path, f, (const char *)a + start * f->itemsize,
-                                           (const char *)b + start * f->itemsize, len));
-    }
-    return total;
-}
-
-double
-mf_avx2_sum(const mf_format *f, const void *src, mf_intp n)
-{
-    mf_simd_params p = mf_simd_params_of(f);
-    regs256 r;
-    regs_init(&r, &p);
-    double s = 0.0;
-#define CALL(PATH) s = sum_path(&r, PATH, f, src, n)
-    FOR_PATH(p, CALL, s = mf_serial_sum(f, src, n))
-#undef CALL
-    return s;
-}
-
-double
-mf_avx2_dot(const mf_format *f, const void *a, const void *b, mf_intp n)
-{
-    mf_simd_params p = mf_simd_params_of(f);
-    regs256 r;
-    regs_init(&r, &p);
-    double s = 0.0;
-#define CALL(PATH) s = dot_path(&r, PATH, f, a, b, n)
-    FOR_PATH(p, CALL, s = mf_serial_dot(f, a, b, n))
-#undef CALL
-    return s;
-}
+#include "body.h"
 
 const mf_kernels mf_kernels_avx2 = {
     .name = "avx2",

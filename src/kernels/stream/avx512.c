@@ -21,6 +21,8 @@
  *   sum/dot the canonical order of kernels.h: lanes 0..15 and 16..31 of the
  *           32 lanes are two registers, combined by halving.
  *   Outputs of 8 MB and more are written with non-temporal stores.
+ * The loops are body.h's; this file has the registers, the primitives and
+ * the masked tails.
  *
  * Operand order matters for which NaN a float operation returns when both
  * operands are NaNs (x86 returns the first source), which decides the sign
@@ -222,7 +224,7 @@ enc_e8m0(__m512 x, __mmask16 *ovf)
 }
 
 MF_INLINE __m512i
-enc8(const regs512 *r, mf_simd_path path, __m512 x, __mmask16 *ovf)
+enc_v(const regs512 *r, mf_simd_path path, __m512 x, __mmask16 *ovf)
 {
     return path == MF_SIMD_E8M0 ? enc_e8m0(x, ovf) : enc_small(r, x, ovf);
 }
@@ -285,142 +287,6 @@ first16(mf_intp m)
     return m >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << m) - 1u);
 }
 
-/* ------------------------------------------------------- decode_f32 */
-
-/* n codes -> float32; with `stream`, n is a multiple of 64 and dst 64-byte aligned */
-MF_INLINE void
-decode_run(const regs512 *r, mf_simd_path path, const void *src, float *dst, mf_intp n, int stream)
-{
-    mf_intp i = 0;
-    if (path == MF_SIMD_BF16) {
-        const uint16_t *s = (const uint16_t *)src;
-        for (; i + 32 <= n; i += 32) {
-            __m512i c = _mm512_loadu_si512((const void *)(s + i));
-            store_ps(dst + i, dec_bf16(_mm512_castsi512_si256(c)), stream);
-            store_ps(dst + i + 16, dec_bf16(_mm512_extracti64x4_epi64(c, 1)), stream);
-        }
-        for (; i < n; i += 16) {
-            __mmask16 k = first16(n - i);
-            _mm512_mask_storeu_ps(dst + i, k, dec_bf16(_mm256_maskz_loadu_epi16(k, s + i)));
-        }
-        return;
-    }
-    const uint8_t *s = (const uint8_t *)src;
-    __m512 v0, v1;
-    for (; i + 32 <= n; i += 32) {
-        dec8x32(r, path, _mm256_loadu_si256((const __m256i *)(s + i)), &v0, &v1);
-        store_ps(dst + i, v0, stream);
-        store_ps(dst + i + 16, v1, stream);
-    }
-    if (i < n) {
-        __mmask32 k = first32(n - i);
-        dec8x32(r, path, _mm256_maskz_loadu_epi8(k, s + i), &v0, &v1);
-        _mm512_mask_storeu_ps(dst + i, (__mmask16)k, v0);
-        _mm512_mask_storeu_ps(dst + i + 16, (__mmask16)(k >> 16), v1);
-    }
-}
-
-MF_INLINE void
-decode_path(const regs512 *r, mf_simd_path path, mf_intp isz, const void *src, float *dst, mf_intp n)
-{
-    segments sg = stream_split(dst, 4, n, 64);
-    for (int q = 0; q < sg.count; q++) {
-        mf_intp at = sg.start[q];
-        decode_run(r, path, (const char *)src + at * isz, dst + at, sg.len[q], sg.stream[q]);
-        if (sg.stream[q]) {
-            _mm_sfence();
-        }
-    }
-}
-
-void
-mf_avx512_decode_f32(const mf_format *f, const void *src, float *dst, mf_intp n)
-{
-    mf_simd_params p = mf_simd_params_of(f);
-    regs512 r;
-    regs_init(&r, &p);
-    switch (p.path) {
-        case MF_SIMD_BF16:  decode_path(&r, MF_SIMD_BF16, 2, src, dst, n); break;
-        case MF_SIMD_SMALL: decode_path(&r, MF_SIMD_SMALL, 1, src, dst, n); break;
-        case MF_SIMD_E8M0:  decode_path(&r, MF_SIMD_E8M0, 1, src, dst, n); break;
-        /* the integers' values are in mf_lut8 too */
-        case MF_SIMD_SINT:
-        case MF_SIMD_UINT:  decode_path(&r, MF_SIMD_SMALL, 1, src, dst, n); break;
-        default:            mf_serial_decode_f32(f, src, dst, n); break;
-    }
-}
-
-/* ------------------------------------------------------- encode_f32 */
-
-/* n float32 -> codes; returns the lanes that overflowed.  With `stream`, n
- * is a multiple of 64 and dst 64-byte aligned. */
-MF_INLINE __mmask16
-encode_run(const regs512 *r, mf_simd_path path, const float *src, void *dst, mf_intp n, int stream)
-{
-    mf_intp i = 0;
-    __mmask16 ovf = 0;
-    if (path == MF_SIMD_BF16) {
-        uint16_t *d = (uint16_t *)dst;
-        for (; i + 32 <= n; i += 32) {
-            __m512i lo = enc_bf16(_mm512_loadu_ps(src + i), &ovf);
-            __m512i hi = enc_bf16(_mm512_loadu_ps(src + i + 16), &ovf);
-            store_si(d + i, pack32x16(lo, hi), stream);
-        }
-        for (; i < n; i += 16) {
-            __mmask16 k = first16(n - i), o = 0;
-            __m512i c = enc_bf16(_mm512_maskz_loadu_ps(k, src + i), &o);
-            ovf |= o & k;
-            _mm512_mask_cvtepi32_storeu_epi16(d + i, k, c);
-        }
-        return ovf;
-    }
-    uint8_t *d = (uint8_t *)dst;
-    for (; i + 64 <= n; i += 64) {
-        __m512i c0 = enc8(r, path, _mm512_loadu_ps(src + i), &ovf);
-        __m512i c1 = enc8(r, path, _mm512_loadu_ps(src + i + 16), &ovf);
-        __m512i c2 = enc8(r, path, _mm512_loadu_ps(src + i + 32), &ovf);
-        __m512i c3 = enc8(r, path, _mm512_loadu_ps(src + i + 48), &ovf);
-        store_si(d + i, pack64(c0, c1, c2, c3), stream);
-    }
-    for (; i < n; i += 16) {
-        __mmask16 k = first16(n - i), o = 0;
-        __m512i c = enc8(r, path, _mm512_maskz_loadu_ps(k, src + i), &o);
-        ovf |= o & k;
-        _mm512_mask_cvtepi32_storeu_epi8(d + i, k, c);
-    }
-    return ovf;
-}
-
-MF_INLINE void
-encode_path(const regs512 *r, mf_simd_path path, mf_intp osz, const float *src, void *dst, mf_intp n)
-{
-    segments sg = stream_split(dst, osz, n, 64);
-    __mmask16 ovf = 0;
-    for (int q = 0; q < sg.count; q++) {
-        mf_intp at = sg.start[q];
-        ovf |= encode_run(r, path, src + at, (char *)dst + at * osz, sg.len[q], sg.stream[q]);
-        if (sg.stream[q]) {
-            _mm_sfence();
-        }
-    }
-    if (ovf) {
-        mf_raise_overflow();
-    }
-}
-
-void
-mf_avx512_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n)
-{
-    mf_simd_params p = mf_simd_params_of(f);
-    regs512 r;
-    regs_init(&r, &p);
-    switch (p.path) {
-        case MF_SIMD_BF16:  encode_path(&r, MF_SIMD_BF16, 2, src, dst, n); break;
-        case MF_SIMD_SMALL: encode_path(&r, MF_SIMD_SMALL, 1, src, dst, n); break;
-        case MF_SIMD_E8M0:  encode_path(&r, MF_SIMD_E8M0, 1, src, dst, n); break;
-        default:            mf_serial_encode_f32(f, src, dst, n); break;
-    }
-}
 
 /* ------------------------------------------------------- ordered float ops */
 
@@ -438,7 +304,7 @@ mf_avx512_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n)
     __asm__(INSN " %[b], %[acc], %[acc]%{%[k]%}" : [acc] "+v"(ACC) : [b] "v"(B), [k] "Yk"(K))
 
 MF_INLINE __m512
-op512(mf_binary_op op, __m512 a, __m512 b)
+op_v(mf_binary_op op, __m512 a, __m512 b)
 {
     __m512 r;
     switch (op) {
@@ -464,7 +330,7 @@ op512_mask(mf_binary_op op, __mmask16 k, __m512 a, __m512 b)
 }
 
 MF_INLINE __m512
-add512(__m512 a, __m512 b)
+add_v(__m512 a, __m512 b)
 {
     __m512 r;
     ASM_OP("vaddps", r, a, b);
@@ -502,107 +368,187 @@ add_ss(__m128 a, __m128 b)
     return r;
 }
 
-/* ------------------------------------------------------- binary */
 
-/* n pairs; returns the lanes that overflowed.  With `stream`, n is a
- * multiple of 64 and out 64-byte aligned. */
-MF_INLINE __mmask16
-binary_run(mf_binary_op op, const regs512 *r, mf_simd_path path, const void *a, const void *b,
-           void *out, mf_intp n, int stream)
+MF_INLINE void
+stream_fence(void)
 {
-    mf_intp i = 0;
-    __mmask16 ovf = 0;
-    if (path == MF_SIMD_BF16) {
-        const uint16_t *pa = (const uint16_t *)a, *pb = (const uint16_t *)b;
-        uint16_t *po = (uint16_t *)out;
-        for (; i + 32 <= n; i += 32) {
-            __m512i ca = _mm512_loadu_si512((const void *)(pa + i));
-            __m512i cb = _mm512_loadu_si512((const void *)(pb + i));
-            __m512 r0 = op512(op, dec_bf16(_mm512_castsi512_si256(ca)), dec_bf16(_mm512_castsi512_si256(cb)));
-            __m512 r1 = op512(op, dec_bf16(_mm512_extracti64x4_epi64(ca, 1)),
-                              dec_bf16(_mm512_extracti64x4_epi64(cb, 1)));
-            __m512i lo = enc_bf16(r0, &ovf);
-            __m512i hi = enc_bf16(r1, &ovf);
-            store_si(po + i, pack32x16(lo, hi), stream);
-        }
-        for (; i < n; i += 16) {
-            __mmask16 k = first16(n - i), o = 0;
-            __m512 x = dec_bf16(_mm256_maskz_loadu_epi16(k, pa + i));
-            __m512 y = dec_bf16(_mm256_maskz_loadu_epi16(k, pb + i));
-            __m512i c = enc_bf16(op512_mask(op, k, x, y), &o);
-            ovf |= o & k;
-            _mm512_mask_cvtepi32_storeu_epi16(po + i, k, c);
-        }
-        return ovf;
+    _mm_sfence();
+}
+
+/* ------------------------------------------------------- body.h's primitives */
+
+#define MF_ISA(name) mf_avx512_##name
+#define VL 16
+#define DEC8_VECS 2
+#define BODY_STREAM 1
+/* one loop for every rule (the table lookup and the masked fixups read the
+ * rule from the registers), the integers' values in the table too */
+#define BODY_SMALL_BY_RULE 0
+#define BODY_INT_PATHS 0
+typedef regs512 regs_t;
+typedef __m512 vf_t;
+typedef __m512i vi_t;
+typedef __mmask16 ovf_t;
+typedef __mmask16 bovf_t;
+
+MF_INLINE __mmask16
+ovf_none(void)
+{
+    return 0;
+}
+
+MF_INLINE int
+ovf_any(__mmask16 ovf)
+{
+    return ovf != 0;
+}
+
+#define bovf_none ovf_none
+
+MF_INLINE void
+bovf_merge(__mmask16 *ovf, __mmask16 b)
+{
+    *ovf |= b;
+}
+
+MF_INLINE __m512
+load_f(const float *p)
+{
+    return _mm512_loadu_ps(p);
+}
+
+#define store_f store_ps
+
+MF_INLINE __m512
+splat_f(float x)
+{
+    return _mm512_set1_ps(x);
+}
+
+MF_INLINE void
+dec_bf16_2(const uint16_t *s, __m512 v[2])
+{
+    __m512i c = _mm512_loadu_si512((const void *)s);
+    v[0] = dec_bf16(_mm512_castsi512_si256(c));
+    v[1] = dec_bf16(_mm512_extracti64x4_epi64(c, 1));
+}
+
+MF_INLINE void
+dec8_n(const regs512 *r, mf_simd_path path, const uint8_t *s, __m512 v[2])
+{
+    dec8x32(r, path, _mm256_loadu_si256((const __m256i *)s), &v[0], &v[1]);
+}
+
+MF_INLINE __m512i
+enc_bf16_v(const regs512 *r, __m512 x, __mmask16 *ovf)
+{
+    return enc_bf16(x, ovf);
+}
+
+MF_INLINE void
+store_codes4(uint8_t *d, const __m512i c[4], int stream)
+{
+    store_si(d, pack64(c[0], c[1], c[2], c[3]), stream);
+}
+
+MF_INLINE void
+store_bf16_2(uint16_t *d, __m512i lo, __m512i hi, int stream)
+{
+    store_si(d, pack32x16(lo, hi), stream);
+}
+
+/* ------------------------------------------------------- masked tails */
+
+#define DEC_BF16_TAIL dec_bf16_tail
+MF_INLINE mf_intp
+dec_bf16_tail(const uint16_t *s, float *dst, mf_intp i, mf_intp n)
+{
+    for (; i < n; i += 16) {
+        __mmask16 k = first16(n - i);
+        _mm512_mask_storeu_ps(dst + i, k, dec_bf16(_mm256_maskz_loadu_epi16(k, s + i)));
     }
-    const uint8_t *pa = (const uint8_t *)a, *pb = (const uint8_t *)b;
-    uint8_t *po = (uint8_t *)out;
+    return n;
+}
+
+#define DEC8_TAIL dec8_tail
+MF_INLINE mf_intp
+dec8_tail(const regs512 *r, mf_simd_path path, const uint8_t *s, float *dst, mf_intp i, mf_intp n)
+{
+    if (i < n) {
+        __m512 v0, v1;
+        __mmask32 k = first32(n - i);
+        dec8x32(r, path, _mm256_maskz_loadu_epi8(k, s + i), &v0, &v1);
+        _mm512_mask_storeu_ps(dst + i, (__mmask16)k, v0);
+        _mm512_mask_storeu_ps(dst + i + 16, (__mmask16)(k >> 16), v1);
+    }
+    return n;
+}
+
+#define ENC_BF16_TAIL enc_bf16_tail
+MF_INLINE mf_intp
+enc_bf16_tail(const regs512 *r, const float *src, uint16_t *d, mf_intp i, mf_intp n,
+              __mmask16 *ovf)
+{
+    for (; i < n; i += 16) {
+        __mmask16 k = first16(n - i), o = 0;
+        __m512i c = enc_bf16_v(r, _mm512_maskz_loadu_ps(k, src + i), &o);
+        *ovf |= o & k;
+        _mm512_mask_cvtepi32_storeu_epi16(d + i, k, c);
+    }
+    return n;
+}
+
+#define ENC8_TAIL enc8_tail
+MF_INLINE mf_intp
+enc8_tail(const regs512 *r, mf_simd_path path, const float *src, uint8_t *d, mf_intp i, mf_intp n,
+          __mmask16 *ovf)
+{
+    for (; i < n; i += 16) {
+        __mmask16 k = first16(n - i), o = 0;
+        __m512i c = enc_v(r, path, _mm512_maskz_loadu_ps(k, src + i), &o);
+        *ovf |= o & k;
+        _mm512_mask_cvtepi32_storeu_epi8(d + i, k, c);
+    }
+    return n;
+}
+
+#define BINARY_BF16_TAIL binary_bf16_tail
+MF_INLINE mf_intp
+binary_bf16_tail(mf_binary_op op, const regs512 *r, const uint16_t *pa, const uint16_t *pb,
+                 uint16_t *po, mf_intp i, mf_intp n, __mmask16 *ovf)
+{
+    for (; i < n; i += 16) {
+        __mmask16 k = first16(n - i), o = 0;
+        __m512 x = dec_bf16(_mm256_maskz_loadu_epi16(k, pa + i));
+        __m512 y = dec_bf16(_mm256_maskz_loadu_epi16(k, pb + i));
+        __m512i c = enc_bf16_v(r, op512_mask(op, k, x, y), &o);
+        *ovf |= o & k;
+        _mm512_mask_cvtepi32_storeu_epi16(po + i, k, c);
+    }
+    return n;
+}
+
+#define BINARY8_TAIL binary8_tail
+MF_INLINE mf_intp
+binary8_tail(mf_binary_op op, const regs512 *r, mf_simd_path path, const uint8_t *pa,
+             const uint8_t *pb, uint8_t *po, mf_intp i, mf_intp n, __mmask16 *ovf)
+{
     __m512 x0, x1, y0, y1;
-    for (; i + 64 <= n; i += 64) {
-        __m512i c[4];
-        for (int q = 0; q < 2; q++) {
-            dec8x32(r, path, _mm256_loadu_si256((const __m256i *)(pa + i + 32 * q)), &x0, &x1);
-            dec8x32(r, path, _mm256_loadu_si256((const __m256i *)(pb + i + 32 * q)), &y0, &y1);
-            c[2 * q] = enc8(r, path, op512(op, x0, y0), &ovf);
-            c[2 * q + 1] = enc8(r, path, op512(op, x1, y1), &ovf);
-        }
-        store_si(po + i, pack64(c[0], c[1], c[2], c[3]), stream);
-    }
     for (; i < n; i += 32) {
         __mmask32 k = first32(n - i);
         __mmask16 k0 = (__mmask16)k, k1 = (__mmask16)(k >> 16), o0 = 0, o1 = 0;
         dec8x32(r, path, _mm256_maskz_loadu_epi8(k, pa + i), &x0, &x1);
         dec8x32(r, path, _mm256_maskz_loadu_epi8(k, pb + i), &y0, &y1);
-        __m512i c0 = enc8(r, path, op512_mask(op, k0, x0, y0), &o0);
-        __m512i c1 = enc8(r, path, op512_mask(op, k1, x1, y1), &o1);
-        ovf |= (o0 & k0) | (o1 & k1);
+        __m512i c0 = enc_v(r, path, op512_mask(op, k0, x0, y0), &o0);
+        __m512i c1 = enc_v(r, path, op512_mask(op, k1, x1, y1), &o1);
+        *ovf |= (o0 & k0) | (o1 & k1);
         _mm512_mask_cvtepi32_storeu_epi8(po + i, k0, c0);
         _mm512_mask_cvtepi32_storeu_epi8(po + i + 16, k1, c1);
     }
-    return ovf;
+    return n;
 }
 
-MF_INLINE void
-binary_path(mf_binary_op op, const regs512 *r, mf_simd_path path, mf_intp sz, const void *a,
-            const void *b, void *out, mf_intp n)
-{
-    segments sg = stream_split(out, sz, n, 64);
-    __mmask16 ovf = 0;
-    for (int q = 0; q < sg.count; q++) {
-        mf_intp at = sg.start[q] * sz;
-        ovf |= binary_run(op, r, path, (const char *)a + at, (const char *)b + at, (char *)out + at,
-                          sg.len[q], sg.stream[q]);
-        if (sg.stream[q]) {
-            _mm_sfence();
-        }
-    }
-    if (ovf) {
-        mf_raise_overflow();
-    }
-}
-
-#define BINARY_PATH(PATH, SZ)                                                              \
-    switch (op) {                                                                         \
-        case MF_OP_ADD: binary_path(MF_OP_ADD, &r, PATH, SZ, a, b, out, n); break;        \
-        case MF_OP_SUB: binary_path(MF_OP_SUB, &r, PATH, SZ, a, b, out, n); break;        \
-        case MF_OP_MUL: binary_path(MF_OP_MUL, &r, PATH, SZ, a, b, out, n); break;        \
-        default:        binary_path(MF_OP_DIV, &r, PATH, SZ, a, b, out, n); break;        \
-    }
-
-void
-mf_avx512_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b,
-                 void *out, mf_intp n)
-{
-    mf_simd_params p = mf_simd_params_of(f);
-    regs512 r;
-    regs_init(&r, &p);
-    switch (p.path) {
-        case MF_SIMD_BF16:  BINARY_PATH(MF_SIMD_BF16, 2) break;
-        case MF_SIMD_SMALL: BINARY_PATH(MF_SIMD_SMALL, 1) break;
-        case MF_SIMD_E8M0:  BINARY_PATH(MF_SIMD_E8M0, 1) break;
-        default:            mf_serial_binary(op, f, a, b, out, n); break;
-    }
-}
+/* ------------------------------------------------------- sum, dot */
 
 /* ------------------------------------------------------- sum, dot */
 
@@ -614,9 +560,9 @@ mf_avx512_binary(mf_binary_op op, const mf_format *f, const void *a, const void 
  * the same order here.
  */
 MF_INLINE float
-combine32(__m512 lo, __m512 hi)
+combine32(const __m512 acc[2])
 {
-    __m512 s16 = add512(hi, lo);
+    __m512 s16 = add_v(acc[1], acc[0]);
     __m256 s8 = add256(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s16), 1)),
                        _mm512_castps512_ps256(s16));
     __m128 s4 = add128(_mm256_extractf128_ps(s8, 1), _mm256_castps256_ps128(s8));
@@ -637,52 +583,6 @@ add_total(double total, float x)
     return total;
 }
 
-/* the 32 codes from element i of a run as float32 (v0: the first 16) */
-MF_INLINE void
-load_dec32(const regs512 *r, mf_simd_path path, const void *src, mf_intp i, __m512 *v0, __m512 *v1)
-{
-    if (path == MF_SIMD_BF16) {
-        __m512i c = _mm512_loadu_si512((const void *)((const uint16_t *)src + i));
-        *v0 = dec_bf16(_mm512_castsi512_si256(c));
-        *v1 = dec_bf16(_mm512_extracti64x4_epi64(c, 1));
-        return;
-    }
-    dec8x32(r, path, _mm256_loadu_si256((const __m256i *)((const uint8_t *)src + i)), v0, v1);
-}
-
-/* the same for the live lanes k (the others decode code 0) */
-MF_INLINE void
-load_dec32_mask(const regs512 *r, mf_simd_path path, const void *src, mf_intp i, __mmask32 k,
-                __m512 *v0, __m512 *v1)
-{
-    if (path == MF_SIMD_BF16) {
-        __m512i c = _mm512_maskz_loadu_epi16(k, (const uint16_t *)src + i);
-        *v0 = dec_bf16(_mm512_castsi512_si256(c));
-        *v1 = dec_bf16(_mm512_extracti64x4_epi64(c, 1));
-        return;
-    }
-    dec8x32(r, path, _mm256_maskz_loadu_epi8(k, (const uint8_t *)src + i), v0, v1);
-}
-
-/* the sum of one block (len <= MF_SUM_BLOCK) in the 32-lane order */
-MF_INLINE float
-sum_block(const regs512 *r, mf_simd_path path, const void *src, mf_intp len)
-{
-    __m512 acc0 = _mm512_set1_ps(-0.0f), acc1 = _mm512_set1_ps(-0.0f), v0, v1;
-    mf_intp i = 0;
-    for (; i + 32 <= len; i += 32) {
-        load_dec32(r, path, src, i, &v0, &v1);
-        acc0 = add512(acc0, v0);
-        acc1 = add512(acc1, v1);
-    }
-    if (i < len) {
-        __mmask32 k = first32(len - i);
-        load_dec32_mask(r, path, src, i, k, &v0, &v1);
-        acc0 = add512_merge(acc0, (__mmask16)k, v0);
-        acc1 = add512_merge(acc1, (__mmask16)(k >> 16), v1);
-    }
-    return combine32(acc0, acc1);
-}
 
 /* lanes = fmaf(a, b, lanes) as the serial kernel computes it: a * b + acc
  * with a's NaN first, then b's, then acc's (gcc 12 passes the product's
@@ -702,86 +602,49 @@ fma_acc_mask(__m512 a, __m512 b, __m512 acc, __mmask16 k)
     return acc;
 }
 
-MF_INLINE float
-dot_block(const regs512 *r, mf_simd_path path, const void *a, const void *b, mf_intp len)
+
+/* the codes from element i of a block for the live lanes k (the others
+ * decode code 0) */
+MF_INLINE void
+load_dec32_mask(const regs512 *r, mf_simd_path path, const void *src, mf_intp i, __mmask32 k,
+                __m512 v[2])
 {
-    __m512 acc0 = _mm512_set1_ps(-0.0f), acc1 = _mm512_set1_ps(-0.0f), x0, x1, y0, y1;
-    mf_intp i = 0;
-    for (; i + 32 <= len; i += 32) {
-        load_dec32(r, path, a, i, &x0, &x1);
-        load_dec32(r, path, b, i, &y0, &y1);
-        acc0 = fma_acc(x0, y0, acc0);
-        acc1 = fma_acc(x1, y1, acc1);
+    if (path == MF_SIMD_BF16) {
+        __m512i c = _mm512_maskz_loadu_epi16(k, (const uint16_t *)src + i);
+        v[0] = dec_bf16(_mm512_castsi512_si256(c));
+        v[1] = dec_bf16(_mm512_extracti64x4_epi64(c, 1));
+        return;
     }
-    if (i < len) {
-        __mmask32 k = first32(len - i);
-        load_dec32_mask(r, path, a, i, k, &x0, &x1);
-        load_dec32_mask(r, path, b, i, k, &y0, &y1);
-        acc0 = fma_acc_mask(x0, y0, acc0, (__mmask16)k);
-        acc1 = fma_acc_mask(x1, y1, acc1, (__mmask16)(k >> 16));
-    }
-    return combine32(acc0, acc1);
+    dec8x32(r, path, _mm256_maskz_loadu_epi8(k, (const uint8_t *)src + i), &v[0], &v[1]);
 }
 
-MF_INLINE double
-sum_path(const regs512 *r, mf_simd_path path, const mf_format *f, const void *src, mf_intp n)
+/* a block's last len - i < 32 values into the live lanes only */
+#define SUM_TAIL sum_tail
+MF_INLINE void
+sum_tail(const regs512 *r, mf_simd_path path, const void *src, mf_intp i, mf_intp len,
+         __m512 acc[2])
 {
-    double total = -0.0;
-    for (mf_intp start = 0; start < n; start += MF_SUM_BLOCK) {
-        mf_intp len = n - start < MF_SUM_BLOCK ? n - start : MF_SUM_BLOCK;
-        total = add_total(total, sum_block(r, path, (const char *)src + start * f->itemsize, len));
-    }
-    return total;
+    __mmask32 k = first32(len - i);
+    __m512 v[2];
+    load_dec32_mask(r, path, src, i, k, v);
+    acc[0] = add512_merge(acc[0], (__mmask16)k, v[0]);
+    acc[1] = add512_merge(acc[1], (__mmask16)(k >> 16), v[1]);
 }
 
-MF_INLINE double
-dot_path(const regs512 *r, mf_simd_path path, const mf_format *f, const void *a, const void *b,
-         mf_intp n)
+#define DOT_TAIL dot_tail
+MF_INLINE void
+dot_tail(const regs512 *r, mf_simd_path path, const void *a, const void *b, mf_intp i,
+         mf_intp len, __m512 acc[2])
 {
-    double total = -0.0;
-    for (mf_intp start = 0; start < n; start += MF_SUM_BLOCK) {
-        mf_intp len = n - start < MF_SUM_BLOCK ? n - start : MF_SUM_BLOCK;
-        total = add_total(total, dot_block(r, path, (const char *)a + start * f->itemsize,
-                                           (const char *)b + start * f->itemsize, len));
-    }
-    return total;
+    __mmask32 k = first32(len - i);
+    __m512 x[2], y[2];
+    load_dec32_mask(r, path, a, i, k, x);
+    load_dec32_mask(r, path, b, i, k, y);
+    acc[0] = fma_acc_mask(x[0], y[0], acc[0], (__mmask16)k);
+    acc[1] = fma_acc_mask(x[1], y[1], acc[1], (__mmask16)(k >> 16));
 }
 
-double
-mf_avx512_sum(const mf_format *f, const void *src, mf_intp n)
-{
-    mf_simd_params p = mf_simd_params_of(f);
-    regs512 r;
-    regs_init(&r, &p);
-    switch (p.path) {
-        case MF_SIMD_BF16:
-            return sum_path(&r, MF_SIMD_BF16, f, src, n);
-        case MF_SIMD_SMALL:
-            return sum_path(&r, MF_SIMD_SMALL, f, src, n);
-        case MF_SIMD_E8M0:
-            return sum_path(&r, MF_SIMD_E8M0, f, src, n);
-        default:
-            return mf_serial_sum(f, src, n);
-    }
-}
-
-double
-mf_avx512_dot(const mf_format *f, const void *a, const void *b, mf_intp n)
-{
-    mf_simd_params p = mf_simd_params_of(f);
-    regs512 r;
-    regs_init(&r, &p);
-    switch (p.path) {
-        case MF_SIMD_BF16:
-            return dot_path(&r, MF_SIMD_BF16, f, a, b, n);
-        case MF_SIMD_SMALL:
-            return dot_path(&r, MF_SIMD_SMALL, f, a, b, n);
-        case MF_SIMD_E8M0:
-            return dot_path(&r, MF_SIMD_E8M0, f, a, b, n);
-        default:
-            return mf_serial_dot(f, a, b, n);
-    }
-}
+#include "body.h"
 
 const mf_kernels mf_kernels_avx512 = {
     .name = "avx512",

@@ -7,7 +7,8 @@
  * The algorithms of avx2.c (see there and avx512.c), four float32 lanes per
  * vector: integer bit manipulations for the codecs, bit selects (BSL) for
  * the fixups.  The kernels of the small formats are compiled once per
- * special-value rule.  Tails shorter than a vector go to the serial kernels
+ * special-value rule.  The loops are body.h's; this file has the registers
+ * and the primitives.  Tails shorter than a vector go to the serial kernels
  * (decode, encode, binary) or through a small buffer padded with values that
  * leave the sums unchanged (sum, dot), so nothing reads or writes past the
  * ends and no padding lane raises a flag.
@@ -76,7 +77,7 @@ regs_init(regsn *r, const mf_simd_params *p)
     __asm__(INSN " %0.4s, %1.4s, %2.4s" : "=w"(R) : "w"(A), "w"(B))
 
 MF_INLINE float32x4_t
-opv(mf_binary_op op, float32x4_t a, float32x4_t b)
+op_v(mf_binary_op op, float32x4_t a, float32x4_t b)
 {
     float32x4_t r;
     switch (op) {
@@ -89,7 +90,7 @@ opv(mf_binary_op op, float32x4_t a, float32x4_t b)
 }
 
 MF_INLINE float32x4_t
-addv(float32x4_t a, float32x4_t b)
+add_v(float32x4_t a, float32x4_t b)
 {
     float32x4_t r;
     ASM_OP("fadd", r, a, b);
@@ -274,7 +275,7 @@ enc_e8m0(float32x4_t x, uint32x4_t *ovf)
 }
 
 MF_INLINE uint32x4_t
-enc4(const regsn *r, mf_simd_path path, float32x4_t x, uint32x4_t *ovf)
+enc_v(const regsn *r, mf_simd_path path, float32x4_t x, uint32x4_t *ovf)
 {
     return path == MF_SIMD_E8M0 ? enc_e8m0(x, ovf) : enc_small(r, x, ovf, path);
 }
@@ -294,259 +295,87 @@ any_set(uint32x4_t v)
     return vmaxvq_u32(v) != 0;
 }
 
-#define FOR_PATH(p, CALL, OTHERWISE)                                                   \
-    switch ((p).small_path) {                                                         \
-        case MF_SIMD_BF16:       CALL(MF_SIMD_BF16); break;                           \
-        case MF_SIMD_E8M0:       CALL(MF_SIMD_E8M0); break;                           \
-        case MF_SIMD_SMALL_IEEE: CALL(MF_SIMD_SMALL_IEEE); break;                     \
-        case MF_SIMD_SMALL_FN:   CALL(MF_SIMD_SMALL_FN); break;                       \
-        case MF_SIMD_SMALL_FNUZ: CALL(MF_SIMD_SMALL_FNUZ); break;                     \
-        case MF_SIMD_SMALL_NONE: CALL(MF_SIMD_SMALL_NONE); break;                     \
-        default:                 OTHERWISE; break;                                    \
-    }
+/* ------------------------------------------------------- body.h's primitives */
 
-/* ------------------------------------------------------- decode_f32 */
+#define MF_ISA(name) mf_neon_##name
+#define VL 4
+#define DEC8_VECS 4
+#define BODY_STREAM 0
+#define BODY_SMALL_BY_RULE 1
+#define BODY_INT_PATHS 1
+typedef regsn regs_t;
+typedef float32x4_t vf_t;
+typedef uint32x4_t vi_t;
+typedef uint32x4_t ovf_t;
+typedef uint32x4_t bovf_t;
+
+MF_INLINE uint32x4_t
+ovf_none(void)
+{
+    return U32(0);
+}
+
+#define ovf_any any_set
+#define bovf_none ovf_none
 
 MF_INLINE void
-decode_path(const regsn *r, mf_simd_path path, const mf_format *f, const void *src, float *dst,
-            mf_intp n)
+bovf_merge(uint32x4_t *ovf, uint32x4_t b)
 {
-    mf_intp i = 0;
-    if (path == MF_SIMD_BF16) {
-        const uint16_t *s = (const uint16_t *)src;
-        for (; i + 8 <= n; i += 8) {
-            uint16x8_t c = vld1q_u16(s + i);
-            vst1q_f32(dst + i, dec_bf16(vget_low_u16(c)));
-            vst1q_f32(dst + i + 4, dec_bf16(vget_high_u16(c)));
-        }
-    }
-    else {
-        const uint8_t *s = (const uint8_t *)src;
-        for (; i + 16 <= n; i += 16) {
-            uint32x4_t c[4];
-            widen16(vld1q_u8(s + i), c);
-            for (int q = 0; q < 4; q++) {
-                vst1q_f32(dst + i + 4 * q, dec4(r, path, c[q]));
-            }
-        }
-    }
-    if (i < n) {
-        mf_serial_decode_f32(f, (const char *)src + i * f->itemsize, dst + i, n - i);
-    }
+    *ovf = vorrq_u32(*ovf, b);
 }
 
-void
-mf_neon_decode_f32(const mf_format *f, const void *src, float *dst, mf_intp n)
-{
-    mf_simd_params p = mf_simd_params_of(f);
-    regsn r;
-    regs_init(&r, &p);
-#define CALL(PATH) decode_path(&r, PATH, f, src, dst, n)
-    if (p.path == MF_SIMD_SINT) {
-        CALL(MF_SIMD_SINT);
-        return;
-    }
-    if (p.path == MF_SIMD_UINT) {
-        CALL(MF_SIMD_UINT);
-        return;
-    }
-    FOR_PATH(p, CALL, mf_serial_decode_f32(f, src, dst, n))
-#undef CALL
-}
-
-/* ------------------------------------------------------- encode_f32 */
-
-MF_INLINE void
-encode_path(const regsn *r, mf_simd_path path, const mf_format *f, const float *src, void *dst,
-            mf_intp n)
-{
-    uint32x4_t ovf = U32(0);
-    mf_intp i = 0;
-    if (path == MF_SIMD_BF16) {
-        uint16_t *d = (uint16_t *)dst;
-        for (; i + 8 <= n; i += 8) {
-            uint32x4_t lo = enc_bf16(vld1q_f32(src + i), &ovf);
-            uint32x4_t hi = enc_bf16(vld1q_f32(src + i + 4), &ovf);
-            vst1q_u16(d + i, vcombine_u16(vmovn_u32(lo), vmovn_u32(hi)));
-        }
-    }
-    else {
-        uint8_t *d = (uint8_t *)dst;
-        for (; i + 16 <= n; i += 16) {
-            uint32x4_t c[4];
-            for (int q = 0; q < 4; q++) {
-                c[q] = enc4(r, path, vld1q_f32(src + i + 4 * q), &ovf);
-            }
-            vst1q_u8(d + i, pack16b(c[0], c[1], c[2], c[3]));
-        }
-    }
-    if (i < n) {
-        mf_serial_encode_f32(f, src + i, (char *)dst + i * f->itemsize, n - i);
-    }
-    if (any_set(ovf)) {
-        mf_raise_overflow();
-    }
-}
-
-void
-mf_neon_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n)
-{
-    mf_simd_params p = mf_simd_params_of(f);
-    regsn r;
-    regs_init(&r, &p);
-#define CALL(PATH) encode_path(&r, PATH, f, src, dst, n)
-    FOR_PATH(p, CALL, mf_serial_encode_f32(f, src, dst, n))
-#undef CALL
-}
-
-/* ------------------------------------------------------- cast with error */
-
-/* convert's fused loop (kernels.h, cast_err; avx2.c has the reasoning):
- * four values per vector, the float64 lanes in pairs (acc[0]: lanes 0-1,
- * ... acc[3]: lanes 6-7; a vector at an element index i with i % 8 == 4
- * fills lanes 4-7) */
 MF_INLINE float32x4_t
-load_src4(int skind, const void *x, mf_intp i)
+load_f(const float *p)
 {
-    if (skind == MF_CE_F32) {
-        return vld1q_f32((const float *)x + i);
-    }
-    uint16x4_t c = vld1_u16((const uint16_t *)x + i);
-    return skind == MF_CE_BF16 ? dec_bf16(c) : vcvt_f32_f16(vreinterpret_f16_u16(c));
+    return vld1q_f32(p);
 }
-
-/* a product of two float32 values is exact in float64: the FMA rounds once,
- * as the documented multiply-then-add */
-MF_INLINE void
-err_acc4(float32x4_t v, float32x4_t w, float64x2_t *acc_e, float64x2_t *acc_r)
-{
-    float32x4_t e = vsubq_f32(w, v);
-    float64x2_t el = vcvt_f64_f32(vget_low_f32(e)), eh = vcvt_high_f64_f32(e);
-    float64x2_t xl = vcvt_f64_f32(vget_low_f32(v)), xh = vcvt_high_f64_f32(v);
-    acc_e[0] = vfmaq_f64(acc_e[0], el, el);
-    acc_e[1] = vfmaq_f64(acc_e[1], eh, eh);
-    acc_r[0] = vfmaq_f64(acc_r[0], xl, xl);
-    acc_r[1] = vfmaq_f64(acc_r[1], xh, xh);
-}
-
-MF_INLINE mf_intp
-cast_err_run(const regsn *r, int skind, mf_simd_path path, const void *x, void *dst, mf_intp n,
-             float64x2_t e2[4], float64x2_t r2[4])
-{
-    mf_intp i = 0;
-    if (path == MF_SIMD_BF16) {
-        uint32x4_t ovf = U32(0);       /* not reported: the caller drops flags */
-        uint16_t *d = (uint16_t *)dst;
-        for (; i + 8 <= n; i += 8) {
-            float32x4_t v0 = load_src4(skind, x, i), v1 = load_src4(skind, x, i + 4);
-            uint32x4_t c0 = enc_bf16(v0, &ovf), c1 = enc_bf16(v1, &ovf);
-            err_acc4(v0, F32(vshlq_n_u32(c0, 16)), e2, r2);
-            err_acc4(v1, F32(vshlq_n_u32(c1, 16)), e2 + 2, r2 + 2);
-            vst1q_u16(d + i, vcombine_u16(vmovn_u32(c0), vmovn_u32(c1)));
-        }
-        return i;
-    }
-    uint8_t *d = (uint8_t *)dst;
-    for (; i + 16 <= n; i += 16) {
-        uint32x4_t c[4];
-        for (int q = 0; q < 4; q++) {
-            float32x4_t v = load_src4(skind, x, i + 4 * q), w;
-            c[q] = enc_small_w(r, v, NULL, path, &w);
-            err_acc4(v, w, e2 + 2 * (q % 2), r2 + 2 * (q % 2));
-        }
-        vst1q_u8(d + i, pack16b(c[0], c[1], c[2], c[3]));
-    }
-    return i;
-}
-
-#define CAST_ERR_RUN(SK, PATH) done = cast_err_run(&r, SK, PATH, xs, codes, n, e2, r2)
-
-int
-mf_neon_cast_err(mf_stats_block *s, const mf_format *src, const void *x, const mf_format *tgt,
-                 void *codes, mf_intp n)
-{
-    mf_simd_params p = mf_simd_params_of(tgt);
-    if (p.path != MF_SIMD_BF16 && p.path != MF_SIMD_SMALL) {
-        return 0;
-    }
-    regsn r;
-    regs_init(&r, &p);
-    float64x2_t e2[4], r2[4];
-    for (int q = 0; q < 4; q++) {
-        e2[q] = r2[q] = vdupq_n_f64(0.0);
-    }
-    float xb[MF_STATS_BLOCK];
-    const void *xs;
-    int skind = mf_cast_err_source(src, x, n, xb, mf_neon_decode_f32, &xs);
-    mf_intp done = 0;
-    MF_CAST_ERR_DISPATCH(skind, p.small_path, CAST_ERR_RUN)
-    double le[8], lr[8];
-    for (int q = 0; q < 4; q++) {
-        vst1q_f64(le + 2 * q, e2[q]);
-        vst1q_f64(lr + 2 * q, r2[q]);
-    }
-    return mf_cast_err_finish(s, le, lr, xs == xb ? NULL : src, xs, tgt, codes, done, n);
-}
-#undef CAST_ERR_RUN
-
-/* ------------------------------------------------------- binary */
 
 MF_INLINE void
-binary_path(mf_binary_op op, const regsn *r, mf_simd_path path, const mf_format *f,
-            const void *a, const void *b, void *out, mf_intp n)
+store_f(float *p, float32x4_t v, int stream)
 {
-    uint32x4_t ovf = U32(0);
-    mf_intp i = 0;
-    if (path == MF_SIMD_BF16) {
-        const uint16_t *pa = (const uint16_t *)a, *pb = (const uint16_t *)b;
-        uint16_t *po = (uint16_t *)out;
-        for (; i + 8 <= n; i += 8) {
-            uint16x8_t ca = vld1q_u16(pa + i), cb = vld1q_u16(pb + i);
-            float32x4_t r0 = opv(op, dec_bf16(vget_low_u16(ca)), dec_bf16(vget_low_u16(cb)));
-            float32x4_t r1 = opv(op, dec_bf16(vget_high_u16(ca)), dec_bf16(vget_high_u16(cb)));
-            uint32x4_t e0 = enc_bf16(r0, &ovf), e1 = enc_bf16(r1, &ovf);
-            vst1q_u16(po + i, vcombine_u16(vmovn_u32(e0), vmovn_u32(e1)));
-        }
-    }
-    else {
-        const uint8_t *pa = (const uint8_t *)a, *pb = (const uint8_t *)b;
-        uint8_t *po = (uint8_t *)out;
-        for (; i + 16 <= n; i += 16) {
-            uint32x4_t ca[4], cb[4], c[4];
-            widen16(vld1q_u8(pa + i), ca);
-            widen16(vld1q_u8(pb + i), cb);
-            for (int q = 0; q < 4; q++) {
-                c[q] = enc4(r, path, opv(op, dec4(r, path, ca[q]), dec4(r, path, cb[q])), &ovf);
-            }
-            vst1q_u8(po + i, pack16b(c[0], c[1], c[2], c[3]));
-        }
-    }
-    if (i < n) {
-        mf_intp sz = f->itemsize;
-        mf_serial_binary(op, f, (const char *)a + i * sz, (const char *)b + i * sz,
-                         (char *)out + i * sz, n - i);
-    }
-    if (any_set(ovf)) {
-        mf_raise_overflow();
+    vst1q_f32(p, v);
+}
+
+MF_INLINE float32x4_t
+splat_f(float x)
+{
+    return vdupq_n_f32(x);
+}
+
+MF_INLINE void
+dec_bf16_2(const uint16_t *s, float32x4_t v[2])
+{
+    uint16x8_t c = vld1q_u16(s);
+    v[0] = dec_bf16(vget_low_u16(c));
+    v[1] = dec_bf16(vget_high_u16(c));
+}
+
+MF_INLINE void
+dec8_n(const regsn *r, mf_simd_path path, const uint8_t *s, float32x4_t v[4])
+{
+    uint32x4_t c[4];
+    widen16(vld1q_u8(s), c);
+    for (int q = 0; q < 4; q++) {
+        v[q] = dec4(r, path, c[q]);
     }
 }
 
-#define BINARY_PATH(PATH)                                                                  \
-    switch (op) {                                                                         \
-        case MF_OP_ADD: binary_path(MF_OP_ADD, &r, PATH, f, a, b, out, n); break;         \
-        case MF_OP_SUB: binary_path(MF_OP_SUB, &r, PATH, f, a, b, out, n); break;         \
-        case MF_OP_MUL: binary_path(MF_OP_MUL, &r, PATH, f, a, b, out, n); break;         \
-        default:        binary_path(MF_OP_DIV, &r, PATH, f, a, b, out, n); break;         \
-    }
-
-void
-mf_neon_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b,
-               void *out, mf_intp n)
+MF_INLINE uint32x4_t
+enc_bf16_v(const regsn *r, float32x4_t x, uint32x4_t *ovf)
 {
-    mf_simd_params p = mf_simd_params_of(f);
-    regsn r;
-    regs_init(&r, &p);
-    FOR_PATH(p, BINARY_PATH, mf_serial_binary(op, f, a, b, out, n))
+    return enc_bf16(x, ovf);
+}
+
+MF_INLINE void
+store_codes4(uint8_t *d, const uint32x4_t c[4], int stream)
+{
+    vst1q_u8(d, pack16b(c[0], c[1], c[2], c[3]));
+}
+
+MF_INLINE void
+store_bf16_2(uint16_t *d, uint32x4_t h0, uint32x4_t h1, int stream)
+{
+    vst1q_u16(d, vcombine_u16(vmovn_u32(h0), vmovn_u32(h1)));
 }
 
 /* ------------------------------------------------------- sum, dot */
@@ -557,11 +386,11 @@ MF_INLINE float
 combine32(float32x4_t v[8])
 {
     for (int q = 0; q < 4; q++) {
-        v[q] = addv(v[q], v[q + 4]);
+        v[q] = add_v(v[q], v[q + 4]);
     }
-    v[0] = addv(v[0], v[2]);
-    v[1] = addv(v[1], v[3]);
-    v[0] = addv(v[0], v[1]);
+    v[0] = add_v(v[0], v[2]);
+    v[1] = add_v(v[1], v[3]);
+    v[0] = add_v(v[0], v[1]);
     /* w = 2, 1: two-lane and scalar adds, so no lane computes (and raises
      * a flag for) a sum serial does not */
     float32x2_t lo = vget_low_f32(v[0]), hi = vget_high_f32(v[0]), s2;
@@ -571,130 +400,64 @@ combine32(float32x4_t v[8])
     return s1;
 }
 
-MF_INLINE float32x4_t
-load_dec(const regsn *r, mf_simd_path path, const void *src, mf_intp i)
+/* ------------------------------------------------------- cast with error */
+
+/* convert's fused loop (body.h): four values per vector, the float64 lanes
+ * in pairs (e[0]: lanes 0-1, ... e[3]: lanes 6-7); vector q of a group of
+ * four starts at an element index that is 4 (q % 2) modulo 8, so it fills
+ * lanes 4 (q % 2) to 4 (q % 2) + 3 */
+#define HAVE_CAST_ERR
+typedef struct {
+    float64x2_t e[4], r[4];
+} err_acc_t;
+
+MF_INLINE void
+err_init(err_acc_t *acc)
 {
-    if (path == MF_SIMD_BF16) {
-        return dec_bf16(vld1_u16((const uint16_t *)src + i));
+    for (int q = 0; q < 4; q++) {
+        acc->e[q] = acc->r[q] = vdupq_n_f64(0.0);
     }
-    const uint8_t *s = (const uint8_t *)src + i;
-    uint32_t w;
-    memcpy(&w, s, 4);
-    uint8x8_t b = vreinterpret_u8_u32(vdup_n_u32(w));
-    return dec4(r, path, vmovl_u16(vget_low_u16(vmovl_u8(b))));
 }
 
 MF_INLINE void
-load_tail(const mf_format *f, const void *src, mf_intp i, mf_intp m, float pad, float32x4_t v[8])
+err_store(const err_acc_t *acc, double le[8], double lr[8])
 {
-    float buf[MF_SUM_LANES];
-    for (int j = 0; j < MF_SUM_LANES; j++) {
-        buf[j] = pad;
-    }
-    mf_serial_decode_f32(f, (const char *)src + i * f->itemsize, buf, m);
-    for (int q = 0; q < 8; q++) {
-        v[q] = vld1q_f32(buf + 4 * q);
+    for (int q = 0; q < 4; q++) {
+        vst1q_f64(le + 2 * q, acc->e[q]);
+        vst1q_f64(lr + 2 * q, acc->r[q]);
     }
 }
 
-MF_INLINE float
-sum_block(const regsn *r, mf_simd_path path, const mf_format *f, const void *src, mf_intp len)
+MF_INLINE float32x4_t
+load_src(int skind, const void *x, mf_intp i)
 {
-    float32x4_t acc[8];
-    for (int q = 0; q < 8; q++) {
-        acc[q] = vdupq_n_f32(-0.0f);
+    if (skind == MF_CE_F32) {
+        return vld1q_f32((const float *)x + i);
     }
-    mf_intp i = 0;
-    for (; i + 32 <= len; i += 32) {
-        for (int q = 0; q < 8; q++) {
-            acc[q] = addv(acc[q], load_dec(r, path, src, i + 4 * q));
-        }
-    }
-    if (i < len) {
-        float32x4_t v[8];
-        load_tail(f, src, i, len - i, -0.0f, v);
-        for (int q = 0; q < 8; q++) {
-            acc[q] = addv(acc[q], v[q]);
-        }
-    }
-    return combine32(acc);
+    uint16x4_t c = vld1_u16((const uint16_t *)x + i);
+    return skind == MF_CE_BF16 ? dec_bf16(c) : vcvt_f32_f16(vreinterpret_f16_u16(c));
 }
 
-MF_INLINE float
-dot_block(const regsn *r, mf_simd_path path, const mf_format *f, const void *a, const void *b,
-          mf_intp len)
+MF_INLINE float32x4_t
+bf16_value(uint32x4_t h)
 {
-    float32x4_t acc[8];
-    for (int q = 0; q < 8; q++) {
-        acc[q] = vdupq_n_f32(-0.0f);
-    }
-    mf_intp i = 0;
-    for (; i + 32 <= len; i += 32) {
-        for (int q = 0; q < 8; q++) {
-            acc[q] = fma_acc(load_dec(r, path, a, i + 4 * q), load_dec(r, path, b, i + 4 * q), acc[q]);
-        }
-    }
-    if (i < len) {
-        /* padding products are (-0) * (+0) = -0: every lane stays as it is */
-        float32x4_t va[8], vb[8];
-        load_tail(f, a, i, len - i, -0.0f, va);
-        load_tail(f, b, i, len - i, 0.0f, vb);
-        for (int q = 0; q < 8; q++) {
-            acc[q] = fma_acc(va[q], vb[q], acc[q]);
-        }
-    }
-    return combine32(acc);
+    return F32(vshlq_n_u32(h, 16));
 }
 
-MF_INLINE double
-sum_path(const regsn *r, mf_simd_path path, const mf_format *f, const void *src, mf_intp n)
+MF_INLINE void
+err_acc(float32x4_t v, float32x4_t w, err_acc_t *acc, int q)
 {
-    double total = -0.0;
-    for (mf_intp start = 0; start < n; start += MF_SUM_BLOCK) {
-        mf_intp len = n - start < MF_SUM_BLOCK ? n - start : MF_SUM_BLOCK;
-        total = add_total(total, sum_block(r, path, f, (const char *)src + start * f->itemsize, len));
-    }
-    return total;
+    float64x2_t *acc_e = acc->e + 2 * (q % 2), *acc_r = acc->r + 2 * (q % 2);
+    float32x4_t e = vsubq_f32(w, v);
+    float64x2_t el = vcvt_f64_f32(vget_low_f32(e)), eh = vcvt_high_f64_f32(e);
+    float64x2_t xl = vcvt_f64_f32(vget_low_f32(v)), xh = vcvt_high_f64_f32(v);
+    acc_e[0] = vfmaq_f64(acc_e[0], el, el);
+    acc_e[1] = vfmaq_f64(acc_e[1], eh, eh);
+    acc_r[0] = vfmaq_f64(acc_r[0], xl, xl);
+    acc_r[1] = vfmaq_f64(acc_r[1], xh, xh);
 }
 
-MF_INLINE double
-dot_path(const regsn *r, mf_simd_path path, const mf_format *f, const void *a, const void *b,
-         mf_intp n)
-{
-    double total = -0.0;
-    for (mf_intp start = 0; start < n; start += MF_SUM_BLOCK) {
-        mf_intp len = n - start < MF_SUM_BLOCK ? n - start : MF_SUM_BLOCK;
-        total = add_total(total, dot_block(r, path, f, (const char *)a + start * f->itemsize,
-                                           (const char *)b + start * f->itemsize, len));
-    }
-    return total;
-}
-
-double
-mf_neon_sum(const mf_format *f, const void *src, mf_intp n)
-{
-    mf_simd_params p = mf_simd_params_of(f);
-    regsn r;
-    regs_init(&r, &p);
-    double s = 0.0;
-#define CALL(PATH) s = sum_path(&r, PATH, f, src, n)
-    FOR_PATH(p, CALL, s = mf_serial_sum(f, src, n))
-#undef CALL
-    return s;
-}
-
-double
-mf_neon_dot(const mf_format *f, const void *a, const void *b, mf_intp n)
-{
-    mf_simd_params p = mf_simd_params_of(f);
-    regsn r;
-    regs_init(&r, &p);
-    double s = 0.0;
-#define CALL(PATH) s = dot_path(&r, PATH, f, a, b, n)
-    FOR_PATH(p, CALL, s = mf_serial_dot(f, a, b, n))
-#undef CALL
-    return s;
-}
+#include "body.h"
 
 const mf_kernels mf_kernels_neon = {
     .name = "neon",

@@ -102,65 +102,8 @@ blendv(__m256i a, __m256i b, __m256i mask)
 
 /* ------------------------------------------------------- ordered float ops */
 
-#define ASM_OP(INSN, R, A, B) \
-    __asm__(INSN " %[b], %[a], %[r]" : [r] "=x"(R) : [a] "x"(A), [b] "x"(B))
-
-MF_INLINE __m256
-op_v(mf_binary_op op, __m256 a, __m256 b)
-{
-    __m256 r;
-    switch (op) {
-        case MF_OP_ADD: ASM_OP("vaddps", r, a, b); break;
-        case MF_OP_SUB: ASM_OP("vsubps", r, a, b); break;
-        case MF_OP_MUL: ASM_OP("vmulps", r, a, b); break;
-        default:        ASM_OP("vdivps", r, a, b); break;
-    }
-    return r;
-}
-
-MF_INLINE __m256
-add_v(__m256 a, __m256 b)
-{
-    __m256 r;
-    ASM_OP("vaddps", r, a, b);
-    return r;
-}
-
-MF_INLINE __m128
-add128(__m128 a, __m128 b)
-{
-    __m128 r;
-    ASM_OP("vaddps", r, a, b);
-    return r;
-}
-
-MF_INLINE __m128
-add_ss(__m128 a, __m128 b)
-{
-    __m128 r;
-    ASM_OP("vaddss", r, a, b);
-    return r;
-}
-
-/* lanes = fmaf(a, b, lanes) as the serial kernel computes it: a * b + acc
- * with a's NaN first, then b's, then acc's (gcc 12 passes the product's
- * operands to glibc's fmaf swapped, and glibc's FMA version prefers its
- * second argument's NaN) */
-MF_INLINE __m256
-fma_acc(__m256 a, __m256 b, __m256 acc)
-{
-    __asm__("vfmadd231ps %[b], %[a], %[acc]" : [acc] "+x"(acc) : [a] "x"(a), [b] "x"(b));
-    return acc;
-}
-
-/* total + x with total the first source, as serial */
-MF_INLINE double
-add_total(double total, float x)
-{
-    double xd = (double)x;
-    __asm__("vaddsd %[b], %[a], %[r]" : [r] "=x"(total) : [a] "x"(total), [b] "x"(xd));
-    return total;
-}
+typedef __m256 vf_t;
+#include "x86.h"
 
 /* ------------------------------------------------------- decode, 8 lanes */
 
@@ -388,12 +331,6 @@ store_si(void *p, __m256i v, int stream)
     }
 }
 
-MF_INLINE void
-stream_fence(void)
-{
-    _mm_sfence();
-}
-
 /* ------------------------------------------------------- body.h's primitives */
 
 #define MF_ISA(name) mf_avx2_##name
@@ -403,7 +340,6 @@ stream_fence(void)
 #define BODY_SMALL_BY_RULE 1
 #define BODY_INT_PATHS 1
 typedef regs256 regs_t;
-typedef __m256 vf_t;
 typedef __m256i vi_t;
 typedef __m256i ovf_t;      /* overflowed lanes all ones */
 typedef __m256i bovf_t;     /* enc_bf16_v's minimum (see bf16_ovf_any) */
@@ -448,12 +384,12 @@ splat_f(float x)
     return _mm256_set1_ps(x);
 }
 
+/* two widening loads (fewer instructions than a load and an extract) */
 MF_INLINE void
 dec_bf16_2(const uint16_t *s, __m256 v[2])
 {
-    __m256i c = _mm256_loadu_si256((const __m256i *)s);
-    v[0] = dec_bf16(_mm256_castsi256_si128(c));
-    v[1] = dec_bf16(_mm256_extracti128_si256(c, 1));
+    v[0] = dec_bf16(_mm_loadu_si128((const __m128i *)s));
+    v[1] = dec_bf16(_mm_loadu_si128((const __m128i *)(s + 8)));
 }
 
 MF_INLINE void
@@ -462,6 +398,18 @@ dec8_n(const regs256 *r, mf_simd_path path, const uint8_t *s, __m256 v[2])
     __m128i c = _mm_loadu_si128((const __m128i *)s);
     v[0] = dec8(r, path, c);
     v[1] = dec8(r, path, _mm_unpackhi_epi64(c, c));
+}
+
+/* sum and dot: 8 codes starting at element i, as float32 (a widening load
+ * each, fewer instructions than the decode loop's loads and extracts) */
+#define HAVE_LOAD_DEC
+MF_INLINE __m256
+load_dec(const regs256 *r, mf_simd_path path, const void *src, mf_intp i)
+{
+    if (path == MF_SIMD_BF16) {
+        return dec_bf16(_mm_loadu_si128((const __m128i *)((const uint16_t *)src + i)));
+    }
+    return dec8(r, path, _mm_loadl_epi64((const __m128i *)((const uint8_t *)src + i)));
 }
 
 MF_INLINE void
@@ -546,24 +494,13 @@ binary8_tail(mf_binary_op op, const regs256 *r, mf_simd_path path, const uint8_t
     return i;
 }
 
-/*
- * lanes[j] += lanes[j + w] for w = 16, 8, 4, 2, 1, in the serial kernel's
- * operand order (see avx512.c): upper lanes first for w = 16, 8, 4, lower
- * lanes first for w = 2, 1.
- */
+/* lanes[j] += lanes[j + w] for w = 16, 8, then combine8 (x86.h) */
 MF_INLINE float
 combine32(const __m256 l[4])
 {
     __m256 a = add_v(l[2], l[0]);
     __m256 b = add_v(l[3], l[1]);
-    __m256 s8 = add_v(b, a);
-    __m128 s4 = add128(_mm256_extractf128_ps(s8, 1), _mm256_castps256_ps128(s8));
-    /* lanes 2, 3 of both operands zero, as in serial: no lane may raise a
-     * flag serial does not (doubling a large lane would overflow) */
-    __m128 s2 = add128(_mm_castsi128_ps(_mm_move_epi64(_mm_castps_si128(s4))),
-                       _mm_movehl_ps(_mm_setzero_ps(), s4));
-    __m128 s1 = add_ss(s2, _mm_movehdup_ps(s2));
-    return _mm_cvtss_f32(s1);
+    return combine8(add_v(b, a));
 }
 
 /* ------------------------------------------------------- cast with error */

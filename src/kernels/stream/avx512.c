@@ -287,34 +287,16 @@ first16(mf_intp m)
     return m >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << m) - 1u);
 }
 
-
 /* ------------------------------------------------------- ordered float ops */
 
-/*
- * The float operations whose operand order decides which NaN comes out are
- * written in assembly: the compiler may otherwise swap the operands of a
- * commutative intrinsic.  OPx(b, a) is "op b, a, r" in AT&T order, i.e.
- * r = a op b with a the first source.
- */
-#define ASM_OP(INSN, R, A, B) \
-    __asm__(INSN " %[b], %[a], %[r]" : [r] "=v"(R) : [a] "v"(A), [b] "v"(B))
+typedef __m512 vf_t;
+#include "x86.h"
+
+/* masked forms of x86.h's operations */
 #define ASM_OP_MASKZ(INSN, R, K, A, B) \
     __asm__(INSN " %[b], %[a], %[r]%{%[k]%}%{z%}" : [r] "=v"(R) : [a] "v"(A), [b] "v"(B), [k] "Yk"(K))
 #define ASM_OP_MERGE(INSN, ACC, K, B) \
     __asm__(INSN " %[b], %[acc], %[acc]%{%[k]%}" : [acc] "+v"(ACC) : [b] "v"(B), [k] "Yk"(K))
-
-MF_INLINE __m512
-op_v(mf_binary_op op, __m512 a, __m512 b)
-{
-    __m512 r;
-    switch (op) {
-        case MF_OP_ADD: ASM_OP("vaddps", r, a, b); break;
-        case MF_OP_SUB: ASM_OP("vsubps", r, a, b); break;
-        case MF_OP_MUL: ASM_OP("vmulps", r, a, b); break;
-        default:        ASM_OP("vdivps", r, a, b); break;
-    }
-    return r;
-}
 
 MF_INLINE __m512
 op512_mask(mf_binary_op op, __mmask16 k, __m512 a, __m512 b)
@@ -330,49 +312,10 @@ op512_mask(mf_binary_op op, __mmask16 k, __m512 a, __m512 b)
 }
 
 MF_INLINE __m512
-add_v(__m512 a, __m512 b)
-{
-    __m512 r;
-    ASM_OP("vaddps", r, a, b);
-    return r;
-}
-
-MF_INLINE __m512
 add512_merge(__m512 acc, __mmask16 k, __m512 b)
 {
     ASM_OP_MERGE("vaddps", acc, k, b);
     return acc;
-}
-
-MF_INLINE __m256
-add256(__m256 a, __m256 b)
-{
-    __m256 r;
-    ASM_OP("vaddps", r, a, b);
-    return r;
-}
-
-MF_INLINE __m128
-add128(__m128 a, __m128 b)
-{
-    __m128 r;
-    ASM_OP("vaddps", r, a, b);
-    return r;
-}
-
-MF_INLINE __m128
-add_ss(__m128 a, __m128 b)
-{
-    __m128 r;
-    ASM_OP("vaddss", r, a, b);
-    return r;
-}
-
-
-MF_INLINE void
-stream_fence(void)
-{
-    _mm_sfence();
 }
 
 /* ------------------------------------------------------- body.h's primitives */
@@ -386,7 +329,6 @@ stream_fence(void)
 #define BODY_SMALL_BY_RULE 0
 #define BODY_INT_PATHS 0
 typedef regs512 regs_t;
-typedef __m512 vf_t;
 typedef __m512i vi_t;
 typedef __mmask16 ovf_t;
 typedef __mmask16 bovf_t;
@@ -550,49 +492,13 @@ binary8_tail(mf_binary_op op, const regs512 *r, mf_simd_path path, const uint8_t
 
 /* ------------------------------------------------------- sum, dot */
 
-/* ------------------------------------------------------- sum, dot */
-
-/*
- * lanes[j] += lanes[j + w] for w = 16, 8, 4, 2, 1.  Which operand comes
- * first only matters when both are NaNs of different signs.  The serial
- * lanes_combine, as gcc 12 -O2 vectorises it, adds with the upper lanes as
- * the first source for w = 16, 8, 4 and the lower lanes first for w = 2, 1;
- * the same order here.
- */
+/* lanes[j] += lanes[j + w] for w = 16, 8, then combine8 (x86.h) */
 MF_INLINE float
 combine32(const __m512 acc[2])
 {
     __m512 s16 = add_v(acc[1], acc[0]);
-    __m256 s8 = add256(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s16), 1)),
-                       _mm512_castps512_ps256(s16));
-    __m128 s4 = add128(_mm256_extractf128_ps(s8, 1), _mm256_castps256_ps128(s8));
-    /* lanes 2, 3 of both operands zero, as in serial: no lane may raise a
-     * flag serial does not (doubling a large lane would overflow) */
-    __m128 s2 = add128(_mm_castsi128_ps(_mm_move_epi64(_mm_castps_si128(s4))),
-                       _mm_movehl_ps(_mm_setzero_ps(), s4));
-    __m128 s1 = add_ss(s2, _mm_movehdup_ps(s2));
-    return _mm_cvtss_f32(s1);
-}
-
-/* total + x with total the first source, as serial */
-MF_INLINE double
-add_total(double total, float x)
-{
-    double xd = (double)x;
-    __asm__("vaddsd %[b], %[a], %[r]" : [r] "=v"(total) : [a] "v"(total), [b] "v"(xd));
-    return total;
-}
-
-
-/* lanes = fmaf(a, b, lanes) as the serial kernel computes it: a * b + acc
- * with a's NaN first, then b's, then acc's (gcc 12 passes the product's
- * operands to glibc's fmaf swapped, and glibc's FMA version prefers its
- * second argument's NaN) */
-MF_INLINE __m512
-fma_acc(__m512 a, __m512 b, __m512 acc)
-{
-    __asm__("vfmadd231ps %[b], %[a], %[acc]" : [acc] "+v"(acc) : [a] "v"(a), [b] "v"(b));
-    return acc;
+    return combine8(add256(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s16), 1)),
+                           _mm512_castps512_ps256(s16)));
 }
 
 MF_INLINE __m512
@@ -601,7 +507,6 @@ fma_acc_mask(__m512 a, __m512 b, __m512 acc, __mmask16 k)
     __asm__("vfmadd231ps %[b], %[a], %[acc]%{%[k]%}" : [acc] "+v"(acc) : [a] "v"(a), [b] "v"(b), [k] "Yk"(k));
     return acc;
 }
-
 
 /* the codes from element i of a block for the live lanes k (the others
  * decode code 0) */

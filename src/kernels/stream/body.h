@@ -45,6 +45,9 @@
  *   through a buffer padded with values that leave the lanes as they are).
  *   HAVE_ENC_BF16_2, HAVE_BINARY_BF16_2: the level's own enc_bf16_2,
  *   binary_bf16_2 (else the ones below).
+ *   HAVE_LOAD_DEC: load_dec(r, path, src, i), VL codes from element i as
+ *   float32, for sum and dot, one vector at a time (else they load all 32
+ *   codes as the decode loop does).
  *   HAVE_CAST_ERR: compile MF_ISA(cast_err); it needs err_acc_t (the eight
  *   float64 lanes of err2 and ref2), err_init, err_acc(v, w, acc, q) (vector
  *   q of a group of four), err_store, load_src(skind, x, i), enc_small_w
@@ -75,14 +78,6 @@
         case MF_SIMD_SMALL: CALL(MF_SIMD_SMALL); break;                               \
         default:            OTHERWISE; break;                                         \
     }
-#endif
-
-#if BODY_INT_PATHS
-#define SINT_PATH MF_SIMD_SINT
-#define UINT_PATH MF_SIMD_UINT
-#else
-#define SINT_PATH MF_SIMD_SMALL
-#define UINT_PATH MF_SIMD_SMALL
 #endif
 
 /* [0, n) of an output: streamed and ordinary segments (stream_split), or
@@ -175,15 +170,21 @@ MF_ISA(decode_f32)(const mf_format *f, const void *src, float *dst, mf_intp n)
     regs_t r;
     regs_init(&r, &p);
 #define CALL(PATH) decode_path(&r, PATH, f, src, dst, n)
-    /* the integers' decode: their own paths, or their values in the table */
+#if BODY_INT_PATHS
     if (p.path == MF_SIMD_SINT) {
-        CALL(SINT_PATH);
+        CALL(MF_SIMD_SINT);
         return;
     }
     if (p.path == MF_SIMD_UINT) {
-        CALL(UINT_PATH);
+        CALL(MF_SIMD_UINT);
         return;
     }
+#else
+    /* the integers' values are in the level's table: the small formats' loop */
+    if (p.path == MF_SIMD_SINT || p.path == MF_SIMD_UINT) {
+        p.path = p.small_path = MF_SIMD_SMALL;
+    }
+#endif
     FOR_PATH(p, CALL, mf_serial_decode_f32(f, src, dst, n))
 #undef CALL
 }
@@ -440,9 +441,20 @@ MF_ISA(binary)(mf_binary_op op, const mf_format *f, const void *a, const void *b
  * (i % 32) / VL), each lane from -0.0 in index order, the lanes combined by
  * halving (combine32), the blocks' sums added into a float64 total. */
 
-/* the 32 codes from element i of a run as float32 */
+/* SUM_VECS vectors of codes from element i of a run as float32: one with
+ * the level's load_dec (HAVE_LOAD_DEC), else all 32 with the loads of the
+ * decode loop */
+#ifdef HAVE_LOAD_DEC
+#define SUM_VECS 1
 MF_INLINE void
-load_dec32(const regs_t *r, mf_simd_path path, const void *src, mf_intp i, vf_t v[NACC])
+load_dec_n(const regs_t *r, mf_simd_path path, const void *src, mf_intp i, vf_t v[1])
+{
+    v[0] = load_dec(r, path, src, i);
+}
+#else
+#define SUM_VECS NACC
+MF_INLINE void
+load_dec_n(const regs_t *r, mf_simd_path path, const void *src, mf_intp i, vf_t v[NACC])
 {
     if (path == MF_SIMD_BF16) {
         for (int q = 0; q < NACC; q += 2) {
@@ -454,6 +466,7 @@ load_dec32(const regs_t *r, mf_simd_path path, const void *src, mf_intp i, vf_t 
         dec8_n(r, path, (const uint8_t *)src + i + VL * q, v + q);
     }
 }
+#endif
 
 #if !defined(SUM_TAIL) || !defined(DOT_TAIL)
 /* the last m < 32 codes of a block, decoded by the serial kernel into 32
@@ -481,9 +494,11 @@ sum_block(const regs_t *r, mf_simd_path path, const mf_format *f, const void *sr
     }
     mf_intp i = 0;
     for (; i + MF_SUM_LANES <= len; i += MF_SUM_LANES) {
-        load_dec32(r, path, src, i, v);
-        for (int q = 0; q < NACC; q++) {
-            acc[q] = add_v(acc[q], v[q]);
+        for (int g = 0; g < NACC; g += SUM_VECS) {
+            load_dec_n(r, path, src, i + VL * g, v);
+            for (int q = 0; q < SUM_VECS; q++) {
+                acc[g + q] = add_v(acc[g + q], v[q]);
+            }
         }
     }
     if (i < len) {
@@ -510,10 +525,12 @@ dot_block(const regs_t *r, mf_simd_path path, const mf_format *f, const void *a,
     }
     mf_intp i = 0;
     for (; i + MF_SUM_LANES <= len; i += MF_SUM_LANES) {
-        load_dec32(r, path, a, i, x);
-        load_dec32(r, path, b, i, y);
-        for (int q = 0; q < NACC; q++) {
-            acc[q] = fma_acc(x[q], y[q], acc[q]);
+        for (int g = 0; g < NACC; g += SUM_VECS) {
+            load_dec_n(r, path, a, i + VL * g, x);
+            load_dec_n(r, path, b, i + VL * g, y);
+            for (int q = 0; q < SUM_VECS; q++) {
+                acc[g + q] = fma_acc(x[q], y[q], acc[g + q]);
+            }
         }
     }
     if (i < len) {

@@ -181,7 +181,7 @@ extern const mf_kernels mf_kernels_neon;
 extern const mf_kernels mf_kernels_neon_bf16;
 #endif
 
-/* Per-ISA entry points (src/kernels/<isa>.c, gemm in gemm/<isa>.c); a level's
+/* Per-ISA entry points (src/kernels/stream/<isa>.c, gemm in gemm/<isa>.c); a level's
  * table may reuse a lower level's entries. */
 void mf_avx2_decode_f32(const mf_format *f, const void *src, float *dst, mf_intp n);
 void mf_avx2_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n);

@@ -16,17 +16,17 @@ objs=()
 defs=()
 compile() {   # file flags...
     local f="$1"; shift
-    local o="$tmp/${f//\//_}.o"   # kernels/gemm/avx2.c and kernels/avx2.c both exist
+    local o="$tmp/${f//\//_}.o"   # kernels/gemm/avx2.c and kernels/stream/avx2.c both exist
     "$cc" "${common[@]}" "$@" -c "$src/$f" -o "$o"
     objs+=("$o")
 }
 case "$arch" in
     aarch64*)
         defs=(-DMF_HAVE_NEON=1 -DMF_HAVE_NEON_BF16=1)
-        compile kernels/neon.c -march=armv8-a
+        compile kernels/stream/neon.c -march=armv8-a
         compile kernels/gemm/neon.c -march=armv8-a
-        compile kernels/stats_neon.c -march=armv8-a
-        compile kernels/neon_bf16.c -march=armv8.2-a+bf16
+        compile kernels/stats/neon.c -march=armv8-a
+        compile kernels/stream/neon_bf16.c -march=armv8.2-a+bf16
         compile kernels/gemm/neon_bf16.c -march=armv8.2-a+bf16
         static=(-static)
         ;;
@@ -34,13 +34,13 @@ case "$arch" in
         defs=(-DMF_HAVE_AVX2=1 -DMF_HAVE_AVX512=1 -DMF_HAVE_AVX512BF16=1)
         avx2=(-mavx2 -mfma -mf16c)
         avx512=(-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512cd -mfma -mf16c)
-        compile kernels/avx2.c "${avx2[@]}"
+        compile kernels/stream/avx2.c "${avx2[@]}"
         compile kernels/gemm/avx2.c "${avx2[@]}"
-        compile kernels/stats_avx2.c "${avx2[@]}"
+        compile kernels/stats/avx2.c "${avx2[@]}"
         compile kernels/blocks/avx2.c "${avx2[@]}"
-        compile kernels/avx512.c "${avx512[@]}"
+        compile kernels/stream/avx512.c "${avx512[@]}"
         compile kernels/gemm/avx512.c "${avx512[@]}"
-        compile kernels/avx512bf16.c "${avx512[@]}" -mavx512bf16
+        compile kernels/stream/avx512bf16.c "${avx512[@]}" -mavx512bf16
         compile kernels/gemm/avx512bf16.c "${avx512[@]}" -mavx512bf16
         static=()
         ;;
@@ -48,7 +48,7 @@ case "$arch" in
         static=()
         ;;
 esac
-for f in format_table.c kernels/serial.c kernels/stats.c kernels/gemm/serial.c kernels/blocks/serial.c \
+for f in format_table.c kernels/stream/serial.c kernels/stats/common.c kernels/gemm/serial.c kernels/blocks/serial.c \
          kernels/parallel.c; do
     compile "$f"
 done

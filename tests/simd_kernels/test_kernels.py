@@ -1,6 +1,6 @@
 """Every kernel level against the serial kernels, bit for bit.
 
-The serial kernels (src/kernels/serial.c) are the oracle; they are in turn
+The serial kernels (src/kernels/stream/serial.c) are the oracle; they are in turn
 checked against the codec (``_core._oracle_encode`` / ``_oracle_decode``).
 Each test runs the serial level and one other level on the same data and
 compares the codes (or float32 / float64 bits), and the floating-point flags

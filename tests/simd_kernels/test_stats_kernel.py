@@ -1,4 +1,4 @@
-"""inspect's fused statistics kernel (_core._stats, src/kernels/stats.c) and
+"""inspect's fused statistics kernel (_core._stats, src/kernels/stats/common.c) and
 the direct casts between two minifloat formats.
 
 The kernel's order of operations is documented (kernels.h, "Statistics of

@@ -2,7 +2,7 @@
  * avx512bf16 level: the avx512 kernels, and the GEMM of gemm_avx512bf16.c
  * (VDPBF16PS).
  */
-#include "kernels.h"
+#include "../kernels.h"
 
 const mf_kernels mf_kernels_avx512bf16 = {
     .name = "avx512bf16",

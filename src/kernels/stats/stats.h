@@ -5,7 +5,7 @@
 #ifndef MF_STATS_H
 #define MF_STATS_H
 
-#include "kernels.h"
+#include "../kernels.h"
 
 /* lane j with lane j + 4, then j + 2, then j + 1 */
 static inline double

@@ -5,8 +5,8 @@
  */
 #include <string.h>
 #include <math.h>
-#include "kernels.h"
-#include "scalar_ops.h"
+#include "../kernels.h"
+#include "../scalar_ops.h"
 
 float mf_lut8[MF_NUM_FORMATS][256];
 

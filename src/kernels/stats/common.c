@@ -8,7 +8,7 @@
 #include <fenv.h>
 #include <stdlib.h>
 #include "stats.h"
-#include "parallel.h"
+#include "../parallel.h"
 
 /* Each loop runs over whole groups of MF_STATS_LANES values with the lane
  * as the inner index (so that the compiler may vectorise it: the lanes are

@@ -17,8 +17,8 @@
  *    of the neon level (their float32 result may underflow by itself).
  */
 #include <arm_neon.h>
-#include "kernels.h"
-#include "scalar_ops.h"
+#include "../kernels.h"
+#include "../scalar_ops.h"
 
 #define MF_INLINE static inline __attribute__((always_inline))
 

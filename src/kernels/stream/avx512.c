@@ -1,0 +1,564 @@
+/*
+ * avx512 kernels (AVX-512 F/BW/VL/DQ): decode, encode, the fused binary
+ * operations, sum and dot for bfloat16 and every float8/float6/float4 format;
+ * decode for the integer formats (their other kernels are serial).
+ *
+ * Every kernel returns exactly what the serial kernel returns (serial.c,
+ * scalar_ops.h), raises the same floating-point flags, and reads and writes
+ * through unaligned loads and stores; tails use masked loads, stores and
+ * arithmetic (masked-off lanes raise no flags).
+ *
+ *   decode  bfloat16: code << 16.  Small formats and integers: serial's own
+ *           table mf_lut8, whose float32 values all have a zero low half,
+ *           held as bfloat16 patterns in four registers and looked up 32
+ *           codes at a time with word permutes (vpermi2w); 8-bit formats
+ *           look up the magnitude and OR in the sign, the fnuz NaN is fixed.
+ *           e8m0: code << 23 with compares for codes 0 and 0xFF.
+ *   encode  bfloat16: round to nearest even on the float32 bits, NaN fixup.
+ *           Small formats: mf_enc1 in every lane: RNE on the float32 bits in
+ *           the format's normal range, an FPU add of a power of two in its
+ *           subnormal range, then the overflow/NaN/inf/fnuz fixups by mask.
+ *   sum/dot the canonical order of kernels.h: lanes 0..15 and 16..31 of the
+ *           32 lanes are two registers, combined by halving.
+ *   Outputs of 8 MB and more are written with non-temporal stores.
+ * The loops are body.h's; this file has the registers, the primitives and
+ * the masked tails.
+ *
+ * Operand order matters for which NaN a float operation returns when both
+ * operands are NaNs (x86 returns the first source), which decides the sign
+ * of the NaN code stored.  The kernels use the order of the serial kernels
+ * as gcc 12 compiles them: a op b with a first, lanes[j] + x with the lane
+ * first, fmaf(a, b, lane) preferring a's NaN, then b's, then the lane's,
+ * and lanes_combine's own order (combine32).  The operations are written in
+ * assembly so that the compiler cannot commute them; the tests check the
+ * NaN signs against serial.  (The serial order itself is a compiler choice:
+ * IEEE 754 leaves the NaN of a NaN-NaN operation unspecified.)
+ */
+#include <immintrin.h>
+#include "../kernels.h"
+#include "../scalar_ops.h"
+#include "../simd_params.h"
+
+#define MF_INLINE static inline __attribute__((always_inline))
+
+
+/* ------------------------------------------------------- registers */
+
+typedef struct {
+    /* decode: the bfloat16 patterns (float32's top halves) of codes 0..127,
+     * 32 per register */
+    __m512i lut[4];
+    int sign_bit7, fnuz;
+    /* encode */
+    __m512i maxfin;
+    __m128i drop;
+    __m512i min_normal, round_bias, exp_adj, sub_cbits, sbit;
+    __m512 sub_c;
+    __m512i big_code, nan_and, nan_xor;
+    int nan_fix;
+} regs512;
+
+MF_INLINE void
+regs_init(regs512 *r, const mf_simd_params *p)
+{
+    if (p->path == MF_SIMD_SMALL || p->path == MF_SIMD_SINT || p->path == MF_SIMD_UINT) {
+        /* every value of these formats has at most 8 significant bits: the
+         * low half of its float32 is zero */
+        const float *lut = mf_lut8[p->id];
+        for (int q = 0; q < 4; q++) {
+            __m512i lo = _mm512_srli_epi32(_mm512_castps_si512(_mm512_loadu_ps(lut + 32 * q)), 16);
+            __m512i hi = _mm512_srli_epi32(_mm512_castps_si512(_mm512_loadu_ps(lut + 32 * q + 16)), 16);
+            r->lut[q] = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7),
+                                                 _mm512_packus_epi32(lo, hi));
+        }
+    }
+    r->sign_bit7 = p->sign_bit7;
+    r->fnuz = p->fnuz;
+    r->maxfin = _mm512_set1_epi32((int)p->maxfin);
+    r->drop = _mm_cvtsi32_si128(p->drop);
+    r->min_normal = _mm512_set1_epi32((int)p->min_normal_bits);
+    r->round_bias = _mm512_set1_epi32((int)p->round_bias);
+    r->exp_adj = _mm512_set1_epi32((int)p->exp_adj);
+    r->sub_cbits = _mm512_set1_epi32((int)p->sub_cbits);
+    r->sub_c = _mm512_castsi512_ps(r->sub_cbits);
+    r->sbit = _mm512_set1_epi32((int)p->sbit);
+    r->big_code = _mm512_set1_epi32((int)p->big_code);
+    r->nan_and = _mm512_set1_epi32((int)p->nan_and);
+    r->nan_xor = _mm512_set1_epi32((int)p->nan_xor);
+    r->nan_fix = p->nan_fix;
+}
+
+#define I32(x) _mm512_set1_epi32((int)(x))
+
+/* ------------------------------------------------------- decode, 16 lanes */
+
+MF_INLINE __m512
+dec_bf16(__m256i codes)
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(codes), 16));
+}
+
+MF_INLINE __m512
+dec_e8m0(__m512i c)
+{
+    __m512i v = _mm512_slli_epi32(c, 23);
+    v = _mm512_mask_mov_epi32(v, _mm512_cmpeq_epi32_mask(c, _mm512_setzero_si512()), I32(0x00400000));
+    v = _mm512_mask_mov_epi32(v, _mm512_cmpeq_epi32_mask(c, I32(0xFF)), I32(0x7FC00000));
+    return _mm512_castsi512_ps(v);
+}
+
+#define I16(x) _mm512_set1_epi16((short)(x))
+
+/* 32 byte codes -> float32, elements 0..15 in *v0 and 16..31 in *v1.
+ * SMALL: the table mf_lut8 itself, looked up 32 codes at a time in its
+ * bfloat16 form (two two-register word permutes for codes 0..127, the sign
+ * ORed in, the fnuz NaN fixed).  E8M0: arithmetic. */
+MF_INLINE void
+dec8x32(const regs512 *r, mf_simd_path path, __m256i bytes, __m512 *v0, __m512 *v1)
+{
+    if (path == MF_SIMD_E8M0) {
+        *v0 = dec_e8m0(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(bytes)));
+        *v1 = dec_e8m0(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(bytes, 1)));
+        return;
+    }
+    __m512i w = _mm512_cvtepu8_epi16(bytes);
+    /* 128-bit lane L gets elements 4L..4L+3 and 16+4L..16+4L+3, which the
+     * unpacks with zero below turn into elements 0..15 and 16..31 */
+    w = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 4, 1, 5, 2, 6, 3, 7), w);
+    __m512i lo = _mm512_permutex2var_epi16(r->lut[0], w, r->lut[1]);
+    __m512i hi = _mm512_permutex2var_epi16(r->lut[2], w, r->lut[3]);
+    __m512i v = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(w, I16(0x40)), lo, hi);
+    if (r->sign_bit7) {
+        /* v | ((w << 8) & 0x8000) */
+        v = _mm512_ternarylogic_epi32(v, _mm512_slli_epi16(w, 8), I16(0x8000), 0xF8);
+    }
+    if (r->fnuz) {
+        v = _mm512_mask_mov_epi16(v, _mm512_cmpeq_epi16_mask(w, I16(0x80)), I16(0xFFC0));
+    }
+    *v0 = _mm512_castsi512_ps(_mm512_unpacklo_epi16(_mm512_setzero_si512(), v));
+    *v1 = _mm512_castsi512_ps(_mm512_unpackhi_epi16(_mm512_setzero_si512(), v));
+}
+
+MF_INLINE __mmask32
+first32(mf_intp m)
+{
+    /* the first m (clamped to 0..32) lanes */
+    if (m <= 0) {
+        return 0;
+    }
+    return m >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << m) - 1u);
+}
+
+/* ------------------------------------------------------- encode, 16 lanes */
+
+/* float32 -> bfloat16 codes in the low half of each lane */
+MF_INLINE __m512i
+enc_bf16(__m512 x, __mmask16 *ovf)
+{
+    __m512i u = _mm512_castps_si512(x);
+    __m512i hi = _mm512_srli_epi32(u, 16);
+    __m512i lsb = _mm512_and_si512(hi, I32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, I32(0x7FFF)), lsb), 16);
+    __m512i au = _mm512_and_si512(u, I32(0x7FFFFFFF));
+    __mmask16 knan = _mm512_cmpgt_epi32_mask(au, I32(0x7F800000));
+    /* (hi & 0x8000) | 0x7FC0 */
+    __m512i nanv = _mm512_ternarylogic_epi32(hi, I32(0x8000), I32(0x7FC0), 0xEA);
+    r = _mm512_mask_mov_epi32(r, knan, nanv);
+    /* finite values in [0x7F7F8000, 0x7F800000) round to inf */
+    *ovf |= _mm512_cmplt_epu32_mask(_mm512_sub_epi32(au, I32(0x7F7F8000)), I32(0x8000));
+    return r;
+}
+
+MF_INLINE __m512i
+enc_small(const regs512 *r, __m512 x, __mmask16 *ovf)
+{
+    __m512i u = _mm512_castps_si512(x);
+    __m512i au = _mm512_and_si512(u, I32(0x7FFFFFFF));
+    __mmask16 neg = _mm512_movepi32_mask(u);
+    /* the format's normal range: round the float32 bits */
+    __m512i lsb = _mm512_and_si512(_mm512_srl_epi32(au, r->drop), I32(1));
+    __m512i rn = _mm512_add_epi32(_mm512_add_epi32(au, r->round_bias), lsb);
+    __m512i cn = _mm512_sub_epi32(_mm512_srl_epi32(rn, r->drop), r->exp_adj);
+    /* its subnormal range: the FPU rounds |x| + C (also run, harmlessly, on
+     * the other lanes except NaN ones, masked off so that a signaling NaN
+     * raises nothing: a NaN is copied, as by NumPy's float16 casts) */
+    __mmask16 knan_in = _mm512_cmpgt_epi32_mask(au, I32(0x7F800000));
+    __m512 t = _mm512_maskz_add_ps((__mmask16)~knan_in, _mm512_castsi512_ps(au), r->sub_c);
+    __m512i cs = _mm512_sub_epi32(_mm512_castps_si512(t), r->sub_cbits);
+    __mmask16 knorm = _mm512_cmpge_epi32_mask(au, r->min_normal);
+    __m512i code = _mm512_mask_mov_epi32(cs, knorm, cn);
+    __mmask16 kbig = _mm512_cmpgt_epi32_mask(code, r->maxfin);
+    /* overflow, inf and NaN lanes are big: the overflow code, signed */
+    code = _mm512_mask_mov_epi32(code, kbig, r->big_code);
+    __mmask16 ksign = neg;
+    if (r->fnuz) {
+        ksign = _mm512_mask_cmpneq_epi32_mask(neg, code, _mm512_setzero_si512());
+    }
+    __m512i res = _mm512_mask_or_epi32(code, ksign, code, r->sbit);
+    if (r->nan_fix) {
+        /* (res & nan_and) ^ nan_xor on the NaN lanes */
+        __mmask16 knan = _mm512_cmpgt_epi32_mask(au, I32(0x7F800000));
+        res = _mm512_mask_ternarylogic_epi32(res, knan, r->nan_and, r->nan_xor, 0x6A);
+    }
+    /* NaN and inf lanes are big too, but only finite ones overflow */
+    *ovf |= _mm512_mask_cmplt_epi32_mask(kbig, au, I32(0x7F800000));
+    return res;
+}
+
+MF_INLINE __m512i
+enc_e8m0(__m512 x, __mmask16 *ovf)
+{
+    __m512i u = _mm512_castps_si512(x);
+    __m512i au = _mm512_and_si512(u, I32(0x7FFFFFFF));
+    /* normal float32: ties round up (the significand 1 is odd) */
+    __m512i code = _mm512_srli_epi32(_mm512_add_epi32(au, I32(0x400000)), 23);
+    /* float32 subnormals: 0, or 1 from 1.5 * 2^-127 up */
+    __mmask16 ksub = _mm512_cmplt_epi32_mask(au, I32(0x00800000));
+    __m512i csub = _mm512_maskz_mov_epi32(_mm512_cmpge_epi32_mask(au, I32(0x00600000)), I32(1));
+    code = _mm512_mask_mov_epi32(code, ksub, csub);
+    /* positive and finite: 0 < u < inf; the rest (NaN, inf, zero, negative) is
+     * NaN.  Integer compares only: a signaling NaN raises nothing. */
+    __mmask16 kgood = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(u, I32(1)), I32(0x7F7FFFFF));
+    *ovf |= _mm512_mask_cmpeq_epi32_mask(kgood, code, I32(0xFF));
+    return _mm512_mask_mov_epi32(I32(0xFF), kgood, code);
+}
+
+MF_INLINE __m512i
+enc_v(const regs512 *r, mf_simd_path path, __m512 x, __mmask16 *ovf)
+{
+    return path == MF_SIMD_E8M0 ? enc_e8m0(x, ovf) : enc_small(r, x, ovf);
+}
+
+/* four vectors of codes (0..255 in each lane) -> 64 bytes in order */
+MF_INLINE __m512i
+pack64(__m512i c0, __m512i c1, __m512i c2, __m512i c3)
+{
+    /* per 128-bit lane L the packs leave c0..c3's elements 4L..4L+3 in
+     * dwords 4L..4L+3; gather dword 4L + q to position 4q + L */
+    __m512i p = _mm512_packus_epi16(_mm512_packus_epi32(c0, c1), _mm512_packus_epi32(c2, c3));
+    return _mm512_permutexvar_epi32(
+        _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), p);
+}
+
+/* ------------------------------------------------------- stores */
+
+/* the split into streamed and ordinary segments: stream_split (simd_params.h);
+ * the kernels loop over the segments with one call of their inner loop (a
+ * run-time `stream` flag) so that it is compiled once */
+
+MF_INLINE void
+store_ps(float *p, __m512 v, int stream)
+{
+    if (stream) {
+        _mm512_stream_ps(p, v);
+    }
+    else {
+        _mm512_storeu_ps(p, v);
+    }
+}
+
+MF_INLINE void
+store_si(void *p, __m512i v, int stream)
+{
+    if (stream) {
+        _mm512_stream_si512((__m512i *)p, v);
+    }
+    else {
+        _mm512_storeu_si512(p, v);
+    }
+}
+
+/* 32 bfloat16 codes from two vectors of codes (0..0xFFFF in each lane) */
+MF_INLINE __m512i
+pack32x16(__m512i lo, __m512i hi)
+{
+    /* packus works per 128-bit lane: restore the order after */
+    __m512i packed = _mm512_packus_epi32(lo, hi);
+    return _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), packed);
+}
+
+MF_INLINE __mmask16
+first16(mf_intp m)
+{
+    /* the first m (clamped to 0..16) lanes */
+    if (m <= 0) {
+        return 0;
+    }
+    return m >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << m) - 1u);
+}
+
+/* ------------------------------------------------------- ordered float ops */
+
+typedef __m512 vf_t;
+#include "x86.h"
+
+/* masked forms of x86.h's operations */
+#define ASM_OP_MASKZ(INSN, R, K, A, B) \
+    __asm__(INSN " %[b], %[a], %[r]%{%[k]%}%{z%}" : [r] "=v"(R) : [a] "v"(A), [b] "v"(B), [k] "Yk"(K))
+#define ASM_OP_MERGE(INSN, ACC, K, B) \
+    __asm__(INSN " %[b], %[acc], %[acc]%{%[k]%}" : [acc] "+v"(ACC) : [b] "v"(B), [k] "Yk"(K))
+
+MF_INLINE __m512
+op512_mask(mf_binary_op op, __mmask16 k, __m512 a, __m512 b)
+{
+    __m512 r;
+    switch (op) {
+        case MF_OP_ADD: ASM_OP_MASKZ("vaddps", r, k, a, b); break;
+        case MF_OP_SUB: ASM_OP_MASKZ("vsubps", r, k, a, b); break;
+        case MF_OP_MUL: ASM_OP_MASKZ("vmulps", r, k, a, b); break;
+        default:        ASM_OP_MASKZ("vdivps", r, k, a, b); break;
+    }
+    return r;
+}
+
+MF_INLINE __m512
+add512_merge(__m512 acc, __mmask16 k, __m512 b)
+{
+    ASM_OP_MERGE("vaddps", acc, k, b);
+    return acc;
+}
+
+/* ------------------------------------------------------- body.h's primitives */
+
+#define MF_ISA(name) mf_avx512_##name
+#define VL 16
+#define DEC8_VECS 2
+#define BODY_STREAM 1
+/* one loop for every rule (the table lookup and the masked fixups read the
+ * rule from the registers), the integers' values in the table too */
+#define BODY_SMALL_BY_RULE 0
+#define BODY_INT_PATHS 0
+typedef regs512 regs_t;
+typedef __m512i vi_t;
+typedef __mmask16 ovf_t;
+typedef __mmask16 bovf_t;
+
+MF_INLINE __mmask16
+ovf_none(void)
+{
+    return 0;
+}
+
+MF_INLINE int
+ovf_any(__mmask16 ovf)
+{
+    return ovf != 0;
+}
+
+#define bovf_none ovf_none
+
+MF_INLINE void
+bovf_merge(__mmask16 *ovf, __mmask16 b)
+{
+    *ovf |= b;
+}
+
+MF_INLINE __m512
+load_f(const float *p)
+{
+    return _mm512_loadu_ps(p);
+}
+
+#define store_f store_ps
+
+MF_INLINE __m512
+splat_f(float x)
+{
+    return _mm512_set1_ps(x);
+}
+
+MF_INLINE void
+dec_bf16_2(const uint16_t *s, __m512 v[2])
+{
+    __m512i c = _mm512_loadu_si512((const void *)s);
+    v[0] = dec_bf16(_mm512_castsi512_si256(c));
+    v[1] = dec_bf16(_mm512_extracti64x4_epi64(c, 1));
+}
+
+MF_INLINE void
+dec8_n(const regs512 *r, mf_simd_path path, const uint8_t *s, __m512 v[2])
+{
+    dec8x32(r, path, _mm256_loadu_si256((const __m256i *)s), &v[0], &v[1]);
+}
+
+MF_INLINE __m512i
+enc_bf16_v(const regs512 *r, __m512 x, __mmask16 *ovf)
+{
+    return enc_bf16(x, ovf);
+}
+
+MF_INLINE void
+store_codes4(uint8_t *d, const __m512i c[4], int stream)
+{
+    store_si(d, pack64(c[0], c[1], c[2], c[3]), stream);
+}
+
+MF_INLINE void
+store_bf16_2(uint16_t *d, __m512i lo, __m512i hi, int stream)
+{
+    store_si(d, pack32x16(lo, hi), stream);
+}
+
+/* ------------------------------------------------------- masked tails */
+
+#define DEC_BF16_TAIL dec_bf16_tail
+MF_INLINE mf_intp
+dec_bf16_tail(const uint16_t *s, float *dst, mf_intp i, mf_intp n)
+{
+    for (; i < n; i += 16) {
+        __mmask16 k = first16(n - i);
+        _mm512_mask_storeu_ps(dst + i, k, dec_bf16(_mm256_maskz_loadu_epi16(k, s + i)));
+    }
+    return n;
+}
+
+#define DEC8_TAIL dec8_tail
+MF_INLINE mf_intp
+dec8_tail(const regs512 *r, mf_simd_path path, const uint8_t *s, float *dst, mf_intp i, mf_intp n)
+{
+    if (i < n) {
+        __m512 v0, v1;
+        __mmask32 k = first32(n - i);
+        dec8x32(r, path, _mm256_maskz_loadu_epi8(k, s + i), &v0, &v1);
+        _mm512_mask_storeu_ps(dst + i, (__mmask16)k, v0);
+        _mm512_mask_storeu_ps(dst + i + 16, (__mmask16)(k >> 16), v1);
+    }
+    return n;
+}
+
+#define ENC_BF16_TAIL enc_bf16_tail
+MF_INLINE mf_intp
+enc_bf16_tail(const regs512 *r, const float *src, uint16_t *d, mf_intp i, mf_intp n,
+              __mmask16 *ovf)
+{
+    for (; i < n; i += 16) {
+        __mmask16 k = first16(n - i), o = 0;
+        __m512i c = enc_bf16_v(r, _mm512_maskz_loadu_ps(k, src + i), &o);
+        *ovf |= o & k;
+        _mm512_mask_cvtepi32_storeu_epi16(d + i, k, c);
+    }
+    return n;
+}
+
+#define ENC8_TAIL enc8_tail
+MF_INLINE mf_intp
+enc8_tail(const regs512 *r, mf_simd_path path, const float *src, uint8_t *d, mf_intp i, mf_intp n,
+          __mmask16 *ovf)
+{
+    for (; i < n; i += 16) {
+        __mmask16 k = first16(n - i), o = 0;
+        __m512i c = enc_v(r, path, _mm512_maskz_loadu_ps(k, src + i), &o);
+        *ovf |= o & k;
+        _mm512_mask_cvtepi32_storeu_epi8(d + i, k, c);
+    }
+    return n;
+}
+
+#define BINARY_BF16_TAIL binary_bf16_tail
+MF_INLINE mf_intp
+binary_bf16_tail(mf_binary_op op, const regs512 *r, const uint16_t *pa, const uint16_t *pb,
+                 uint16_t *po, mf_intp i, mf_intp n, __mmask16 *ovf)
+{
+    for (; i < n; i += 16) {
+        __mmask16 k = first16(n - i), o = 0;
+        __m512 x = dec_bf16(_mm256_maskz_loadu_epi16(k, pa + i));
+        __m512 y = dec_bf16(_mm256_maskz_loadu_epi16(k, pb + i));
+        __m512i c = enc_bf16_v(r, op512_mask(op, k, x, y), &o);
+        *ovf |= o & k;
+        _mm512_mask_cvtepi32_storeu_epi16(po + i, k, c);
+    }
+    return n;
+}
+
+#define BINARY8_TAIL binary8_tail
+MF_INLINE mf_intp
+binary8_tail(mf_binary_op op, const regs512 *r, mf_simd_path path, const uint8_t *pa,
+             const uint8_t *pb, uint8_t *po, mf_intp i, mf_intp n, __mmask16 *ovf)
+{
+    __m512 x0, x1, y0, y1;
+    for (; i < n; i += 32) {
+        __mmask32 k = first32(n - i);
+        __mmask16 k0 = (__mmask16)k, k1 = (__mmask16)(k >> 16), o0 = 0, o1 = 0;
+        dec8x32(r, path, _mm256_maskz_loadu_epi8(k, pa + i), &x0, &x1);
+        dec8x32(r, path, _mm256_maskz_loadu_epi8(k, pb + i), &y0, &y1);
+        __m512i c0 = enc_v(r, path, op512_mask(op, k0, x0, y0), &o0);
+        __m512i c1 = enc_v(r, path, op512_mask(op, k1, x1, y1), &o1);
+        *ovf |= (o0 & k0) | (o1 & k1);
+        _mm512_mask_cvtepi32_storeu_epi8(po + i, k0, c0);
+        _mm512_mask_cvtepi32_storeu_epi8(po + i + 16, k1, c1);
+    }
+    return n;
+}
+
+/* ------------------------------------------------------- sum, dot */
+
+/* lanes[j] += lanes[j + w] for w = 16, 8, then combine8 (x86.h) */
+MF_INLINE float
+combine32(const __m512 acc[2])
+{
+    __m512 s16 = add_v(acc[1], acc[0]);
+    return combine8(add256(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s16), 1)),
+                           _mm512_castps512_ps256(s16)));
+}
+
+MF_INLINE __m512
+fma_acc_mask(__m512 a, __m512 b, __m512 acc, __mmask16 k)
+{
+    __asm__("vfmadd231ps %[b], %[a], %[acc]%{%[k]%}" : [acc] "+v"(acc) : [a] "v"(a), [b] "v"(b), [k] "Yk"(k));
+    return acc;
+}
+
+/* the codes from element i of a block for the live lanes k (the others
+ * decode code 0) */
+MF_INLINE void
+load_dec32_mask(const regs512 *r, mf_simd_path path, const void *src, mf_intp i, __mmask32 k,
+                __m512 v[2])
+{
+    if (path == MF_SIMD_BF16) {
+        __m512i c = _mm512_maskz_loadu_epi16(k, (const uint16_t *)src + i);
+        v[0] = dec_bf16(_mm512_castsi512_si256(c));
+        v[1] = dec_bf16(_mm512_extracti64x4_epi64(c, 1));
+        return;
+    }
+    dec8x32(r, path, _mm256_maskz_loadu_epi8(k, (const uint8_t *)src + i), &v[0], &v[1]);
+}
+
+/* a block's last len - i < 32 values into the live lanes only */
+#define SUM_TAIL sum_tail
+MF_INLINE void
+sum_tail(const regs512 *r, mf_simd_path path, const void *src, mf_intp i, mf_intp len,
+         __m512 acc[2])
+{
+    __mmask32 k = first32(len - i);
+    __m512 v[2];
+    load_dec32_mask(r, path, src, i, k, v);
+    acc[0] = add512_merge(acc[0], (__mmask16)k, v[0]);
+    acc[1] = add512_merge(acc[1], (__mmask16)(k >> 16), v[1]);
+}
+
+#define DOT_TAIL dot_tail
+MF_INLINE void
+dot_tail(const regs512 *r, mf_simd_path path, const void *a, const void *b, mf_intp i,
+         mf_intp len, __m512 acc[2])
+{
+    __mmask32 k = first32(len - i);
+    __m512 x[2], y[2];
+    load_dec32_mask(r, path, a, i, k, x);
+    load_dec32_mask(r, path, b, i, k, y);
+    acc[0] = fma_acc_mask(x[0], y[0], acc[0], (__mmask16)k);
+    acc[1] = fma_acc_mask(x[1], y[1], acc[1], (__mmask16)(k >> 16));
+}
+
+#include "body.h"
+
+const mf_kernels mf_kernels_avx512 = {
+    .name = "avx512",
+    .decode_f32 = mf_avx512_decode_f32,
+    .encode_f32 = mf_avx512_encode_f32,
+    .binary = mf_avx512_binary,
+    .sum = mf_avx512_sum,
+    .dot = mf_avx512_dot,
+    .gemm_f32acc = mf_avx512_gemm_f32acc,
+    .stats_f32 = mf_avx2_stats_f32,
+    .cast_err = mf_avx2_cast_err,
+};

@@ -1,0 +1,601 @@
+/*
+ * The streaming kernels' loops, written once for every SIMD level: decode,
+ * encode, the fused binary operations, sum and dot (and convert's fused
+ * cast-and-error loop where a level has one), with their dispatch on the
+ * format's path, the split into streamed and ordinary segments, the tails
+ * and the sum/dot blocks in the order of kernels.h.
+ *
+ * An ISA file defines its vector types and primitives, then includes this
+ * file, so that the loops are compiled once per level with that level's
+ * flags and the primitives inline into them.  What it defines:
+ *
+ *   MF_ISA(name)       the level's entry point names (mf_<level>_##name)
+ *   VL                 float32 lanes per vector
+ *   DEC8_VECS          vectors dec8_n decodes at once (a load of
+ *                      DEC8_VECS * VL byte codes)
+ *   BODY_STREAM        1: large outputs with non-temporal stores
+ *                      (stream_split, simd_params.h), fenced by stream_fence()
+ *   BODY_SMALL_BY_RULE 1: the small formats' loops compiled once per
+ *                      special-value rule (MF_SIMD_SMALL_<rule>); 0: once
+ *                      (MF_SIMD_SMALL, the rule read from the registers)
+ *   BODY_INT_PATHS     1: the integer formats decode with their own paths
+ *                      (MF_SIMD_SINT/UINT); 0: as MF_SIMD_SMALL
+ *   regs_t, regs_init  the format's parameters in registers
+ *   vf_t, vi_t         float32 vector; vector of codes, one per lane
+ *   ovf_t              overflow lanes: ovf_none(), ovf_any()
+ *   bovf_t             the same for the bfloat16 encoder: bovf_none(),
+ *                      bovf_merge(ovf_t *, bovf_t)
+ *   load_f, store_f, splat_f
+ *   dec_bf16_2(s, v)   2 VL bfloat16 codes -> v[0], v[1]
+ *   dec8_n(r, path, s, v)   DEC8_VECS * VL byte codes -> v[]
+ *   enc_v(r, path, x, &ovf)     byte codes of x (the small formats, e8m0)
+ *   enc_bf16_v(r, x, &bovf)     bfloat16 codes of x, in the level's layout
+ *   store_codes4(d, c, stream)  4 VL byte codes, in order
+ *   store_bf16_2(d, h0, h1, stream)   2 VL bfloat16 codes, in order
+ *   op_v, add_v, fma_acc         the float operations in serial's operand
+ *                                order (which NaN comes out)
+ *   combine32(acc)      the 32 sum lanes (MF_SUM_LANES / VL vectors) by halving
+ *   add_total           a block's sum into the float64 total, total first
+ * and optionally (each a macro naming the function):
+ *   DEC_BF16_TAIL, DEC8_TAIL, ENC_BF16_TAIL, ENC8_TAIL, BINARY_BF16_TAIL,
+ *   BINARY8_TAIL, CAST_ERR8_TAIL: vector loops over what is left after the
+ *   main loop, returning how far they got (masked ones reach the end); the
+ *   rest goes to the serial kernels.
+ *   SUM_TAIL, DOT_TAIL: a block's last m < 32 values into the lanes (else
+ *   through a buffer padded with values that leave the lanes as they are).
+ *   HAVE_ENC_BF16_2, HAVE_BINARY_BF16_2: the level's own enc_bf16_2,
+ *   binary_bf16_2 (else the ones below).
+ *   HAVE_LOAD_DEC: load_dec(r, path, src, i), VL codes from element i as
+ *   float32, for sum and dot, one vector at a time (else they load all 32
+ *   codes as the decode loop does).
+ *   HAVE_CAST_ERR: compile MF_ISA(cast_err); it needs err_acc_t (the eight
+ *   float64 lanes of err2 and ref2), err_init, err_acc(v, w, acc, q) (vector
+ *   q of a group of four), err_store, load_src(skind, x, i), enc_small_w
+ *   and bf16_value(h) (the float32 value of enc_bf16_v's codes).
+ */
+#ifndef MF_STREAM_BODY_H
+#define MF_STREAM_BODY_H
+
+#define NACC (MF_SUM_LANES / VL)
+
+/* CALL(path) for every path with a SIMD kernel */
+#if BODY_SMALL_BY_RULE
+#define FOR_PATH(p, CALL, OTHERWISE)                                                   \
+    switch ((p).small_path) {                                                         \
+        case MF_SIMD_BF16:       CALL(MF_SIMD_BF16); break;                           \
+        case MF_SIMD_E8M0:       CALL(MF_SIMD_E8M0); break;                           \
+        case MF_SIMD_SMALL_IEEE: CALL(MF_SIMD_SMALL_IEEE); break;                     \
+        case MF_SIMD_SMALL_FN:   CALL(MF_SIMD_SMALL_FN); break;                       \
+        case MF_SIMD_SMALL_FNUZ: CALL(MF_SIMD_SMALL_FNUZ); break;                     \
+        case MF_SIMD_SMALL_NONE: CALL(MF_SIMD_SMALL_NONE); break;                     \
+        default:                 OTHERWISE; break;                                    \
+    }
+#else
+#define FOR_PATH(p, CALL, OTHERWISE)                                                   \
+    switch ((p).path) {                                                               \
+        case MF_SIMD_BF16:  CALL(MF_SIMD_BF16); break;                                \
+        case MF_SIMD_E8M0:  CALL(MF_SIMD_E8M0); break;                                \
+        case MF_SIMD_SMALL: CALL(MF_SIMD_SMALL); break;                               \
+        default:            OTHERWISE; break;                                         \
+    }
+#endif
+
+/* [0, n) of an output: streamed and ordinary segments (stream_split), or
+ * one ordinary segment where the level does not stream */
+MF_INLINE segments
+body_split(const void *out, mf_intp outsize, mf_intp n)
+{
+#if BODY_STREAM
+    return stream_split(out, outsize, n, 64);
+#else
+    (void)out;
+    (void)outsize;
+    segments sg;
+    sg.start[0] = 0;
+    sg.len[0] = n;
+    sg.stream[0] = 0;
+    sg.count = 1;
+    return sg;
+#endif
+}
+
+MF_INLINE void
+body_fence(int stream)
+{
+#if BODY_STREAM
+    if (stream) {
+        stream_fence();
+    }
+#else
+    (void)stream;
+#endif
+}
+
+/* ------------------------------------------------------- decode_f32 */
+
+/* the codes of whole vectors -> float32; returns how many were done.  With
+ * `stream`, n is a multiple of 64 and dst 64-byte aligned. */
+MF_INLINE mf_intp
+decode_run(const regs_t *r, mf_simd_path path, const void *src, float *dst, mf_intp n, int stream)
+{
+    mf_intp i = 0;
+    if (path == MF_SIMD_BF16) {
+        const uint16_t *s = (const uint16_t *)src;
+        for (; i + 2 * VL <= n; i += 2 * VL) {
+            vf_t v[2];
+            dec_bf16_2(s + i, v);
+            store_f(dst + i, v[0], stream);
+            store_f(dst + i + VL, v[1], stream);
+        }
+#ifdef DEC_BF16_TAIL
+        i = DEC_BF16_TAIL(s, dst, i, n);
+#endif
+        return i;
+    }
+    const uint8_t *s = (const uint8_t *)src;
+    for (; i + DEC8_VECS * VL <= n; i += DEC8_VECS * VL) {
+        vf_t v[DEC8_VECS];
+        dec8_n(r, path, s + i, v);
+        for (int q = 0; q < DEC8_VECS; q++) {
+            store_f(dst + i + VL * q, v[q], stream);
+        }
+    }
+#ifdef DEC8_TAIL
+    i = DEC8_TAIL(r, path, s, dst, i, n);
+#endif
+    return i;
+}
+
+MF_INLINE void
+decode_path(const regs_t *r, mf_simd_path path, const mf_format *f, const void *src, float *dst,
+            mf_intp n)
+{
+    mf_intp isz = f->itemsize;
+    segments sg = body_split(dst, 4, n);
+    for (int q = 0; q < sg.count; q++) {
+        const char *s = (const char *)src + sg.start[q] * isz;
+        float *d = dst + sg.start[q];
+        mf_intp done = decode_run(r, path, s, d, sg.len[q], sg.stream[q]);
+        body_fence(sg.stream[q]);
+        if (done < sg.len[q]) {
+            mf_serial_decode_f32(f, s + done * isz, d + done, sg.len[q] - done);
+        }
+    }
+}
+
+void
+MF_ISA(decode_f32)(const mf_format *f, const void *src, float *dst, mf_intp n)
+{
+    mf_simd_params p = mf_simd_params_of(f);
+    regs_t r;
+    regs_init(&r, &p);
+#define CALL(PATH) decode_path(&r, PATH, f, src, dst, n)
+#if BODY_INT_PATHS
+    if (p.path == MF_SIMD_SINT) {
+        CALL(MF_SIMD_SINT);
+        return;
+    }
+    if (p.path == MF_SIMD_UINT) {
+        CALL(MF_SIMD_UINT);
+        return;
+    }
+#else
+    /* the integers' values are in the level's table: the small formats' loop */
+    if (p.path == MF_SIMD_SINT || p.path == MF_SIMD_UINT) {
+        p.path = p.small_path = MF_SIMD_SMALL;
+    }
+#endif
+    FOR_PATH(p, CALL, mf_serial_decode_f32(f, src, dst, n))
+#undef CALL
+}
+
+/* ------------------------------------------------------- encode_f32 */
+
+#ifndef HAVE_ENC_BF16_2
+/* 2 VL float32 -> bfloat16 codes */
+MF_INLINE void
+enc_bf16_2(const regs_t *r, const float *src, uint16_t *d, bovf_t *bo, int stream)
+{
+    vi_t h0 = enc_bf16_v(r, load_f(src), bo);
+    vi_t h1 = enc_bf16_v(r, load_f(src + VL), bo);
+    store_bf16_2(d, h0, h1, stream);
+}
+#endif
+
+/* whole vectors of float32 -> codes; returns how many were done, ORs the
+ * overflowed lanes into *ovf.  With `stream`, n is a multiple of 64 and dst
+ * 64-byte aligned. */
+MF_INLINE mf_intp
+encode_run(const regs_t *r, mf_simd_path path, const float *src, void *dst, mf_intp n,
+           ovf_t *ovf, int stream)
+{
+    mf_intp i = 0;
+    if (path == MF_SIMD_BF16) {
+        uint16_t *d = (uint16_t *)dst;
+        bovf_t bo = bovf_none();
+        for (; i + 2 * VL <= n; i += 2 * VL) {
+            enc_bf16_2(r, src + i, d + i, &bo, stream);
+        }
+#ifdef ENC_BF16_TAIL
+        i = ENC_BF16_TAIL(r, src, d, i, n, &bo);
+#endif
+        bovf_merge(ovf, bo);
+        return i;
+    }
+    uint8_t *d = (uint8_t *)dst;
+    for (; i + 4 * VL <= n; i += 4 * VL) {
+        vi_t c[4];
+        for (int q = 0; q < 4; q++) {
+            c[q] = enc_v(r, path, load_f(src + i + VL * q), ovf);
+        }
+        store_codes4(d + i, c, stream);
+    }
+#ifdef ENC8_TAIL
+    i = ENC8_TAIL(r, path, src, d, i, n, ovf);
+#endif
+    return i;
+}
+
+MF_INLINE void
+encode_path(const regs_t *r, mf_simd_path path, const mf_format *f, const float *src, void *dst,
+            mf_intp n)
+{
+    mf_intp osz = f->itemsize;
+    ovf_t ovf = ovf_none();
+    segments sg = body_split(dst, osz, n);
+    for (int q = 0; q < sg.count; q++) {
+        const float *s = src + sg.start[q];
+        char *d = (char *)dst + sg.start[q] * osz;
+        mf_intp done = encode_run(r, path, s, d, sg.len[q], &ovf, sg.stream[q]);
+        body_fence(sg.stream[q]);
+        if (done < sg.len[q]) {
+            mf_serial_encode_f32(f, s + done, d + done * osz, sg.len[q] - done);
+        }
+    }
+    if (ovf_any(ovf)) {
+        mf_raise_overflow();
+    }
+}
+
+void
+MF_ISA(encode_f32)(const mf_format *f, const float *src, void *dst, mf_intp n)
+{
+    mf_simd_params p = mf_simd_params_of(f);
+    regs_t r;
+    regs_init(&r, &p);
+#define CALL(PATH) encode_path(&r, PATH, f, src, dst, n)
+    FOR_PATH(p, CALL, mf_serial_encode_f32(f, src, dst, n))
+#undef CALL
+}
+
+/* ------------------------------------------------------- cast with error */
+
+#ifdef HAVE_CAST_ERR
+/* convert's fused loop (kernels.h, cast_err): the source values are loaded
+ * as float32 (bfloat16 and float16 codes widened in registers), encoded to
+ * the target with the value each code decodes to (enc_small_w, bf16_value),
+ * and e = w - v, e^2 and v^2 go into the float64 lanes.  A float32 value's
+ * square is exact in float64, so the FMA rounds once, as the documented
+ * multiply-then-add does.  Whole vectors: returns how many values were done. */
+MF_INLINE mf_intp
+cast_err_run(const regs_t *r, int skind, mf_simd_path path, const void *x, void *dst, mf_intp n,
+             err_acc_t *acc)
+{
+    mf_intp i = 0;
+    if (path == MF_SIMD_BF16) {
+        bovf_t bo = bovf_none();        /* not reported: the caller drops flags */
+        uint16_t *d = (uint16_t *)dst;
+        for (; i + 2 * VL <= n; i += 2 * VL) {
+            vf_t v0 = load_src(skind, x, i), v1 = load_src(skind, x, i + VL);
+            vi_t h0 = enc_bf16_v(r, v0, &bo), h1 = enc_bf16_v(r, v1, &bo);
+            err_acc(v0, bf16_value(h0), acc, 0);
+            err_acc(v1, bf16_value(h1), acc, 1);
+            store_bf16_2(d + i, h0, h1, 0);
+        }
+        return i;
+    }
+    uint8_t *d = (uint8_t *)dst;
+    for (; i + 4 * VL <= n; i += 4 * VL) {
+        vi_t c[4];
+        for (int q = 0; q < 4; q++) {
+            vf_t v = load_src(skind, x, i + VL * q), w;
+            c[q] = enc_small_w(r, v, NULL, path, &w);
+            err_acc(v, w, acc, q);
+        }
+        store_codes4(d + i, c, 0);
+    }
+#ifdef CAST_ERR8_TAIL
+    i = CAST_ERR8_TAIL(r, skind, path, x, d, i, n, acc);
+#endif
+    return i;
+}
+
+#define CAST_ERR_RUN(SK, PATH) done = cast_err_run(&r, SK, PATH, xs, codes, n, &acc)
+
+int
+MF_ISA(cast_err)(mf_stats_block *s, const mf_format *src, const void *x, const mf_format *tgt,
+                 void *codes, mf_intp n)
+{
+    mf_simd_params p = mf_simd_params_of(tgt);
+    if (p.path != MF_SIMD_BF16 && p.path != MF_SIMD_SMALL) {
+        return 0;
+    }
+    regs_t r;
+    regs_init(&r, &p);
+    err_acc_t acc;
+    err_init(&acc);
+    float xb[MF_STATS_BLOCK];
+    const void *xs;
+    int skind = mf_cast_err_source(src, x, n, xb, MF_ISA(decode_f32), &xs);
+    mf_intp done = 0;
+    MF_CAST_ERR_DISPATCH(skind, p.small_path, CAST_ERR_RUN)
+    double le[MF_STATS_LANES], lr[MF_STATS_LANES];
+    err_store(&acc, le, lr);
+    return mf_cast_err_finish(s, le, lr, xs == xb ? NULL : src, xs, tgt, codes, done, n);
+}
+#undef CAST_ERR_RUN
+#endif
+
+/* ------------------------------------------------------- binary */
+
+#ifndef HAVE_BINARY_BF16_2
+/* 2 VL pairs of bfloat16 codes */
+MF_INLINE void
+binary_bf16_2(mf_binary_op op, const regs_t *r, const uint16_t *a, const uint16_t *b,
+              uint16_t *out, bovf_t *bo, int stream)
+{
+    vf_t x[2], y[2];
+    dec_bf16_2(a, x);
+    dec_bf16_2(b, y);
+    vi_t h0 = enc_bf16_v(r, op_v(op, x[0], y[0]), bo);
+    vi_t h1 = enc_bf16_v(r, op_v(op, x[1], y[1]), bo);
+    store_bf16_2(out, h0, h1, stream);
+}
+#endif
+
+/* whole vectors of pairs; returns how many were done.  With `stream`, n is
+ * a multiple of 64 and out 64-byte aligned. */
+MF_INLINE mf_intp
+binary_run(mf_binary_op op, const regs_t *r, mf_simd_path path, const void *a, const void *b,
+           void *out, mf_intp n, ovf_t *ovf, int stream)
+{
+    mf_intp i = 0;
+    if (path == MF_SIMD_BF16) {
+        const uint16_t *pa = (const uint16_t *)a, *pb = (const uint16_t *)b;
+        uint16_t *po = (uint16_t *)out;
+        bovf_t bo = bovf_none();
+        for (; i + 2 * VL <= n; i += 2 * VL) {
+            binary_bf16_2(op, r, pa + i, pb + i, po + i, &bo, stream);
+        }
+#ifdef BINARY_BF16_TAIL
+        i = BINARY_BF16_TAIL(op, r, pa, pb, po, i, n, &bo);
+#endif
+        bovf_merge(ovf, bo);
+        return i;
+    }
+    const uint8_t *pa = (const uint8_t *)a, *pb = (const uint8_t *)b;
+    uint8_t *po = (uint8_t *)out;
+    for (; i + 4 * VL <= n; i += 4 * VL) {
+        vi_t c[4];
+        for (int g = 0; g < 4; g += DEC8_VECS) {
+            vf_t x[DEC8_VECS], y[DEC8_VECS];
+            dec8_n(r, path, pa + i + VL * g, x);
+            dec8_n(r, path, pb + i + VL * g, y);
+            for (int q = 0; q < DEC8_VECS; q++) {
+                c[g + q] = enc_v(r, path, op_v(op, x[q], y[q]), ovf);
+            }
+        }
+        store_codes4(po + i, c, stream);
+    }
+#ifdef BINARY8_TAIL
+    i = BINARY8_TAIL(op, r, path, pa, pb, po, i, n, ovf);
+#endif
+    return i;
+}
+
+MF_INLINE void
+binary_path(mf_binary_op op, const regs_t *r, mf_simd_path path, const mf_format *f,
+            const void *a, const void *b, void *out, mf_intp n)
+{
+    mf_intp sz = f->itemsize;
+    ovf_t ovf = ovf_none();
+    segments sg = body_split(out, sz, n);
+    for (int q = 0; q < sg.count; q++) {
+        mf_intp at = sg.start[q] * sz, len = sg.len[q];
+        const char *ca = (const char *)a + at, *cb = (const char *)b + at;
+        char *co = (char *)out + at;
+        mf_intp done = binary_run(op, r, path, ca, cb, co, len, &ovf, sg.stream[q]);
+        body_fence(sg.stream[q]);
+        if (done < len) {
+            mf_serial_binary(op, f, ca + done * sz, cb + done * sz, co + done * sz, len - done);
+        }
+    }
+    if (ovf_any(ovf)) {
+        mf_raise_overflow();
+    }
+}
+
+/* the operation a constant in each copy of the loop */
+#define BINARY_PATH(PATH)                                                                  \
+    switch (op) {                                                                         \
+        case MF_OP_ADD: binary_path(MF_OP_ADD, &r, PATH, f, a, b, out, n); break;         \
+        case MF_OP_SUB: binary_path(MF_OP_SUB, &r, PATH, f, a, b, out, n); break;         \
+        case MF_OP_MUL: binary_path(MF_OP_MUL, &r, PATH, f, a, b, out, n); break;         \
+        default:        binary_path(MF_OP_DIV, &r, PATH, f, a, b, out, n); break;         \
+    }
+
+void
+MF_ISA(binary)(mf_binary_op op, const mf_format *f, const void *a, const void *b, void *out,
+               mf_intp n)
+{
+    mf_simd_params p = mf_simd_params_of(f);
+    regs_t r;
+    regs_init(&r, &p);
+    FOR_PATH(p, BINARY_PATH, mf_serial_binary(op, f, a, b, out, n))
+}
+#undef BINARY_PATH
+
+/* ------------------------------------------------------- sum, dot */
+
+/* The order of kernels.h: element i of a block in lane i % 32 (vector
+ * (i % 32) / VL), each lane from -0.0 in index order, the lanes combined by
+ * halving (combine32), the blocks' sums added into a float64 total. */
+
+/* SUM_VECS vectors of codes from element i of a run as float32: one with
+ * the level's load_dec (HAVE_LOAD_DEC), else all 32 with the loads of the
+ * decode loop */
+#ifdef HAVE_LOAD_DEC
+#define SUM_VECS 1
+MF_INLINE void
+load_dec_n(const regs_t *r, mf_simd_path path, const void *src, mf_intp i, vf_t v[1])
+{
+    v[0] = load_dec(r, path, src, i);
+}
+#else
+#define SUM_VECS NACC
+MF_INLINE void
+load_dec_n(const regs_t *r, mf_simd_path path, const void *src, mf_intp i, vf_t v[NACC])
+{
+    if (path == MF_SIMD_BF16) {
+        for (int q = 0; q < NACC; q += 2) {
+            dec_bf16_2((const uint16_t *)src + i + VL * q, v + q);
+        }
+        return;
+    }
+    for (int q = 0; q < NACC; q += DEC8_VECS) {
+        dec8_n(r, path, (const uint8_t *)src + i + VL * q, v + q);
+    }
+}
+#endif
+
+#if !defined(SUM_TAIL) || !defined(DOT_TAIL)
+/* the last m < 32 codes of a block, decoded by the serial kernel into 32
+ * lanes; the lanes past m hold `pad` */
+MF_INLINE void
+load_tail(const mf_format *f, const void *src, mf_intp i, mf_intp m, float pad, vf_t v[NACC])
+{
+    float buf[MF_SUM_LANES];
+    for (int j = 0; j < MF_SUM_LANES; j++) {
+        buf[j] = pad;
+    }
+    mf_serial_decode_f32(f, (const char *)src + i * f->itemsize, buf, m);
+    for (int q = 0; q < NACC; q++) {
+        v[q] = load_f(buf + VL * q);
+    }
+}
+#endif
+
+MF_INLINE float
+sum_block(const regs_t *r, mf_simd_path path, const mf_format *f, const void *src, mf_intp len)
+{
+    vf_t acc[NACC], v[NACC];
+    for (int q = 0; q < NACC; q++) {
+        acc[q] = splat_f(-0.0f);
+    }
+    mf_intp i = 0;
+    for (; i + MF_SUM_LANES <= len; i += MF_SUM_LANES) {
+        for (int g = 0; g < NACC; g += SUM_VECS) {
+            load_dec_n(r, path, src, i + VL * g, v);
+            for (int q = 0; q < SUM_VECS; q++) {
+                acc[g + q] = add_v(acc[g + q], v[q]);
+            }
+        }
+    }
+    if (i < len) {
+#ifdef SUM_TAIL
+        SUM_TAIL(r, path, src, i, len, acc);
+#else
+        /* -0.0 leaves every lane as it is */
+        load_tail(f, src, i, len - i, -0.0f, v);
+        for (int q = 0; q < NACC; q++) {
+            acc[q] = add_v(acc[q], v[q]);
+        }
+#endif
+    }
+    return combine32(acc);
+}
+
+MF_INLINE float
+dot_block(const regs_t *r, mf_simd_path path, const mf_format *f, const void *a, const void *b,
+          mf_intp len)
+{
+    vf_t acc[NACC], x[NACC], y[NACC];
+    for (int q = 0; q < NACC; q++) {
+        acc[q] = splat_f(-0.0f);
+    }
+    mf_intp i = 0;
+    for (; i + MF_SUM_LANES <= len; i += MF_SUM_LANES) {
+        for (int g = 0; g < NACC; g += SUM_VECS) {
+            load_dec_n(r, path, a, i + VL * g, x);
+            load_dec_n(r, path, b, i + VL * g, y);
+            for (int q = 0; q < SUM_VECS; q++) {
+                acc[g + q] = fma_acc(x[q], y[q], acc[g + q]);
+            }
+        }
+    }
+    if (i < len) {
+#ifdef DOT_TAIL
+        DOT_TAIL(r, path, a, b, i, len, acc);
+#else
+        /* padding products are (-0) * (+0) = -0: every lane stays as it is */
+        load_tail(f, a, i, len - i, -0.0f, x);
+        load_tail(f, b, i, len - i, 0.0f, y);
+        for (int q = 0; q < NACC; q++) {
+            acc[q] = fma_acc(x[q], y[q], acc[q]);
+        }
+#endif
+    }
+    return combine32(acc);
+}
+
+MF_INLINE double
+sum_path(const regs_t *r, mf_simd_path path, const mf_format *f, const void *src, mf_intp n)
+{
+    double total = -0.0;
+    for (mf_intp start = 0; start < n; start += MF_SUM_BLOCK) {
+        mf_intp len = n - start < MF_SUM_BLOCK ? n - start : MF_SUM_BLOCK;
+        total = add_total(total, sum_block(r, path, f, (const char *)src + start * f->itemsize, len));
+    }
+    return total;
+}
+
+MF_INLINE double
+dot_path(const regs_t *r, mf_simd_path path, const mf_format *f, const void *a, const void *b,
+         mf_intp n)
+{
+    double total = -0.0;
+    for (mf_intp start = 0; start < n; start += MF_SUM_BLOCK) {
+        mf_intp len = n - start < MF_SUM_BLOCK ? n - start : MF_SUM_BLOCK;
+        total = add_total(total, dot_block(r, path, f, (const char *)a + start * f->itemsize,
+                                           (const char *)b + start * f->itemsize, len));
+    }
+    return total;
+}
+
+double
+MF_ISA(sum)(const mf_format *f, const void *src, mf_intp n)
+{
+    mf_simd_params p = mf_simd_params_of(f);
+    regs_t r;
+    regs_init(&r, &p);
+    double s = 0.0;
+#define CALL(PATH) s = sum_path(&r, PATH, f, src, n)
+    FOR_PATH(p, CALL, s = mf_serial_sum(f, src, n))
+#undef CALL
+    return s;
+}
+
+double
+MF_ISA(dot)(const mf_format *f, const void *a, const void *b, mf_intp n)
+{
+    mf_simd_params p = mf_simd_params_of(f);
+    regs_t r;
+    regs_init(&r, &p);
+    double s = 0.0;
+#define CALL(PATH) s = dot_path(&r, PATH, f, a, b, n)
+    FOR_PATH(p, CALL, s = mf_serial_dot(f, a, b, n))
+#undef CALL
+    return s;
+}
+
+#endif

@@ -170,7 +170,6 @@ def _convert(src: np.ndarray, out: np.ndarray, rounding: int, saturate: bool, se
 
 # ---------------------------------------------------------------- src/blocks.c
 
-def _block_threads(n: int, /) -> int: ...
 def _block_quantize(x: np.ndarray, codes: np.ndarray, scales: np.ndarray, kind: int, elem_id: int,
                     block: int, mode: int, s_enc: float, /) -> None: ...
 def _block_dequantize(codes: np.ndarray, scales: np.ndarray, out: np.ndarray, kind: int,

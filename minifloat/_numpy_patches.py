@@ -85,7 +85,7 @@ def _is_mf_float(x):
 
 def _replace(module, name, wrapper, label, fast=None):
     """Put `wrapper` where module.name was.  With `fast` (a FastPath kind,
-    src/fastpath.c), a C object stands there instead and calls NumPy's
+    src/numpy/fastpath.c), a C object stands there instead and calls NumPy's
     original directly when the arguments cannot involve minifloat, so plain
     NumPy calls pay no Python frame for the work-around."""
     original = getattr(module, name)

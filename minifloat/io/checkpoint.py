@@ -192,7 +192,7 @@ class Stats:
     counted.  Mean and variance merge block by block (Chan et al.).
 
     The work is one call of the fused kernel _core._stats per chunk
-    (src/kernels/stats.c: decode to float32 blocks of 2048 values, then
+    (src/kernels/stats/common.c: decode to float32 blocks of 2048 values, then
     counts, min, max, float64 sum and centred sum of squares per block, and
     with a target the cast and its error, in the same pass); complex tensors
     (|x|) and histograms (--plot) take the NumPy route, _add_numpy."""

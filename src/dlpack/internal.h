@@ -13,7 +13,7 @@
 #ifndef MF_DLPACK_INTERNAL_H
 #define MF_DLPACK_INTERNAL_H
 
-#include "../minifloat.h"
+#include "../core/minifloat.h"
 #include "dlpack.h"
 #include "capsule.h"
 

@@ -20,7 +20,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "../format_table.h"
+#include "../core/format_table.h"
 
 typedef ptrdiff_t mf_intp;
 

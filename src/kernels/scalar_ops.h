@@ -10,7 +10,7 @@
 #include <string.h>
 #include <fenv.h>
 #include "kernels.h"
-#include "../codec.h"
+#include "../core/codec.h"
 
 /* code -> float32 exactly as the kernels decode (bfloat16 NaN payloads
  * kept by the bit shift) */

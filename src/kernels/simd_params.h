@@ -12,7 +12,7 @@
 #include <string.h>
 #include "kernels.h"
 #include "parallel.h"
-#include "../codec.h"
+#include "../core/codec.h"
 
 typedef enum {
     MF_SIMD_SERIAL = 0,   /* no SIMD path */

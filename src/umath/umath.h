@@ -15,7 +15,7 @@
 #ifndef MF_UMATH_H
 #define MF_UMATH_H
 
-#include "../minifloat.h"
+#include "../core/minifloat.h"
 #include "../kernels/kernels.h"
 
 /* operand letters in a loop signature:

@@ -1,59 +1,49 @@
 #!/usr/bin/env bash
 # Build the C kernel harness (harness.c) with every kernel level of the
-# target architecture, each ISA file with its own flags, as meson.build does.
-#   build.sh OUT [CC]       CC defaults to cc; aarch64-linux-gnu-gcc
-#                           cross-compiles (static, for qemu-aarch64)
+# target architecture.  The source lists and each level's compiler flags are
+# meson.build's (its `kernel_harness` option builds the kernels and this
+# harness without Python or NumPy), so they are written in one place.
+#   build.sh OUT [CC]       CC defaults to cc; a cross compiler such as
+#                           aarch64-linux-gnu-gcc cross-compiles (static,
+#                           for qemu-aarch64)
+# Needs meson and ninja; where they are not on PATH they are installed into a
+# throwaway virtual environment first.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-src="$here/../../src"
+root="$(cd "$here/../.." && pwd)"
 out="$1"
 cc="${2:-cc}"
-arch="$("$cc" -dumpmachine)"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-common=(-O3 -std=gnu11 -ffp-contract=off -fno-strict-aliasing -I"$src" -Wall -Wno-unused-function)
-objs=()
-defs=()
-compile() {   # file flags...
-    local f="$1"; shift
-    local o="$tmp/${f//\//_}.o"   # kernels/gemm/avx2.c and kernels/stream/avx2.c both exist
-    "$cc" "${common[@]}" "$@" -c "$src/$f" -o "$o"
-    objs+=("$o")
-}
-case "$arch" in
-    aarch64*)
-        defs=(-DMF_HAVE_NEON=1 -DMF_HAVE_NEON_BF16=1)
-        compile kernels/stream/neon.c -march=armv8-a
-        compile kernels/gemm/neon.c -march=armv8-a
-        compile kernels/stats/neon.c -march=armv8-a
-        compile kernels/stream/neon_bf16.c -march=armv8.2-a+bf16
-        compile kernels/gemm/neon_bf16.c -march=armv8.2-a+bf16
-        static=(-static)
-        ;;
-    x86_64*)
-        defs=(-DMF_HAVE_AVX2=1 -DMF_HAVE_AVX512=1 -DMF_HAVE_AVX512BF16=1)
-        avx2=(-mavx2 -mfma -mf16c)
-        avx512=(-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512cd -mfma -mf16c)
-        compile kernels/stream/avx2.c "${avx2[@]}"
-        compile kernels/gemm/avx2.c "${avx2[@]}"
-        compile kernels/stats/avx2.c "${avx2[@]}"
-        compile kernels/blocks/avx2.c "${avx2[@]}"
-        compile kernels/stream/avx512.c "${avx512[@]}"
-        compile kernels/gemm/avx512.c "${avx512[@]}"
-        compile kernels/stream/avx512bf16.c "${avx512[@]}" -mavx512bf16
-        compile kernels/gemm/avx512bf16.c "${avx512[@]}" -mavx512bf16
-        static=()
-        ;;
-    *)
-        static=()
-        ;;
-esac
-for f in format_table.c kernels/stream/serial.c kernels/stats/common.c kernels/gemm/serial.c kernels/blocks/serial.c \
-         kernels/parallel.c; do
-    compile "$f"
-done
-if [ ${#defs[@]} -gt 0 ]; then
-    compile kernels/gemm/driver.c      # the SIMD levels' GEMM driver
+
+if ! command -v meson >/dev/null || ! command -v ninja >/dev/null; then
+    python3 -m venv "$tmp/tools"
+    "$tmp/tools/bin/pip" install -q meson ninja
+    PATH="$tmp/tools/bin:$PATH"
 fi
-compile kernels/dispatch.c "${defs[@]}"
-"$cc" "${common[@]}" "${defs[@]}" "$here/harness.c" "${objs[@]}" -o "$out" "${static[@]}" -lm -lpthread
+
+args=(-Dkernel_harness=true)
+host="$("$cc" -dumpmachine)"
+build="$(cc -dumpmachine 2>/dev/null || echo unknown)"
+if [ "${host%%-*}" != "${build%%-*}" ]; then
+    prefix="${cc%gcc}"            # aarch64-linux-gnu-gcc -> aarch64-linux-gnu-
+    cpu="${host%%-*}"
+    cat > "$tmp/cross.ini" <<INI
+[binaries]
+c = '$cc'
+ar = '${prefix}ar'
+strip = '${prefix}strip'
+
+[host_machine]
+system = 'linux'
+cpu_family = '$cpu'
+cpu = '$cpu'
+endian = 'little'
+INI
+    args+=(--cross-file "$tmp/cross.ini")
+else
+    export CC="$cc"
+fi
+meson setup "$tmp/build" "$root" "${args[@]}" >"$tmp/setup.log" 2>&1 || { cat "$tmp/setup.log"; exit 1; }
+ninja -C "$tmp/build" kernel_harness >"$tmp/ninja.log" 2>&1 || { cat "$tmp/ninja.log"; exit 1; }
+cp "$tmp/build/kernel_harness" "$out"

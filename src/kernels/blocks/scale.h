@@ -7,7 +7,7 @@
 #define MF_BLOCKS_SCALE_H
 
 #include "blocks.h"
-#include "../../codec.h"
+#include "../../core/codec.h"
 
 /* floor(log2 |v|) of a positive finite float32 given by its bits */
 static inline int

@@ -16,7 +16,7 @@
 #include <string.h>
 #include "blocks.h"
 #include "scale.h"
-#include "../../codec.h"
+#include "../../core/codec.h"
 #include "../scalar_ops.h"
 #include "../parallel.h"
 

@@ -22,7 +22,7 @@
 #include "format_table.h"
 #include "codec.h"
 
-/* ---- scalars (scalar.c) ---- */
+/* ---- scalars (numpy/scalar.c) ---- */
 typedef struct {
     PyObject_HEAD
     uint16_t code;
@@ -40,7 +40,7 @@ double mf_shortest_double(const mf_format *f, uint32_t code);
 /* Python float or int -> code with the cast's rounding; -1 with error set */
 int mf_code_from_pyobject(const mf_format *f, PyObject *obj, uint32_t *code);
 
-/* ---- dtypes (dtype.c) ---- */
+/* ---- dtypes (numpy/dtype.c) ---- */
 extern PyArray_DTypeMeta mf_dtypes[MF_NUM_PUBLIC_FORMATS];
 extern PyArray_Descr *mf_singletons[MF_NUM_PUBLIC_FORMATS];
 int mf_init_dtypes(PyObject *module);
@@ -96,7 +96,7 @@ int mf_strided_dots(const mf_format *f, int out_f32, npy_intp N, npy_intp k,
                     const char *a0, npy_intp sa, npy_intp sak, const char *b0, npy_intp sb,
                     npy_intp sbk, char *c0, npy_intp sc);
 
-/* ---- casts (casts.c) ---- */
+/* ---- casts (numpy/casts.c) ---- */
 PyArrayMethod_Spec **mf_get_cast_specs(int fmt_id);
 extern PyArray_DTypeMeta *mf_ml_dtypes[MF_NUM_PUBLIC_FORMATS];
 /* ml_dtypes' DTypes from its module (neighbours.c calls it); how many */
@@ -110,7 +110,7 @@ int mf_builtin_safe_to_format(int type_num, const mf_format *f);
 int mf_format_safe_to_builtin(const mf_format *f, int type_num);
 void mf_compute_cast_safety(void);
 
-/* ---- sorting and ArrFuncs (sort.c) ---- */
+/* ---- sorting and ArrFuncs (numpy/sort.c) ---- */
 int mf_compare(const void *a, const void *b, void *arr);
 int mf_sort(void *start, npy_intp num, void *arr);
 int mf_argsort(void *start, npy_intp *idx, npy_intp num, void *arr);
@@ -131,17 +131,17 @@ int mf_init_ufuncs(PyObject *module);
 int mf_add_ml_dtypes_promoters(void);
 extern PyObject *mf_ComplexWarning;
 
-/* ---- convert (convert.c) ---- */
-int mf_init_convert(PyObject *module);
-/* ---- block-scaled formats (blocks.c) ---- */
+/* ---- minifloat.cast's rounding modes (numpy/rounding.c) ---- */
+int mf_init_rounding(PyObject *module);
+/* ---- block-scaled formats (bindings/block_formats.c) ---- */
 int mf_init_blocks(PyObject *module);
-/* FastPath: the C front of a NumPy work-around (fastpath.c) */
+/* FastPath: the C front of a NumPy work-around (numpy/fastpath.c) */
 int mf_init_fastpath(PyObject *module);
 
 /* ---- DLPack (dlpack/) ---- */
 int mf_init_dlpack(PyObject *module);
 
-/* ---- ml_dtypes, when the user imports it (neighbours.c) ---- */
+/* ---- ml_dtypes, when the user imports it (numpy/neighbours.c) ---- */
 PyObject *mf_py_link_ml_dtypes(PyObject *self, PyObject *ml_module);
 
 /* ---- misc ---- */

@@ -12,12 +12,12 @@
  * Safety comes from the format table: A -> B is "safe" when every value of
  * A is exactly a value of B (computed once at import by trying all codes).
  */
-#include "minifloat.h"
-#include "kernels/kernels.h"
-#include "kernels/parallel.h"
-#include "kernels/scalar_ops.h"
+#include "../core/minifloat.h"
+#include "../kernels/kernels.h"
+#include "../kernels/parallel.h"
+#include "../kernels/scalar_ops.h"
 #include <fenv.h>
-#include "umath/umath.h"
+#include "../umath/umath.h"
 
 PyObject *mf_ComplexWarning = NULL;
 

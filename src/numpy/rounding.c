@@ -1,5 +1,6 @@
 /*
- * minifloat.convert: conversions a cast cannot express (saturation,
+ * minifloat.cast (earlier name minifloat.convert): the rounding modes a
+ * NumPy cast cannot express (saturation,
  * rounding toward zero, stochastic rounding).  Every value is rounded once,
  * from its float64 value, by the codec (codec.h).
  *
@@ -7,8 +8,8 @@
  * (seed, C-order index of the element), so a given seed gives the same
  * result for the same array whatever its memory layout.
  */
-#include "minifloat.h"
-#include "kernels/scalar_ops.h"
+#include "../core/minifloat.h"
+#include "../kernels/scalar_ops.h"
 
 static inline uint64_t
 splitmix64(uint64_t x)
@@ -147,7 +148,7 @@ static PyMethodDef convert_methods[] = {
 };
 
 int
-mf_init_convert(PyObject *module)
+mf_init_rounding(PyObject *module)
 {
     return PyModule_AddFunctions(module, convert_methods);
 }

@@ -17,7 +17,7 @@
  *           (c_einsum's operands and subscripts).
  * Anything else goes to the wrapper, which makes the full decision.
  */
-#include "minifloat.h"
+#include "../core/minifloat.h"
 #include <structmember.h>
 
 typedef struct {
@@ -133,7 +133,7 @@ static PyTypeObject FastPath_Type = {
     .tp_getattro = fastpath_getattro,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_doc = "FastPath(orig, wrapper, kind): calls orig when the arguments cannot involve "
-              "minifloat, else wrapper (see src/fastpath.c)",
+              "minifloat, else wrapper (see src/numpy/fastpath.c)",
     .tp_traverse = (traverseproc)fastpath_traverse,
     .tp_members = fastpath_members,
     .tp_new = fastpath_new,

@@ -2,7 +2,7 @@
  * The DType classes (NEP 42): one non-parametric DType per format, whose
  * singleton instance is the dtype users see (np.dtype(minifloat.bfloat16)).
  */
-#include "minifloat.h"
+#include "../core/minifloat.h"
 
 PyArray_DTypeMeta mf_dtypes[MF_NUM_PUBLIC_FORMATS];
 PyArray_Descr *mf_singletons[MF_NUM_PUBLIC_FORMATS];

@@ -4,7 +4,7 @@
  * scalar holds one code; arithmetic is inherited from np.generic, which
  * sends it through the ufunc loops, so scalars and arrays agree.
  */
-#include "minifloat.h"
+#include "../core/minifloat.h"
 #include <structmember.h>
 
 PyTypeObject *mf_scalar_types[MF_NUM_PUBLIC_FORMATS];

@@ -2,8 +2,8 @@
  * Python entry points of the block-scaled kernels (kernels/blocks/), used
  * by minifloat/blocks.py, which checks shapes and dtypes before calling.
  */
-#include "minifloat.h"
-#include "kernels/blocks/blocks.h"
+#include "../core/minifloat.h"
+#include "../kernels/blocks/blocks.h"
 
 static int
 parse_params(mf_block_params *p, int kind, int elem_id, int block, int mode, double s_enc)

@@ -4,8 +4,8 @@
  * kernel layer's (kernels/stats.c): decode to float32 blocks, the block
  * kernel of the active level, Chan's merge.
  */
-#include "minifloat.h"
-#include "kernels/stats/stats.h"
+#include "../core/minifloat.h"
+#include "../kernels/stats/stats.h"
 
 enum { A_N, A_NAN, A_INF, A_FINITE, A_MIN, A_MAX, A_MEAN, A_M2, A_OVER, A_ZY, A_ZX, A_GT,
        A_ERR2, A_REF2, A_LEN };

@@ -6,9 +6,9 @@
 #define MF_IMPORT_ARRAY_HERE
 #include "minifloat.h"
 #include <fenv.h>
-#include "kernels/kernels.h"
-#include "kernels/parallel.h"
-#include "umath/umath.h"
+#include "../kernels/kernels.h"
+#include "../kernels/parallel.h"
+#include "../umath/umath.h"
 
 static const char *special_names[] = {"ieee", "fn", "fnuz", "none", "e8m0"};
 static const char *kind_names[] = {"float", "int", "uint"};
@@ -478,7 +478,7 @@ PyInit__core(void)
     if (mf_init_ufuncs(m) < 0) {
         goto fail;
     }
-    if (mf_init_convert(m) < 0) {
+    if (mf_init_rounding(m) < 0) {
         goto fail;
     }
     if (mf_init_dlpack(m) < 0) {

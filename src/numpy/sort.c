@@ -6,7 +6,7 @@
  * compare equal.  Sorting maps each code to an order key and radix-sorts
  * the keys: O(n), and a permutation of the input (NaN payloads kept).
  */
-#include "minifloat.h"
+#include "../core/minifloat.h"
 
 /* order key: unsigned, increasing with the value, NaN above everything */
 static inline uint32_t

@@ -15,7 +15,7 @@
  * creates one private, empty DType (no instances, no arrays: its descriptor
  * cannot be made) whose spec carries the ml_dtypes <-> minifloat casts.
  */
-#include "minifloat.h"
+#include "../core/minifloat.h"
 
 static int linked = 0;
 static PyObject *linked_names = NULL;       /* tuple of the names linked */

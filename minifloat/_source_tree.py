@@ -20,7 +20,7 @@ def check_not_source_tree():
            for suffix in importlib.machinery.EXTENSION_SUFFIXES):
         return                      # a built core that failed to load: its own error
     if not (os.path.isfile(os.path.join(root, "meson.build"))
-            and os.path.isfile(os.path.join(root, "src", "module.c"))):
+            and os.path.isfile(os.path.join(root, "src", "core", "module.c"))):
         return
     raise ImportError(
         f"Error importing minifloat: you should not try to import minifloat from its source "

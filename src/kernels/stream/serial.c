@@ -30,7 +30,7 @@ mf_serial_decode_f32(const mf_format *f, const void *src, float *dst, mf_intp n)
 {
     if (f->id == MF_BFLOAT16) {
         /* memcpy loads: NumPy hands unaligned bfloat16 data to the kernels
-         * (a typed uint16_t load there is UB; UBSan found it, issue 13) */
+         * (a typed uint16_t load there is UB; UBSan found it) */
         const char *s = (const char *)src;
         for (mf_intp i = 0; i < n; i++) {
             uint16_t c;

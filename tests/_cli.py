@@ -15,11 +15,11 @@ def _script():
     return [found] if found else [sys.executable, "-m", "minifloat"]
 
 
-def run(*args, check=True):
+def run(*args, check=True, timeout=None):
     """`minifloat ARGS...` in a subprocess; with check, it must succeed
-    without a traceback."""
+    without a traceback.  With a timeout, a hang fails the test."""
     out = subprocess.run(_script() + [str(a) for a in args], capture_output=True, text=True,
-                         env={**os.environ, "COLUMNS": "200"})
+                         env={**os.environ, "COLUMNS": "200"}, timeout=timeout)
     if check:
         assert out.returncode == 0, out.stderr
         assert "Traceback" not in out.stderr

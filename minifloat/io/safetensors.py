@@ -16,9 +16,11 @@ copy).  Every header is validated before any tensor byte is read
 the tensor.
 """
 import builtins
+import errno
 import json
 import mmap as _mmap
 import os
+import stat as _stat
 import struct
 import tempfile
 from collections import namedtuple
@@ -85,6 +87,30 @@ def _nbytes(code, shape):
 
 def _is_index(path):
     return str(path).endswith(".json")
+
+
+def _open_regular(path):
+    """Open `path` for binary reading only if it is a regular file.  A FIFO
+    (or a character device, a socket) would block ``open()`` until a writer
+    comes, or stream bytes a header's offsets cannot be checked against: it is
+    opened without blocking, checked and refused."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if _stat.S_ISDIR(st.st_mode):      # as open() says it
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        if not _stat.S_ISREG(st.st_mode):
+            what = ("a FIFO" if _stat.S_ISFIFO(st.st_mode)
+                    else "a character device" if _stat.S_ISCHR(st.st_mode)
+                    else "a socket" if _stat.S_ISSOCK(st.st_mode) else "not a regular file")
+            raise ValueError(f"{path}: {what}, not a regular file: give a .safetensors file or "
+                             f"a sharded checkpoint's index .json")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return builtins.open(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 # --------------------------------------------------------------------------- header
@@ -246,14 +272,14 @@ class SafeOpen:
             self._metadata = self._meta_of[self.path]
 
     def _open_file(self, path):
-        with builtins.open(path, "rb") as f:
+        with _open_regular(path) as f:
             start, tensors, meta = _read_header(f, path)
         self._files[path] = [start, tensors, None]
         self._meta_of[path] = meta
 
     def _open_index(self):
         try:
-            with builtins.open(self.path, "rb") as f:
+            with _open_regular(self.path) as f:
                 index = json.loads(f.read().decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise ValueError(f"{self.path}: not a safetensors index ({e})") from None
@@ -308,7 +334,7 @@ class SafeOpen:
         """The whole file as a read-only uint8 array over its mapping."""
         ent = self._files[path]
         if ent[2] is None:
-            with builtins.open(path, "rb") as f:
+            with _open_regular(path) as f:
                 size = os.fstat(f.fileno()).st_size
                 ent[2] = np.frombuffer(_mmap.mmap(f.fileno(), 0, access=_mmap.ACCESS_READ), np.uint8)
             if ent[2].size != size:
@@ -325,7 +351,7 @@ class SafeOpen:
             return self._buffer(path)[start + info.begin:start + info.end], info
         n = info.end - info.begin
         data = bytearray(n)
-        with builtins.open(path, "rb") as f:
+        with _open_regular(path) as f:
             f.seek(start + info.begin)
             got = f.readinto(data)
         if got != n:

@@ -3,6 +3,9 @@ script on files written by torch, --json compared with float64 statistics
 computed here independently, convert's output read back with safetensors.torch."""
 import json
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -197,3 +200,41 @@ def test_convert(torch_file, tmp_path):
     before = p.read_bytes()
     out = run("convert", p, p, "--to", "bfloat16", check=False)
     assert out.returncode == 2 and "refusing to overwrite" in out.stderr and p.read_bytes() == before
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this OS")
+@pytest.mark.parametrize("name", ["pipe.safetensors", "model.safetensors.index.json"])
+@pytest.mark.parametrize("command", ["inspect", "convert"])
+def test_a_fifo_is_refused_not_waited_on(tmp_path, name, command):
+    # open() of a FIFO blocks until a writer comes: a user who passes one by
+    # mistake must get an error at once, not a hang
+    fifo = tmp_path / name
+    os.mkfifo(fifo)
+    args = [command, fifo] + ([tmp_path / "out.safetensors", "--to", "float8_e4m3fn"]
+                              if command == "convert" else [])
+    out = run(*args, check=False, timeout=60)
+    assert out.returncode == 2
+    assert f"{fifo}: a FIFO, not a regular file" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (tmp_path / "out.safetensors").exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this OS")
+def test_load_refuses_a_fifo_and_a_device(tmp_path):
+    fifo = tmp_path / "pipe.safetensors"
+    os.mkfifo(fifo)
+    code = ("import minifloat as mf\n"
+            "for p in [%r, '/dev/null']:\n"
+            "    try:\n"
+            "        mf.io.safetensors.load(p)\n"
+            "    except ValueError as e:\n"
+            "        print(e)\n") % str(fifo)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith(f"{fifo}: a FIFO, not a regular file")
+    if os.path.exists("/dev/null"):
+        assert lines[1].startswith("/dev/null: a character device, not a regular file")
+    with pytest.raises(IsADirectoryError):            # as open() says it
+        mf.io.safetensors.load(tmp_path)

@@ -18,7 +18,7 @@ import os
 import numpy as np
 
 from .. import _core
-from . import safetensors as st
+from . import layouts as _layouts, safetensors as st
 from .. import blocks as _blocks
 from ..casting import cast as _cast, pack as _pack, unpack as _unpack
 
@@ -46,8 +46,9 @@ def _target_dtype(name):
     raise ValueError(f"unknown target format {name!r}; one of: {', '.join(TARGETS)}")
 
 
-#: the formats convert's --to may name: minifloat's that safetensors can store
-CONVERT_TARGETS = [n for n in TARGETS if n in _FORMATS and st.code_of(_target_dtype(n))]
+#: the formats convert's --to may name: those safetensors can store
+#: (float16 and float32 too: what a quantized checkpoint decodes to)
+CONVERT_TARGETS = [n for n in TARGETS if st.code_of(_target_dtype(n))]
 
 
 def _precision_bits(name):
@@ -401,7 +402,16 @@ def inspect_file(path, target=None, progress=None, bins=None):
         out["metadata"] = f.metadata()
         total = Stats(target)
         nbytes = elements = 0
-        for name in f.keys():
+        lay = _layouts.scan(f, path)
+        for kind, name in lay.rows(f.keys()):
+            if kind == "logical":
+                row, s = _inspect_logical(f, name, target, bins, progress)
+                out["tensors"].append(row)
+                nbytes += row["bytes"]
+                elements += row["elements"] or 0
+                if s is not None and s.target is not None:
+                    total.merge_target(s)
+                continue
             info = f.info(name)
             is_float = info.dtype in FLOAT_CODES          # the casts convert would do
             if block and not info.shape:
@@ -441,6 +451,48 @@ def inspect_file(path, target=None, progress=None, bins=None):
     return out
 
 
+def _inspect_logical(f, g, target, bins, progress):
+    """inspect's row of a quantized logical tensor `g` (and its Stats, or
+    None where its values are not decoded): the statistics of the decoded
+    values, never of the codes."""
+    parts = [f.info(n) for n in g.tensors.values()]
+    codes = f.info(next(iter(g.tensors.values())))
+    size = sum(i.end - i.begin for i in parts)
+    shape = g.shape if g.shape is not None else codes.shape
+    row = {"name": g.name, "dtype": codes.dtype, "numpy_dtype": str(st.DTYPES[codes.dtype]),
+           "shape": list(shape), "elements": math.prod(shape) if g.shape is not None else None,
+           "bytes": size, "layout": g.description, "layout_id": g.layout,
+           "stored": list(g.tensors.values()), "decoded": g.decoded}
+    if not g.decoded:
+        row.update({"min": None, "max": None, "mean": None, "std": None, "nan": None,
+                    "inf": None})
+        if target is not None:
+            row["target"] = None
+        if progress is not None:
+            progress(size)
+        return row, None
+    block = target in _blocks.BLOCK_FORMATS
+    s = Stats(target, bins)
+    if block:
+        spec = _blocks.BLOCK_FORMATS[target]
+        amax = None
+        if spec.kind == _blocks._KIND_NV:
+            amax = 0.0
+            for c in _layouts.fp8_block_chunks(f, g, KCHUNK):
+                amax = max(amax, float(_core._finite_amax(c.reshape(-1))))
+        for c in _layouts.fp8_block_chunks(f, g, KCHUNK):
+            s.add_block(c, amax)
+    else:
+        for c in _layouts.fp8_block_chunks(f, g, KCHUNK if bins is None else CHUNK):
+            s.add(c)
+    if progress is not None:
+        progress(size)
+    row.update(s.as_dict())
+    if s.hist is not None:
+        row["hist"] = s.hist
+    return row, s
+
+
 # --------------------------------------------------------------------------- convert
 
 def convert_file(src, dst, to, *, saturate=False, rounding="nearest", only=None, seed=None,
@@ -473,6 +525,13 @@ def convert_file(src, dst, to, *, saturate=False, rounding="nearest", only=None,
     if os.path.abspath(src) == os.path.abspath(dst) or (
             os.path.exists(dst) and os.path.samefile(src, dst)):
         raise ValueError(f"refusing to overwrite the input {src}; give another output file")
+    with st.open(src) as f:
+        lay = _layouts.scan(f, src)
+        names = list(f.keys())
+    _check_quantized(src, lay, to)
+    if only is not None and not any(fnmatch.fnmatchcase(n, only)
+                                    for n in names + list(lay.groups)):
+        raise ValueError(f"{src}: --only {only!r} matches no tensor")
     rows = []
     tot = {"err2": 0.0, "ref2": 0.0}
     base_seed = None if seed is None else int(seed)
@@ -482,7 +541,24 @@ def convert_file(src, dst, to, *, saturate=False, rounding="nearest", only=None,
         return rows, overall
     with st.open(src) as f:
         specs = []
-        for name in f.keys():
+        for kind, name in lay.rows(f.keys()):
+            if kind == "logical":
+                g = name
+                if only is not None and not fnmatch.fnmatchcase(g.name, only):
+                    for n in g.tensors.values():     # left quantized: copied as stored
+                        rows.append({"name": n, "from": f.info(n).dtype, "to": f.info(n).dtype,
+                                     "rel_rms_error": None})
+                        specs.append((n, f.info(n).dtype, f.info(n).shape,
+                                      _copy_chunks(f._raw(n)[0], progress)))
+                    continue
+                row = {"name": g.name, "from": f.info(g.tensors["codes"]).dtype, "to": tcode,
+                       "rel_rms_error": None, "layout": g.description,
+                       "stored": list(g.tensors.values())}
+                rows.append(row)
+                specs.append((g.name, tcode, g.shape,
+                              _dequant_cast_chunks(f, g, tdt, saturate, rounding, base_seed, row,
+                                                   tot, progress)))
+                continue
             info = f.info(name)
             cast = info.dtype in FLOAT_CODES and (only is None or fnmatch.fnmatchcase(name, only))
             row = {"name": name, "from": info.dtype, "to": tcode if cast else info.dtype,
@@ -502,6 +578,48 @@ def convert_file(src, dst, to, *, saturate=False, rounding="nearest", only=None,
         st.write(dst, specs, f.metadata() or None, fsync=fsync)
     overall = math.sqrt(tot["err2"] / tot["ref2"]) if tot["ref2"] > 0 else 0.0
     return rows, overall
+
+
+#: the targets a decoded quantized tensor may be converted to today
+DEQUANT_TARGETS = ("bfloat16", "float16", "float32")
+
+
+def _check_quantized(src, lay, to):
+    """Refuse what convert cannot do right with a quantized checkpoint: a
+    layout whose values it does not decode (it would cast codes and scales
+    as if they were values), or a target other than a 16/32-bit float
+    (re-quantizing comes later)."""
+    for g in lay.groups.values():
+        if not g.decoded:
+            what = ("an unknown quantized layout" if g.layout == "unknown"
+                    else f"the quantized layout {g.description}")
+            raise ValueError(f"{src}: holds {what} (e.g. tensor {g.name!r}: "
+                             f"{' + '.join(g.tensors.values())}); converting this layout is not "
+                             f"supported yet (its stored tensors are codes and scales, not "
+                             f"values)")
+    if lay and to not in DEQUANT_TARGETS:
+        g = next(iter(lay.groups.values()))
+        raise ValueError(f"{src}: holds quantized tensors ({g.description}, e.g. {g.name!r}); "
+                         f"--to {to}: re-quantizing a quantized checkpoint is not supported yet; "
+                         f"convert it --to one of {', '.join(DEQUANT_TARGETS)}")
+
+
+def _dequant_cast_chunks(f, g, tdt, saturate, rounding, seed, row, tot, progress):
+    """A decoded quantized tensor's values, cast to `tdt` chunk by chunk
+    (one rounding, from the float32 values its layout defines), and the
+    cast's relative RMS error against those float32 values."""
+    size = sum(f.info(n).end - f.info(n).begin for n in g.tensors.values())
+    err2 = ref2 = 0.0
+    for k, c in enumerate(_layouts.fp8_block_chunks(f, g, CHUNK)):
+        y, e2, r2 = _cast_chunk(c.reshape(-1), tdt, saturate, rounding, seed, k)
+        err2 += e2
+        ref2 += r2
+        yield memoryview(y.view(np.uint8))
+    if progress is not None:
+        progress(size)
+    row["rel_rms_error"] = math.sqrt(err2 / ref2) if ref2 > 0 else 0.0
+    tot["err2"] += err2
+    tot["ref2"] += ref2
 
 
 def _convert_blocks(src, dst, to, only, rows, tot, progress, fsync=False):
@@ -610,6 +728,32 @@ def _copy_chunks(data, progress, chunk=1 << 24):
         yield memoryview(c)
 
 
+def _cast_chunk(c, tdt, saturate, rounding, seed, k):
+    """Chunk `c` (the k-th) cast to `tdt` (a reused scratch buffer), and the
+    cast's squared error and squared reference sums over the values finite
+    on both sides."""
+    s = None
+    if rounding == "stochastic":
+        s = (np.random.SeedSequence([seed, k]).generate_state(1, np.uint64)[0]
+             if seed is not None else None)
+    x = _as_real(c, "cx")    # exact; float32 -> target is the fast cast path
+    y = _buf("cy", tdt, x.size)
+    with np.errstate(over="ignore", invalid="ignore"):
+        _cast(x, tdt, saturate=saturate, rounding=rounding, seed=s, out=y)
+    yb = _buf("cyb", x.dtype, x.size)
+    np.copyto(yb, y, casting="unsafe")
+    xs = x
+    if not all(np.isfinite(v) for v in (x.min(), x.max(), yb.min(), yb.max())):
+        ok = np.isfinite(x) & np.isfinite(yb)
+        xs, yb = x[ok], yb[ok]
+    e = np.subtract(yb, xs, out=yb)
+    w = _buf("c64", np.float64, e.size)
+    np.copyto(w, e)
+    err2 = float(np.dot(w, w))
+    np.copyto(w, xs)
+    return y, err2, float(np.dot(w, w))
+
+
 def _cast_chunks(f, name, tdt, saturate, rounding, seed, row, tot, progress):
     err2 = ref2 = 0.0
     sub = st._BITS[st.code_of(tdt)] < 8
@@ -631,26 +775,9 @@ def _cast_chunks(f, name, tdt, saturate, rounding, seed, row, tot, progress):
                 progress(c.size * bits // 8)
             yield memoryview(_pack(y)) if sub else memoryview(y.view(np.uint8))
             continue
-        s = None
-        if rounding == "stochastic":
-            s = (np.random.SeedSequence([seed, k]).generate_state(1, np.uint64)[0]
-                 if seed is not None else None)
-        x = _as_real(c, "cx")    # exact; float32 -> target is the fast cast path
-        y = _buf("cy", tdt, x.size)
-        with np.errstate(over="ignore", invalid="ignore"):
-            _cast(x, tdt, saturate=saturate, rounding=rounding, seed=s, out=y)
-        yb = _buf("cyb", x.dtype, x.size)
-        np.copyto(yb, y, casting="unsafe")
-        xs = x
-        if not all(np.isfinite(v) for v in (x.min(), x.max(), yb.min(), yb.max())):
-            ok = np.isfinite(x) & np.isfinite(yb)
-            xs, yb = x[ok], yb[ok]
-        e = np.subtract(yb, xs, out=yb)
-        w = _buf("c64", np.float64, e.size)
-        np.copyto(w, e)
-        err2 += float(np.dot(w, w))
-        np.copyto(w, xs)
-        ref2 += float(np.dot(w, w))
+        y, e2, r2 = _cast_chunk(c, tdt, saturate, rounding, seed, k)
+        err2 += e2
+        ref2 += r2
         if progress is not None:
             progress(c.size * bits // 8)
         # y is a scratch buffer: write() consumes each chunk before asking for the next

@@ -1,0 +1,369 @@
+"""The quantized layouts of the model hubs: which stored tensors make up one
+logical tensor, and (for the layouts minifloat decodes) its values.
+
+    scan(f, path)          the logical tensors of an open safetensors file
+                           (or index): a Layouts object
+    detect(tensors, ...)   the same from names -> (dtype, shape), the folder's
+                           config.json / hf_quant_config.json and __metadata__
+    fp8_block_chunks(...)  a DeepSeek FP8 block weight's values, float32,
+                           a few rows at a time
+
+A quantized checkpoint stores each quantized weight as codes plus scales
+(and sometimes zero points, a global scale, a packed shape) in sibling
+tensors; read on their own, the codes are not the model's values.  Each
+layout below is recognised from its tensors' names, dtypes and shapes (and
+the quantization config where the names alone are ambiguous); a tensor set
+that looks quantized (a code dtype with a scale / zero-point / packed
+sibling, or a code tensor under a quantization config) but matches none is
+"unknown quantized layout" -- never guessed.  The layouts, as their
+reference code defines them:
+
+  fp8_block    DeepSeek-V3/R1, Kimi-K2: m.weight F8_E4M3 [N, K] +
+               m.weight_scale_inv F32 [ceil(N/128), ceil(K/128)];
+               w[i, j] = float32(q[i, j]) * s[i // 128, j // 128] in float32
+               (deepseek-ai/DeepSeek-V3 inference/kernel.py weight_dequant;
+               transformers integrations/finegrained_fp8.py).  DECODED.
+  gpt_oss_mxfp4  *_blocks U8 [..., G, 16] + *_scales U8 [..., G]: e2m1
+               pairs (low nibble first) times 2**(scale - 127), 32 along the
+               last axis (transformers integrations/mxfp4.py).
+  ct_*         compressed-tensors (neuralmagic/compressed-tensors,
+               compressors/quantized_compressors): float-quantized (weight
+               F8 + weight_scale), pack-quantized (weight_packed I32 +
+               weight_scale (+ weight_zero_point, weight_shape)),
+               nvfp4/mxfp4-pack-quantized (weight_packed U8 + weight_scale
+               (+ weight_global_scale)).
+  modelopt_*   NVIDIA ModelOpt (modelopt/torch/quantization/qtensor/
+               nvfp4_tensor.py): NVFP4 weight U8 [N, K/2] + weight_scale
+               F8_E4M3 [N, K/16] + weight_scale_2 F32 (+ input_scale); FP8
+               weight F8 + weight_scale scalar.
+  mlx          mlx.nn.QuantizedLinear: weight U32 + scales (+ biases).
+  fbgemm_fp8   transformers integrations/fbgemm_fp8.py: weight F8 +
+               weight_scale [N, 1].
+  minifloat_block  minifloat's own block-scaled tensors (NAME, NAME_scale,
+               NAME_scale_2), described by the "minifloat.block_scaled"
+               metadata.
+"""
+import json
+import math
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+#: stored dtypes that hold codes rather than values in a quantized layout
+CODE_DTYPES = {"F8_E4M3", "F8_E5M2", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "F4", "F6_E2M3", "F6_E3M2",
+               "U8", "I8", "I32", "U32"}
+#: suffixes of a weight's sibling tensors in the hubs' layouts
+_SIBLINGS = ("_scale_inv", "_scale_2", "_global_scale", "_scale", "_zero_point", "_shape",
+             "_g_idx", "_packed")
+#: siblings named at module level (next to m.weight): m.input_scale, MLX's
+#: m.scales / m.biases, DeepSeek-V4's m.scale
+_MODULE_SIBLINGS = ("input_scale", "scales", "biases", "scale")
+_META_KEY = "minifloat.block_scaled"
+DEFAULT_BLOCK = (128, 128)
+
+
+@dataclass
+class Logical:
+    """One logical tensor of a quantized layout: its name (the name the
+    unquantized model gives it), the layout's id and description, the
+    logical shape (None where the stored tensors alone do not give it), the
+    stored tensors by role, and whether minifloat decodes its values."""
+    name: str
+    layout: str
+    description: str
+    shape: tuple = None
+    tensors: dict = field(default_factory=dict)
+    decoded: bool = False
+    block: tuple = None
+
+    def as_dict(self):
+        return {"layout": self.layout, "description": self.description,
+                "decoded": self.decoded, "stored": list(self.tensors.values())}
+
+
+class Layouts:
+    """The logical tensors of a checkpoint: `groups` (logical name ->
+    Logical) and `owner` (stored name -> logical name) for every stored
+    tensor that belongs to a quantized logical tensor."""
+
+    def __init__(self, groups):
+        self.groups = groups
+        self.owner = {t: g.name for g in groups.values() for t in g.tensors.values()}
+
+    def __bool__(self):
+        return bool(self.groups)
+
+    def first(self, stored):
+        """The logical tensor that `stored` opens (its first stored tensor
+        in `order`), else None; see rows()."""
+        return self.groups.get(self.owner.get(stored))
+
+    def rows(self, order):
+        """The file's rows in order: ("tensor", name) for a plain tensor,
+        ("logical", Logical) once per logical tensor, at its first stored
+        tensor's place."""
+        seen = set()
+        for name in order:
+            g = self.first(name)
+            if g is None:
+                yield "tensor", name
+            elif g.name not in seen:
+                seen.add(g.name)
+                yield "logical", g
+
+
+def _json_in(folder, name):
+    p = os.path.join(folder, name)
+    try:
+        with open(p, "rb") as fh:
+            d = json.loads(fh.read().decode("utf-8"))
+        return d if isinstance(d, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def read_configs(path):
+    """config.json's quantization config and hf_quant_config.json next to
+    `path` (None where absent or unreadable)."""
+    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    cfg = _json_in(folder, "config.json") or {}
+    q = cfg.get("quantization_config") or cfg.get("quantization")
+    if not isinstance(q, dict):
+        q = None
+    return q, _json_in(folder, "hf_quant_config.json")
+
+
+def _method(qcfg, hfq):
+    if hfq is not None and (hfq.get("producer") or {}).get("name") == "modelopt":
+        return "modelopt"
+    if qcfg is None:
+        return None
+    m = qcfg.get("quant_method")
+    if m is None and {"group_size", "bits"} & set(qcfg):
+        return "mlx"
+    return m
+
+
+def _block_size(qcfg):
+    b = (qcfg or {}).get("weight_block_size")
+    if isinstance(b, (list, tuple)) and len(b) == 2 and all(isinstance(v, int) and v > 0 for v in b):
+        return tuple(b)
+    return DEFAULT_BLOCK
+
+
+def detect(tensors, qcfg=None, hfq=None, metadata=None):
+    """The quantized logical tensors among `tensors` (name -> (dtype code,
+    shape), in file order), given the quantization config (config.json's
+    quantization_config, None if absent), hf_quant_config.json (or None)
+    and the safetensors __metadata__.  Returns a Layouts."""
+    tensors = {n: (d, tuple(s)) for n, (d, s) in tensors.items()}
+    method = _method(qcfg, hfq)
+    groups = {}
+    taken = set()
+
+    def add(g):
+        groups[g.name] = g
+        taken.update(g.tensors.values())
+
+    # minifloat's own block-scaled tensors, described by their metadata
+    try:
+        info = json.loads((metadata or {}).get(_META_KEY, "{}"))
+    except ValueError:
+        info = {}
+    for name, i in (info if isinstance(info, dict) else {}).items():
+        if name not in tensors or not isinstance(i, dict):
+            continue
+        parts = {"codes": name}
+        for role in ("scale", "tensor_scale"):
+            if i.get(role) in tensors:
+                parts[role] = i[role]
+        shape = i.get("shape")
+        add(Logical(name, "minifloat_block", f"minifloat {i.get('format', 'block-scaled')}",
+                    tuple(shape) if isinstance(shape, list) else None, parts))
+
+    # gpt-oss MXFP4: P_blocks U8 [..., G, 16] + P_scales U8 [..., G]
+    for name, (dt, shape) in tensors.items():
+        if not name.endswith("_blocks") or name in taken:
+            continue
+        base = name[:-len("_blocks")]
+        sc = tensors.get(base + "_scales")
+        if sc is None:
+            continue
+        parts = {"blocks": name, "scales": base + "_scales"}
+        if dt == "U8" and sc[0] == "U8" and len(shape) >= 2 and shape[-1] == 16 \
+                and sc[1] == shape[:-1]:
+            add(Logical(base, "gpt_oss_mxfp4", "gpt-oss mxfp4 (32-blocks)",
+                        shape[:-2] + (shape[-2] * 32,), parts))
+        else:
+            add(Logical(base, "unknown", "unknown quantized layout", None, parts))
+
+    for name, (dt, shape) in tensors.items():
+        if name in taken:
+            continue
+        if name.endswith("_packed"):
+            base = name[:-len("_packed")]
+            sib = {s: base + s for s in _SIBLINGS if base + s in tensors and base + s != name}
+            if base + "_scale" not in sib:
+                continue                                   # handled as unknown below
+            parts = {"packed": name, **{s.lstrip("_"): n for s, n in sib.items()}}
+            fmt = (qcfg or {}).get("format") if method == "compressed-tensors" else None
+            if dt == "I32":
+                lay, desc = "ct_pack_quantized", "compressed-tensors pack-quantized (int)"
+                lshape = None
+                bits = _ct_bits(qcfg)
+                if bits and len(shape) == 2:
+                    lshape = (shape[0], shape[1] * (32 // bits))
+            elif dt == "U8" and base + "_global_scale" in tensors:
+                lay, desc = "ct_nvfp4_pack", "compressed-tensors nvfp4-pack-quantized"
+                lshape = shape[:-1] + (shape[-1] * 2,) if shape else None
+            elif dt == "U8" and tensors[base + "_scale"][0] == "U8":
+                lay, desc = "ct_mxfp4_pack", "compressed-tensors mxfp4-pack-quantized"
+                lshape = shape[:-1] + (shape[-1] * 2,) if shape else None
+            else:
+                lay, desc, lshape = "unknown", "unknown quantized layout", None
+            if fmt and lay != "unknown":
+                desc += f" ({fmt})"
+            add(Logical(base, lay, desc, lshape, parts))
+            continue
+        if dt not in CODE_DTYPES:
+            continue
+        sib = {s: name + s for s in _SIBLINGS if name + s in tensors}
+        mod = name.rsplit(".", 1)[0] + "." if "." in name else ""
+        msib = {s: mod + s for s in _MODULE_SIBLINGS
+                if name.endswith(".weight") and mod + s in tensors and mod + s not in taken}
+        if not sib and not msib:
+            continue
+        parts = {"codes": name, **{s.lstrip("_"): n for s, n in sib.items()}, **msib}
+        add(_classify(name, dt, shape, sib, msib, tensors, method, qcfg, parts))
+
+    # a code tensor with a scale-like sibling left over, or any code tensor
+    # under a quantization config that no layout claimed: unknown, never guessed
+    for name, (dt, shape) in tensors.items():
+        if name in taken:
+            continue
+        base = next((name[:-len(s)] for s in _SIBLINGS + ("_scales", "_blocks")
+                     if name.endswith(s) and name[:-len(s)] in tensors), None)
+        if base is not None and base not in taken and tensors[base][0] in CODE_DTYPES:
+            add(Logical(base, "unknown", "unknown quantized layout", None,
+                        {"codes": base, "other": name}))
+        elif method is not None and dt in CODE_DTYPES:
+            add(Logical(name, "unknown", f"unknown quantized layout (quant_method {method!r}: "
+                        f"no scale tensor found with it)", None, {"codes": name}))
+    return Layouts(groups)
+
+
+def _ct_bits(qcfg):
+    for g in ((qcfg or {}).get("config_groups") or {}).values():
+        w = (g or {}).get("weights") or {}
+        if isinstance(w.get("num_bits"), int) and 32 % w["num_bits"] == 0:
+            return w["num_bits"]
+    return None
+
+
+def _classify(name, dt, shape, sib, msib, tensors, method, qcfg, parts):
+    """m.weight (codes) with its siblings: which layout."""
+    def unknown():
+        return Logical(name, "unknown", "unknown quantized layout", None, parts)
+
+    def dshape(n):
+        return tensors[n]
+
+    if "scales" in msib or "biases" in msib:
+        if dt != "U32" or "scales" not in msib or sib:
+            return unknown()
+        bits = (qcfg or {}).get("bits") if method == "mlx" else None
+        lshape = (shape[:-1] + (shape[-1] * 32 // bits,)
+                  if isinstance(bits, int) and bits > 0 and shape else None)
+        mode = (qcfg or {}).get("mode", "affine") if method == "mlx" else "affine?"
+        return Logical(name, "mlx", f"mlx {mode}", lshape, parts)
+    if "scale" in msib:
+        return unknown()                                # DeepSeek-V4 style: not yet known here
+    if "_scale_inv" in sib:
+        s_dt, s_shape = dshape(sib["_scale_inv"])
+        if set(sib) != {"_scale_inv"} or dt != "F8_E4M3" or s_dt != "F32" or len(shape) != 2:
+            return unknown()
+        bh, bw = _block_size(qcfg)
+        if s_shape != (-(-shape[0] // bh), -(-shape[1] // bw)):
+            return unknown()
+        return Logical(name, "fp8_block", f"fp8 block {bh}x{bw}", shape,
+                       {"codes": name, "scale_inv": sib["_scale_inv"], **msib}, True, (bh, bw))
+    if "_scale" not in sib:
+        return unknown()
+    s_dt, s_shape = dshape(sib["_scale"])
+    n_scale = math.prod(s_shape)
+    if dt == "U8" and len(shape) == 2:
+        k = shape[1] * 2
+        if s_dt == "F8_E4M3" and s_shape == (shape[0], k // 16) and "_scale_2" in sib:
+            return Logical(name, "modelopt_nvfp4", "modelopt nvfp4 (16-blocks)", (shape[0], k), parts)
+        if s_dt == "U8" and s_shape == (shape[0], k // 32) and "_scale_2" not in sib:
+            return Logical(name, "quark_mxfp4", "amd quark mxfp4 (32-blocks)", (shape[0], k), parts)
+        return unknown()
+    if dt not in ("F8_E4M3", "F8_E5M2") or "_scale_2" in sib or "_global_scale" in sib:
+        return unknown()
+    if len(shape) == 2 and len(s_shape) == 2 and s_shape[0] > 1 and s_shape[1] > 1:
+        bh, bw = _block_size(qcfg)
+        if s_shape == (-(-shape[0] // bh), -(-shape[1] // bw)):
+            return Logical(name, "ct_fp8_block", f"compressed-tensors fp8 block {bh}x{bw}",
+                           shape, parts)
+        return unknown()
+    if n_scale == 1:
+        if method == "modelopt":
+            return Logical(name, "modelopt_fp8", "modelopt fp8 (per-tensor)", shape, parts)
+        if method == "compressed-tensors":
+            return Logical(name, "ct_float_quantized",
+                           "compressed-tensors float-quantized (per-tensor)", shape, parts)
+        return Logical(name, "fp8_tensor", "fp8 per-tensor scale (modelopt / compressed-tensors)",
+                       shape, parts)
+    if len(shape) == 2 and s_shape in ((shape[0], 1), (shape[0],)):
+        if method == "fbgemm_fp8":
+            return Logical(name, "fbgemm_fp8", "fbgemm fp8 (per-row)", shape, parts)
+        if method == "compressed-tensors":
+            return Logical(name, "ct_float_quantized",
+                           "compressed-tensors float-quantized (per-channel)", shape, parts)
+        return Logical(name, "fp8_channel", "fp8 per-row scale (fbgemm / compressed-tensors)",
+                       shape, parts)
+    return unknown()
+
+
+def scan(f, path=None):
+    """The Layouts of an open safetensors file or index `f` (its folder's
+    config.json / hf_quant_config.json read when present)."""
+    qcfg, hfq = read_configs(path if path is not None else f.path)
+    tensors = {n: (f.info(n).dtype, f.info(n).shape) for n in f.keys()}
+    return detect(tensors, qcfg, hfq, f.metadata())
+
+
+def describe(g, example=True):
+    """A short phrase naming a logical tensor's layout and stored tensors."""
+    s = f"{g.description}"
+    if example:
+        s += f" (tensor {g.name!r}: {' + '.join(g.tensors.values())})"
+    return s
+
+
+# --------------------------------------------------------------------------- DeepSeek FP8 block
+
+def fp8_block_chunks(f, g, chunk_values=1 << 20):
+    """The float32 values of fp8_block logical tensor `g` (an open file's),
+    a few whole rows at a time (about `chunk_values` values, at least one
+    block row's worth of scales per step): float32(q) * s[i // bh, j // bw],
+    one float32 multiplication as deepseek-ai/DeepSeek-V3's weight_dequant
+    does (the codes widen exactly).  Yields 2-D float32 arrays [rows, K]."""
+    q = f.get_tensor(g.tensors["codes"])
+    s = np.asarray(f.get_tensor(g.tensors["scale_inv"]), np.float32)
+    n, k = q.shape
+    if n == 0 or k == 0:
+        return
+    bh, bw = g.block
+    rows = max(1, chunk_values // max(k, 1))
+    col_block = np.arange(k) // bw
+    out = np.empty((min(rows, n), k), np.float32)
+    for r0 in range(0, n, rows):
+        r1 = min(n, r0 + rows)
+        o = out[:r1 - r0]
+        with np.errstate(invalid="ignore"):
+            np.copyto(o, q[r0:r1], casting="unsafe")     # exact: every e4m3 code is a float32
+        sr = s[np.arange(r0, r1) // bh][:, col_block]    # [rows, K]: this chunk's scales only
+        np.multiply(o, sr, out=o)
+        yield o

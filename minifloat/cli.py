@@ -365,8 +365,9 @@ def _print_inspect(rep, target):
         head += ["overflow", "to zero", "prec.loss", "rel.RMS"]
     rows = []
     for t in rep["tensors"]:
-        r = [t["name"], t["dtype"], "x".join(map(str, t["shape"])) or "()", _bytes(t["bytes"]),
-             _num(t["min"]), _num(t["max"]), _num(t["mean"]), _num(t["std"]), t["nan"], t["inf"]]
+        r = [t["name"], t.get("layout", t["dtype"]), "x".join(map(str, t["shape"])) or "()",
+             _bytes(t["bytes"]), _num(t["min"]), _num(t["max"]), _num(t["mean"]), _num(t["std"]),
+             _num(t["nan"]), _num(t["inf"])]
         if target:
             g = t.get("target")
             r += (["-"] * 4 if g is None else
@@ -376,6 +377,15 @@ def _print_inspect(rep, target):
     print(rep["path"])
     for line in _table(head, rows):
         print("  " + line)
+    undecoded = [t for t in rep["tensors"] if t.get("decoded") is False]
+    if undecoded:
+        print(f"  {len(undecoded)} quantized tensors (e.g. {undecoded[0]['name']}: "
+              f"{' + '.join(undecoded[0]['stored'])}): values not decoded yet, in a layout "
+              f"minifloat does not read yet; no statistics of their codes are shown")
+    decoded = [t for t in rep["tensors"] if t.get("decoded")]
+    if decoded:
+        print(f"  {len(decoded)} quantized tensors decoded ({decoded[0]['layout']}): the "
+              f"statistics are of their values, codes times scales")
     tot = rep["totals"]
     print(f"  total: {tot['tensors']} tensors, {tot['elements']:,} values, {_bytes(tot['bytes'])}")
     if target:
@@ -458,7 +468,7 @@ def _cmd_convert(args):
                    "rel_rms_error": overall}, sys.stdout, indent=1)
         print()
         return 0
-    table = [[r["name"], r["from"],
+    table = [[r["name"], r["from"] if "layout" not in r else f"{r['from']} ({r['layout']})",
               r["to"] if "tensors" not in r else
               f"{r['to']} ({' + '.join(r['tensors'].values())})",
               "copied" if r["rel_rms_error"] is None else _num(r["rel_rms_error"])] for r in rows]

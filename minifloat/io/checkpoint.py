@@ -518,6 +518,9 @@ def convert_file(src, dst, to, *, saturate=False, rounding="nearest", only=None,
     else:
         tdt = _target_dtype(to)
         tcode = st.code_of(tdt)
+        if rounding != "nearest" and to not in _FORMATS:
+            raise ValueError(f"--to {to} rounds to nearest even only; --rounding {rounding} "
+                             f"is for minifloat's formats")
     src, dst = os.fspath(src), os.fspath(dst)
     if str(src).endswith(".json"):
         raise ValueError(f"{src}: convert takes one .safetensors file, not a sharded index "
@@ -739,7 +742,13 @@ def _cast_chunk(c, tdt, saturate, rounding, seed, k):
     x = _as_real(c, "cx")    # exact; float32 -> target is the fast cast path
     y = _buf("cy", tdt, x.size)
     with np.errstate(over="ignore", invalid="ignore"):
-        _cast(x, tdt, saturate=saturate, rounding=rounding, seed=s, out=y)
+        if tdt.name in _FORMATS:
+            _cast(x, tdt, saturate=saturate, rounding=rounding, seed=s, out=y)
+        else:                    # float16, float32: NumPy's casts round to nearest even
+            if saturate:
+                big = np.finfo(tdt).max
+                x = np.where(np.isinf(x), x, np.clip(x, -big, big))
+            np.copyto(y, x, casting="unsafe")
     yb = _buf("cyb", x.dtype, x.size)
     np.copyto(yb, y, casting="unsafe")
     xs = x
@@ -758,7 +767,7 @@ def _cast_chunks(f, name, tdt, saturate, rounding, seed, row, tot, progress):
     err2 = ref2 = 0.0
     sub = st._BITS[st.code_of(tdt)] < 8
     bits = st._BITS[f.info(name).dtype]
-    fused = (rounding == "nearest" and not saturate
+    fused = (rounding == "nearest" and not saturate and tdt.name in _FORMATS   # kernel targets
              and _kernel_source(np.dtype(st.DTYPES[f.info(name).dtype]))
              and f.info(name).dtype != "F64")
     acc = None

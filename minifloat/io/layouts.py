@@ -204,7 +204,7 @@ def detect(tensors, qcfg=None, hfq=None, metadata=None):
         if name.endswith("_packed"):
             base = name[:-len("_packed")]
             sib = {s: base + s for s in _SIBLINGS if base + s in tensors and base + s != name}
-            if base + "_scale" not in sib:
+            if "_scale" not in sib:
                 continue                                   # handled as unknown below
             parts = {"packed": name, **{s.lstrip("_"): n for s, n in sib.items()}}
             fmt = (qcfg or {}).get("format") if method == "compressed-tensors" else None

@@ -1,0 +1,303 @@
+"""Quantized checkpoint layouts (minifloat.io.layouts): each hub layout is
+recognised from small files written in its naming; DeepSeek FP8 block
+weights are decoded (against an independent float64 / float32 computation
+of q * s) by inspect and convert; every other quantized layout, and any
+unknown one, is refused by convert and shown undecoded by inspect -- never
+its codes read as values."""
+import json
+import math
+
+import numpy as np
+import pytest
+
+import minifloat as mf
+import minifloat.io.safetensors as mst
+from minifloat.io import checkpoint, layouts
+
+from _cli import run
+
+ml = pytest.importorskip("ml_dtypes")
+
+N, K = 200, 300          # ragged 128-blocks on both axes: scale grid 2 x 3
+
+
+def _write(folder, tensors, config=None, hf_quant=None, name="model.safetensors"):
+    """Write `tensors` (name -> array, or (safetensors code, shape) for
+    zeros of that dtype) and the folder's config files."""
+    arrays = {n: (np.zeros(v[1], mst.DTYPES[v[0]]) if isinstance(v, tuple) else v)
+              for n, v in tensors.items()}
+    p = folder / name
+    mst.save(p, arrays)
+    if config is not None:
+        (folder / "config.json").write_text(json.dumps(config))
+    if hf_quant is not None:
+        (folder / "hf_quant_config.json").write_text(json.dumps(hf_quant))
+    return p
+
+
+CT = {"quantization_config": {"quant_method": "compressed-tensors", "format": "pack-quantized",
+                              "config_groups": {"group_0": {"targets": ["Linear"],
+                                                            "weights": {"num_bits": 4}}}}}
+MODELOPT = {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "NVFP4"}}
+NORM = {"model.norm.weight": ("BF16", (32,))}
+
+# (id, tensors, config.json, hf_quant_config.json, layout, logical name, logical shape, stored)
+CASES = [
+    ("deepseek_fp8", {"m.weight": ("F8_E4M3", (N, K)), "m.weight_scale_inv": ("F32", (2, 3))},
+     {"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}, None,
+     "fp8_block", "m.weight", (N, K), ["m.weight", "m.weight_scale_inv"]),
+    ("deepseek_fp8_no_config", {"m.weight": ("F8_E4M3", (N, K)),
+                                "m.weight_scale_inv": ("F32", (2, 3))}, None, None,
+     "fp8_block", "m.weight", (N, K), ["m.weight", "m.weight_scale_inv"]),
+    ("deepseek_fp8_64", {"m.weight": ("F8_E4M3", (N, K)), "m.weight_scale_inv": ("F32", (4, 5))},
+     {"quantization_config": {"quant_method": "fp8", "weight_block_size": [64, 64]}}, None,
+     "fp8_block", "m.weight", (N, K), ["m.weight", "m.weight_scale_inv"]),
+    ("gpt_oss_mxfp4", {"mlp.experts.down_proj_blocks": ("U8", (2, 8, 3, 16)),
+                       "mlp.experts.down_proj_scales": ("U8", (2, 8, 3)),
+                       "mlp.experts.down_proj_bias": ("BF16", (2, 8))},
+     {"quantization_config": {"quant_method": "mxfp4"}}, None,
+     "gpt_oss_mxfp4", "mlp.experts.down_proj", (2, 8, 96),
+     ["mlp.experts.down_proj_blocks", "mlp.experts.down_proj_scales"]),
+    ("ct_float_quantized", {"m.weight": ("F8_E4M3", (64, 32)), "m.weight_scale": ("BF16", (64, 1)),
+                            "m.input_scale": ("F32", (1,))},
+     {"quantization_config": {"quant_method": "compressed-tensors"}}, None,
+     "ct_float_quantized", "m.weight", (64, 32), ["m.weight", "m.weight_scale", "m.input_scale"]),
+    ("ct_fp8_block", {"m.weight": ("F8_E4M3", (N, K)), "m.weight_scale": ("BF16", (2, 3))},
+     {"quantization_config": {"quant_method": "compressed-tensors"}}, None,
+     "ct_fp8_block", "m.weight", (N, K), ["m.weight", "m.weight_scale"]),
+    ("ct_pack_quantized", {"m.weight_packed": ("I32", (64, 4)), "m.weight_scale": ("BF16", (64, 1)),
+                           "m.weight_zero_point": ("I32", (8, 1)), "m.weight_shape": ("I64", (2,))},
+     CT, None, "ct_pack_quantized", "m.weight", (64, 32),
+     ["m.weight_packed", "m.weight_scale", "m.weight_zero_point", "m.weight_shape"]),
+    ("ct_nvfp4_pack", {"m.weight_packed": ("U8", (64, 16)), "m.weight_scale": ("F8_E4M3", (64, 2)),
+                       "m.weight_global_scale": ("F32", (1,))}, None, None,
+     "ct_nvfp4_pack", "m.weight", (64, 32),
+     ["m.weight_packed", "m.weight_scale", "m.weight_global_scale"]),
+    ("ct_mxfp4_pack", {"m.weight_packed": ("U8", (64, 16)), "m.weight_scale": ("U8", (64, 1))},
+     None, None, "ct_mxfp4_pack", "m.weight", (64, 32), ["m.weight_packed", "m.weight_scale"]),
+    ("modelopt_nvfp4", {"m.weight": ("U8", (64, 16)), "m.weight_scale": ("F8_E4M3", (64, 2)),
+                        "m.weight_scale_2": ("F32", ()), "m.input_scale": ("F32", ())},
+     None, MODELOPT, "modelopt_nvfp4", "m.weight", (64, 32),
+     ["m.weight", "m.weight_scale", "m.weight_scale_2", "m.input_scale"]),
+    ("modelopt_fp8", {"m.weight": ("F8_E4M3", (64, 32)), "m.weight_scale": ("F32", ()),
+                      "m.input_scale": ("F32", ())}, None, MODELOPT,
+     "modelopt_fp8", "m.weight", (64, 32), ["m.weight", "m.weight_scale", "m.input_scale"]),
+    ("mlx", {"m.weight": ("U32", (64, 4)), "m.scales": ("BF16", (64, 1)),
+             "m.biases": ("BF16", (64, 1))},
+     {"quantization": {"group_size": 32, "bits": 4}}, None,
+     "mlx", "m.weight", (64, 32), ["m.weight", "m.scales", "m.biases"]),
+    ("fbgemm_fp8", {"m.weight": ("F8_E4M3", (64, 32)), "m.weight_scale": ("F32", (64, 1))},
+     {"quantization_config": {"quant_method": "fbgemm_fp8"}}, None,
+     "fbgemm_fp8", "m.weight", (64, 32), ["m.weight", "m.weight_scale"]),
+    ("unknown_scale_shape", {"m.weight": ("F8_E4M3", (64, 32)), "m.weight_scale": ("F32", (3, 7))},
+     None, None, "unknown", "m.weight", None, ["m.weight", "m.weight_scale"]),
+    ("unknown_deepseek_bad_grid", {"m.weight": ("F8_E4M3", (N, K)),
+                                   "m.weight_scale_inv": ("F32", (3, 3))}, None, None,
+     "unknown", "m.weight", None, ["m.weight", "m.weight_scale_inv"]),
+    ("unknown_zero_point", {"m.weight": ("I8", (64, 32)), "m.weight_zero_point": ("I8", (64, 1))},
+     None, None, "unknown", "m.weight", None, ["m.weight", "m.weight_zero_point"]),
+    ("unknown_v4_scale", {"m.weight": ("F8_E4M3", (N, K)), "m.scale": ("U8", (2, 3))},
+     None, None, "unknown", "m.weight", None, ["m.weight", "m.scale"]),
+    ("unknown_scale_in_other_shard", {"m.weight": ("F8_E4M3", (N, K))},
+     {"quantization_config": {"quant_method": "fp8"}}, None, "unknown", "m.weight", None,
+     ["m.weight"]),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_detect(tmp_path, case):
+    _, tensors, config, hfq, layout, name, shape, stored = case
+    p = _write(tmp_path, {**tensors, **NORM}, config, hfq)
+    with mst.open(p) as f:
+        lay = layouts.scan(f, p)
+    assert list(lay.groups) == [name]
+    g = lay.groups[name]
+    assert g.layout == layout and g.decoded == (layout == "fp8_block")
+    if shape is not None:
+        assert tuple(g.shape) == shape
+    assert sorted(g.tensors.values()) == sorted(stored)
+    assert "model.norm.weight" not in lay.owner         # unquantized tensors stay themselves
+    if layout == "unknown":
+        assert "unknown quantized layout" in g.description
+
+
+@pytest.mark.parametrize("tensors", [
+    {"w": ("F32", (2, 32)), "w_scale": ("F32", (2,))},         # values beside a float: not codes
+    {"w8": ("F8_E4M3", (4, 4)), "scales": ("U8", (4,))},        # fp8 values, no quantization config
+    {"x.weight": ("BF16", (4, 4)), "x.bias": ("BF16", (4,))},
+])
+def test_not_quantized(tmp_path, tensors):
+    p = _write(tmp_path, tensors)
+    with mst.open(p) as f:
+        assert not layouts.scan(f, p)
+
+
+# --------------------------------------------------------------------------- DeepSeek FP8
+
+def _deepseek(tmp_path, n=N, k=K, block=(128, 128), config=True):
+    rng = np.random.default_rng(1)
+    codes = rng.integers(0, 256, (n, k), dtype=np.uint8)
+    codes[(codes & 0x7F) == 0x7F] = 0x3C                          # no NaN codes
+    q = codes.view(mf.float8_e4m3fn)
+    gh, gw = -(-n // block[0]), -(-k // block[1])
+    s = (rng.random((gh, gw)) * 1e-2 + 1e-4).astype(np.float32)
+    s[0, 0] = np.float32(3.0) ** -20                               # products round in float32
+    extra = {"embed.weight": (rng.standard_normal((16, 8))).astype(ml.bfloat16).view(mf.bfloat16),
+             "pos": np.arange(5, dtype=np.int64)}
+    cfg = ({"quantization_config": {"quant_method": "fp8", "fmt": "e4m3",
+                                    "weight_block_size": list(block)}} if config else None)
+    p = _write(tmp_path, {"layers.0.proj.weight": q, "layers.0.proj.weight_scale_inv": s, **extra},
+               cfg, name="ds.safetensors")
+    return p, codes, s, extra
+
+
+def _reference(codes, s, block=(128, 128)):
+    """float32(q) * s per 128x128 block, as deepseek-ai/DeepSeek-V3's
+    weight_dequant computes it (float32 multiply), block by block; and the
+    exact product in float64."""
+    q32 = codes.view(ml.float8_e4m3fn).astype(np.float32)
+    r32 = np.empty_like(q32)
+    r64 = np.empty(q32.shape, np.float64)
+    for bi in range(s.shape[0]):
+        for bj in range(s.shape[1]):
+            sl = (slice(bi * block[0], (bi + 1) * block[0]), slice(bj * block[1], (bj + 1) * block[1]))
+            r32[sl] = q32[sl] * s[bi, bj]
+            r64[sl] = q32[sl].astype(np.float64) * float(s[bi, bj])
+    return r32, r64
+
+
+@pytest.mark.parametrize("chunk", [1 << 20, K * 7, 1])
+def test_fp8_block_dequantize(tmp_path, chunk):
+    p, codes, s, _ = _deepseek(tmp_path)
+    r32, r64 = _reference(codes, s)
+    with mst.open(p) as f:
+        g = layouts.scan(f, p).groups["layers.0.proj.weight"]
+        got = np.concatenate([c.copy() for c in layouts.fp8_block_chunks(f, g, chunk)])
+    assert got.dtype == np.float32 and got.shape == (N, K)
+    np.testing.assert_array_equal(got.view(np.uint32), r32.view(np.uint32))
+    # and within one float32 rounding of the exact product
+    np.testing.assert_allclose(got, r64, rtol=2.0 ** -24, atol=0)
+
+
+def test_fp8_block_other_block_size(tmp_path):
+    p, codes, s, _ = _deepseek(tmp_path, 70, 90, (32, 64))
+    r32, _ = _reference(codes, s, (32, 64))
+    with mst.open(p) as f:
+        g = layouts.scan(f, p).groups["layers.0.proj.weight"]
+        assert g.description == "fp8 block 32x64"
+        got = np.concatenate([c.copy() for c in layouts.fp8_block_chunks(f, g, 200)])
+    np.testing.assert_array_equal(got.view(np.uint32), r32.view(np.uint32))
+
+
+@pytest.mark.parametrize("to, ml_type", [("bfloat16", "bfloat16"), ("float16", np.float16),
+                                         ("float32", np.float32)])
+def test_convert_deepseek(tmp_path, to, ml_type):
+    p, codes, s, extra = _deepseek(tmp_path)
+    out_p = tmp_path / "out.safetensors"
+    rep = json.loads(run("convert", p, out_p, "--to", to, "--json").stdout)
+    rows = {r["name"]: r for r in rep["tensors"]}
+    assert set(rows) == {"layers.0.proj.weight", "embed.weight", "pos"}
+    w = rows["layers.0.proj.weight"]
+    assert w["layout"] == "fp8 block 128x128" and w["from"] == "F8_E4M3"
+    assert w["stored"] == ["layers.0.proj.weight", "layers.0.proj.weight_scale_inv"]
+    f = mst.open(out_p)
+    assert set(f.keys()) == {"layers.0.proj.weight", "embed.weight", "pos"}   # scales dropped
+    code = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}[to]
+    assert f.info("layers.0.proj.weight").dtype == code
+    assert tuple(f.info("layers.0.proj.weight").shape) == (N, K)
+    assert f.info("pos").dtype == "I64"
+    r32, _ = _reference(codes, s)
+    want = r32.astype(getattr(ml, ml_type) if isinstance(ml_type, str) else ml_type)
+    got = np.asarray(f.get_tensor("layers.0.proj.weight"))
+    assert got.tobytes() == want.tobytes()                      # one rounding from float32
+    e = want.astype(np.float64) - r32
+    assert w["rel_rms_error"] == pytest.approx(math.sqrt((e ** 2).sum() / (r32.astype(np.float64) ** 2).sum()),
+                                               rel=1e-9, abs=1e-300)
+    np.testing.assert_array_equal(np.asarray(f.get_tensor("pos")), extra["pos"])
+
+
+def test_convert_deepseek_only(tmp_path):
+    p, codes, s, _ = _deepseek(tmp_path)
+    out_p = tmp_path / "out.safetensors"
+    run("convert", p, out_p, "--to", "bfloat16", "--only", "embed*")
+    f = mst.open(out_p)     # the quantized weight is left as stored, codes and scales together
+    assert f.info("layers.0.proj.weight").dtype == "F8_E4M3"
+    assert f.info("layers.0.proj.weight_scale_inv").dtype == "F32"
+    assert f.info("embed.weight").dtype == "BF16"
+    np.testing.assert_array_equal(np.asarray(f.get_tensor("layers.0.proj.weight")).view(np.uint8),
+                                  codes)
+    run("convert", p, out_p, "--to", "bfloat16", "--only", "*proj.weight")
+    assert set(mst.open(out_p).keys()) == {"layers.0.proj.weight", "embed.weight", "pos"}
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c[4] != "fp8_block"], ids=lambda c: c[0])
+def test_convert_refuses_other_layouts(tmp_path, case):
+    _, tensors, config, hfq, layout, name, _, _ = case
+    p = _write(tmp_path, {**tensors, **NORM}, config, hfq)
+    out_p = tmp_path / "out.safetensors"
+    out = run("convert", p, out_p, "--to", "bfloat16", check=False)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    msg = out.stderr
+    assert str(p) in msg and repr(name) in msg and "not supported yet" in msg
+    assert ("unknown quantized layout" in msg) == (layout == "unknown")
+    with mst.open(p) as f:
+        assert layouts.scan(f, p).groups[name].description.split(" (")[0] in msg
+    assert not out_p.exists()
+
+
+@pytest.mark.parametrize("to", ["float8_e4m3fn", "mxfp4", "nvfp4"])
+def test_convert_refuses_requantizing(tmp_path, to):
+    p, _, _, _ = _deepseek(tmp_path)
+    out_p = tmp_path / "out.safetensors"
+    out = run("convert", p, out_p, "--to", to, check=False)
+    assert out.returncode == 2 and "re-quantizing" in out.stderr and "not supported yet" in out.stderr
+    assert "fp8 block 128x128" in out.stderr and str(p) in out.stderr
+    assert not out_p.exists()
+
+
+def test_convert_only_matching_nothing(tmp_path):
+    p = _write(tmp_path, {"a.weight": np.ones((2, 4), np.float32)})
+    for to in ("bfloat16", "mxfp4"):
+        out = run("convert", p, tmp_path / "o.safetensors", "--to", to, "--only", "nomatch*",
+                  check=False)
+        assert out.returncode == 2 and "'nomatch*' matches no tensor" in out.stderr
+        assert not (tmp_path / "o.safetensors").exists()
+
+
+# --------------------------------------------------------------------------- inspect
+
+def test_inspect_deepseek(tmp_path):
+    p, codes, s, _ = _deepseek(tmp_path)
+    r32, _ = _reference(codes, s)
+    rep = json.loads(run("inspect", p, "--json", "--target", "float8_e4m3fn").stdout)
+    (f,) = rep["files"]
+    rows = {r["name"]: r for r in f["tensors"]}
+    assert set(rows) == {"layers.0.proj.weight", "embed.weight", "pos"}
+    w = rows["layers.0.proj.weight"]
+    assert w["layout"] == "fp8 block 128x128" and w["decoded"] is True
+    assert w["stored"] == ["layers.0.proj.weight", "layers.0.proj.weight_scale_inv"]
+    assert w["shape"] == [N, K] and w["elements"] == N * K
+    x = r32.astype(np.float64).reshape(-1)
+    for k, v in {"min": x.min(), "max": x.max(), "mean": x.mean(), "std": x.std()}.items():
+        assert w[k] == pytest.approx(v, rel=1e-9), k
+    assert w["nan"] == 0 and w["inf"] == 0
+    assert abs(w["max"]) <= 448 * float(s.max())         # values, not the codes' +-448
+    assert w["target"]["format"] == "float8_e4m3fn" and w["target"]["rel_rms_error"] > 0
+    assert f["totals"]["tensors"] == 3
+    text = run("inspect", p).stdout
+    assert "fp8 block 128x128" in text and "weight_scale_inv" not in text.split("quantized")[0]
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c[4] != "fp8_block"][:6] + [CASES[-1]],
+                         ids=lambda c: c[0])
+def test_inspect_undecoded(tmp_path, case):
+    _, tensors, config, hfq, layout, name, _, stored = case
+    p = _write(tmp_path, {**tensors, **NORM}, config, hfq)
+    rep = json.loads(run("inspect", p, "--json").stdout)
+    rows = {r["name"]: r for r in rep["files"][0]["tensors"]}
+    assert set(rows) == {name, "model.norm.weight"} | (set(tensors) - set(stored))
+    r = rows[name]
+    assert r["decoded"] is False and r["layout_id"] == layout and sorted(r["stored"]) == sorted(stored)
+    assert all(r[k] is None for k in ("min", "max", "mean", "std", "nan", "inf"))
+    text = run("inspect", p).stdout
+    assert "not decoded yet" in text and r["layout"] in text

@@ -250,6 +250,11 @@ def detect(tensors, qcfg=None, hfq=None, metadata=None):
         elif method is not None and dt in CODE_DTYPES:
             add(Logical(name, "unknown", f"unknown quantized layout (quant_method {method!r}: "
                         f"no scale tensor found with it)", None, {"codes": name}))
+        elif method is not None and base is None and any(
+                name.endswith(s) for s in _SIBLINGS + ("_scales", "_blocks")):
+            # a scale whose codes are elsewhere (another shard): never cast as a weight
+            add(Logical(name, "unknown", f"unknown quantized layout (quant_method {method!r}: "
+                        f"a scale tensor without its codes)", None, {"other": name}))
     return Layouts(groups)
 
 

@@ -101,6 +101,9 @@ CASES = [
     ("unknown_scale_in_other_shard", {"m.weight": ("F8_E4M3", (N, K))},
      {"quantization_config": {"quant_method": "fp8"}}, None, "unknown", "m.weight", None,
      ["m.weight"]),
+    ("unknown_codes_in_other_shard", {"m.weight_scale_inv": ("F32", (2, 3))},
+     {"quantization_config": {"quant_method": "fp8"}}, None, "unknown", "m.weight_scale_inv",
+     None, ["m.weight_scale_inv"]),
 ]
 
 
@@ -301,3 +304,42 @@ def test_inspect_undecoded(tmp_path, case):
     assert all(r[k] is None for k in ("min", "max", "mean", "std", "nan", "inf"))
     text = run("inspect", p).stdout
     assert "not decoded yet" in text and r["layout"] in text
+
+
+def test_sharded_deepseek(tmp_path):
+    """a weight and its scale in different shards: the index reads as one
+    logical tensor; each shard alone is refused, never half cast"""
+    p, codes, s, _ = _deepseek(tmp_path)
+    r32, _ = _reference(codes, s)
+    t = mst.load(p)
+    mst.save(tmp_path / "a.safetensors", {"layers.0.proj.weight": t["layers.0.proj.weight"]})
+    mst.save(tmp_path / "b.safetensors", {"layers.0.proj.weight_scale_inv":
+                                          t["layers.0.proj.weight_scale_inv"]})
+    idx = tmp_path / "model.safetensors.index.json"
+    mst.save_index(idx, {"layers.0.proj.weight": "a.safetensors",
+                         "layers.0.proj.weight_scale_inv": "b.safetensors"})
+    rep = json.loads(run("inspect", idx, "--json").stdout)
+    (w,) = rep["files"][0]["tensors"]
+    assert w["decoded"] is True and w["max"] == pytest.approx(float(r32.max()), rel=1e-12)
+    for shard in ("a", "b"):
+        out = run("convert", tmp_path / f"{shard}.safetensors", tmp_path / "o.safetensors",
+                  "--to", "bfloat16", check=False)
+        assert out.returncode == 2 and "unknown quantized layout" in out.stderr
+        assert not (tmp_path / "o.safetensors").exists()
+
+
+def test_convert_deepseek_matches_torch_formula(tmp_path):
+    """bit for bit what DeepSeek's weight_dequant / fp8_cast_bf16.py writes:
+    float32(q) * s in float32 (scales expanded over their 128x128 blocks,
+    ragged at the edges), stored as bfloat16"""
+    torch = pytest.importorskip("torch")
+    storch = pytest.importorskip("safetensors.torch")
+    p, codes, s, _ = _deepseek(tmp_path)
+    out_p = tmp_path / "out.safetensors"
+    run("convert", p, out_p, "--to", "bfloat16")
+    q = torch.from_numpy(codes).view(torch.float8_e4m3fn)
+    st_ = torch.from_numpy(s)
+    full = st_.repeat_interleave(128, 0)[:N].repeat_interleave(128, 1)[:, :K]
+    want = (q.to(torch.float32) * full).to(torch.bfloat16)
+    got = storch.load_file(str(out_p))["layers.0.proj.weight"]
+    assert got.dtype == torch.bfloat16 and torch.equal(got.view(torch.int16), want.view(torch.int16))

@@ -4,6 +4,9 @@
     safetensors   the safetensors format: load, open (lazy), save, write
     checkpoint    what `minifloat inspect` and `minifloat convert` do with a
                   safetensors checkpoint: inspect_file, convert_file
+    layouts       the quantized layouts of the model hubs (DeepSeek FP8 block,
+                  gpt-oss MXFP4, compressed-tensors, ModelOpt, MLX, ...):
+                  which stored tensors make one logical tensor; decoding
     zarr          zarr v3 data types (imports zarr; registered when zarr is
                   imported)
     dask          float32-accurate reductions of dask arrays (imports dask)
@@ -13,15 +16,14 @@ Each submodule loads at first use (``minifloat.io.safetensors`` after a plain
 module that needs them.
 
 Where new readers go: a checkpoint *layout* (how a model hub stores a
-quantized tensor in safetensors: DeepSeek's FP8 weights with block scales,
-MXFP4, compressed-tensors, ModelOpt, MLX) is a matter of recognising tensor
-names, dtypes and metadata in a file that ``safetensors`` already reads, and
-of dequantizing them with ``minifloat.blocks``; such code belongs in a module
-of its own here (``layouts``: detection and dequantization, one entry per
-layout), used by ``checkpoint``'s inspect and convert.  ``safetensors`` stays
-the file format only.
+quantized tensor in safetensors) is a matter of recognising tensor names,
+dtypes and metadata in a file that ``safetensors`` already reads, and of
+dequantizing them; that is ``layouts`` (one entry per layout), used by
+``checkpoint``'s inspect and convert.  ``safetensors`` stays the file format
+only.
 """
 from .._lazy import attach as _attach
 
 # no __all__: `from minifloat.io import *` must not import zarr and dask
-__getattr__, __dir__ = _attach(__name__, ["npyio", "safetensors", "checkpoint", "zarr", "dask"])
+__getattr__, __dir__ = _attach(__name__, ["npyio", "safetensors", "checkpoint", "layouts", "zarr",
+                                             "dask"])

@@ -201,6 +201,15 @@ def detect(tensors, qcfg=None, hfq=None, metadata=None):
     for name, (dt, shape) in tensors.items():
         if name in taken:
             continue
+        if name.endswith(".qweight") and dt in CODE_DTYPES:
+            # GPTQ / AWQ style (m.qweight, m.qzeros, m.scales, m.g_idx): not known here yet
+            mod = name[:-len("qweight")]
+            parts = {"codes": name, **{s: mod + s for s in ("scales", "qzeros", "g_idx")
+                                       if mod + s in tensors}}
+            if len(parts) > 1:
+                add(Logical(name[:-len(".qweight")] + ".weight", "unknown",
+                            "unknown quantized layout", None, parts))
+                continue
         if name.endswith("_packed"):
             base = name[:-len("_packed")]
             sib = {s: base + s for s in _SIBLINGS if base + s in tensors and base + s != name}
@@ -361,7 +370,7 @@ def fp8_block_chunks(f, g, chunk_values=1 << 20):
     if n == 0 or k == 0:
         return
     bh, bw = g.block
-    rows = max(1, chunk_values // max(k, 1))
+    rows = max(1, chunk_values // k)
     col_block = np.arange(k) // bw
     out = np.empty((min(rows, n), k), np.float32)
     for r0 in range(0, n, rows):
@@ -369,6 +378,11 @@ def fp8_block_chunks(f, g, chunk_values=1 << 20):
         o = out[:r1 - r0]
         with np.errstate(invalid="ignore"):
             np.copyto(o, q[r0:r1], casting="unsafe")     # exact: every e4m3 code is a float32
-        sr = s[np.arange(r0, r1) // bh][:, col_block]    # [rows, K]: this chunk's scales only
-        np.multiply(o, sr, out=o)
+        # the chunk's rows by block row: one scale row, spread over its
+        # columns (ragged last block included), multiplies each run of rows
+        a = r0
+        while a < r1:
+            b = min(r1, (a // bh + 1) * bh)
+            np.multiply(o[a - r0:b - r0], s[a // bh][col_block], out=o[a - r0:b - r0])
+            a = b
         yield o

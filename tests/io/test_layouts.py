@@ -101,6 +101,9 @@ CASES = [
     ("unknown_scale_in_other_shard", {"m.weight": ("F8_E4M3", (N, K))},
      {"quantization_config": {"quant_method": "fp8"}}, None, "unknown", "m.weight", None,
      ["m.weight"]),
+    ("unknown_qweight", {"m.qweight": ("I32", (4, 64)), "m.qzeros": ("I32", (1, 8)),
+                         "m.scales": ("F16", (1, 64))}, None, None, "unknown", "m.weight", None,
+     ["m.qweight", "m.qzeros", "m.scales"]),
     ("unknown_codes_in_other_shard", {"m.weight_scale_inv": ("F32", (2, 3))},
      {"quantization_config": {"quant_method": "fp8"}}, None, "unknown", "m.weight_scale_inv",
      None, ["m.weight_scale_inv"]),
@@ -289,6 +292,25 @@ def test_inspect_deepseek(tmp_path):
     assert f["totals"]["tensors"] == 3
     text = run("inspect", p).stdout
     assert "fp8 block 128x128" in text and "weight_scale_inv" not in text.split("quantized")[0]
+
+
+@pytest.mark.parametrize("target", ["nvfp4", "mxfp4", "bfloat16"])
+def test_inspect_deepseek_target_in_process(tmp_path, target, monkeypatch):
+    """--target on a decoded tensor measures the cast of its values (what
+    the same values in a float32 file give), in chunks of whole rows"""
+    p, codes, s, _ = _deepseek(tmp_path)
+    r32, _ = _reference(codes, s)
+    plain = _write(tmp_path, {"layers.0.proj.weight": r32}, name="plain.safetensors")
+    want = checkpoint.inspect_file(plain, target)["tensors"][0]
+    monkeypatch.setattr(checkpoint, "KCHUNK", K * 3)       # several chunks, across block rows
+    got = {r["name"]: r for r in checkpoint.inspect_file(p, target)["tensors"]}
+    got = got["layers.0.proj.weight"]
+    for k in ("min", "max", "nan", "inf"):
+        assert got[k] == want[k], k
+    for k in ("mean", "std"):
+        assert got[k] == pytest.approx(want[k], rel=1e-12), k
+    for k, v in want["target"].items():
+        assert got["target"][k] == (v if isinstance(v, str) else pytest.approx(v, rel=1e-9)), k
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c[4] != "fp8_block"][:6] + [CASES[-1]],

@@ -379,12 +379,12 @@ def _print_inspect(rep, target):
         print("  " + line)
     undecoded = [t for t in rep["tensors"] if t.get("decoded") is False]
     if undecoded:
-        print(f"  {len(undecoded)} quantized tensors (e.g. {undecoded[0]['name']}: "
+        print(f"  {len(undecoded)} quantized tensor{'s' * (len(undecoded) != 1)} (e.g. {undecoded[0]['name']}: "
               f"{' + '.join(undecoded[0]['stored'])}): values not decoded yet, in a layout "
               f"minifloat does not read yet; no statistics of their codes are shown")
     decoded = [t for t in rep["tensors"] if t.get("decoded")]
     if decoded:
-        print(f"  {len(decoded)} quantized tensors decoded ({decoded[0]['layout']}): the "
+        print(f"  {len(decoded)} quantized tensor{'s' * (len(decoded) != 1)} decoded ({decoded[0]['layout']}): the "
               f"statistics are of their values, codes times scales")
     tot = rep["totals"]
     print(f"  total: {tot['tensors']} tensors, {tot['elements']:,} values, {_bytes(tot['bytes'])}")

@@ -478,12 +478,12 @@ def _inspect_logical(f, g, target, bins, progress):
         amax = None
         if spec.kind == _blocks._KIND_NV:
             amax = 0.0
-            for c in _layouts.fp8_block_chunks(f, g, KCHUNK):
+            for c in _layouts.chunks(f, g, KCHUNK):
                 amax = max(amax, float(_core._finite_amax(c.reshape(-1))))
-        for c in _layouts.fp8_block_chunks(f, g, KCHUNK):
+        for c in _layouts.chunks(f, g, KCHUNK):
             s.add_block(c, amax)
     else:
-        for c in _layouts.fp8_block_chunks(f, g, KCHUNK if bins is None else CHUNK):
+        for c in _layouts.chunks(f, g, KCHUNK if bins is None else CHUNK):
             s.add(c)
     if progress is not None:
         progress(size)
@@ -613,7 +613,7 @@ def _dequant_cast_chunks(f, g, tdt, saturate, rounding, seed, row, tot, progress
     cast's relative RMS error against those float32 values."""
     size = sum(f.info(n).end - f.info(n).begin for n in g.tensors.values())
     err2 = ref2 = 0.0
-    for k, c in enumerate(_layouts.fp8_block_chunks(f, g, CHUNK)):
+    for k, c in enumerate(_layouts.chunks(f, g, CHUNK)):
         y, e2, r2 = _cast_chunk(c.reshape(-1), tdt, saturate, rounding, seed, k)
         err2 += e2
         ref2 += r2

@@ -321,22 +321,25 @@ def _classify(name, dt, shape, sib, msib, tensors, method, qcfg, parts):
             return Logical(name, "ct_fp8_block", f"compressed-tensors fp8 block {bh}x{bw}",
                            shape, parts)
         return unknown()
+    # w = float32(q) * s with one scale per tensor or per row: decoded where
+    # there is no zero point (FP8 is symmetric in every one of these layouts)
+    plain = "_zero_point" not in sib and s_dt in ("F32", "BF16", "F16")
     if n_scale == 1:
         if method == "modelopt":
-            return Logical(name, "modelopt_fp8", "modelopt fp8 (per-tensor)", shape, parts)
+            return Logical(name, "modelopt_fp8", "modelopt fp8 (per-tensor)", shape, parts, plain)
         if method == "compressed-tensors":
             return Logical(name, "ct_float_quantized",
-                           "compressed-tensors float-quantized (per-tensor)", shape, parts)
+                           "compressed-tensors float-quantized (per-tensor)", shape, parts, plain)
         return Logical(name, "fp8_tensor", "fp8 per-tensor scale (modelopt / compressed-tensors)",
-                       shape, parts)
+                       shape, parts, plain)
     if len(shape) == 2 and s_shape in ((shape[0], 1), (shape[0],)):
         if method == "fbgemm_fp8":
-            return Logical(name, "fbgemm_fp8", "fbgemm fp8 (per-row)", shape, parts)
+            return Logical(name, "fbgemm_fp8", "fbgemm fp8 (per-row)", shape, parts, plain)
         if method == "compressed-tensors":
             return Logical(name, "ct_float_quantized",
-                           "compressed-tensors float-quantized (per-channel)", shape, parts)
+                           "compressed-tensors float-quantized (per-channel)", shape, parts, plain)
         return Logical(name, "fp8_channel", "fp8 per-row scale (fbgemm / compressed-tensors)",
-                       shape, parts)
+                       shape, parts, plain)
     return unknown()
 
 
@@ -354,6 +357,42 @@ def describe(g, example=True):
     if example:
         s += f" (tensor {g.name!r}: {' + '.join(g.tensors.values())})"
     return s
+
+
+# --------------------------------------------------------------------------- decoding
+
+def chunks(f, g, chunk_values=1 << 20):
+    """The float32 values of a decoded logical tensor `g` (``g.decoded``),
+    whole rows at a time (about `chunk_values` values per step)."""
+    if g.layout == "fp8_block":
+        return fp8_block_chunks(f, g, chunk_values)
+    return fp8_scaled_chunks(f, g, chunk_values)
+
+
+def fp8_scaled_chunks(f, g, chunk_values=1 << 20):
+    """The float32 values of an FP8 weight with one scale per tensor or one
+    per row (ModelOpt FP8, compressed-tensors float-quantized per-tensor or
+    per-channel, FBGEMM FP8): float32(q) * float32(s), one float32
+    multiplication (transformers integrations/fbgemm_fp8.py,
+    compressed-tensors' dequantize, ModelOpt's FP8 weight).  Yields 2-D float32
+    arrays [rows, K] (a 1-D weight as one row)."""
+    q = f.get_tensor(g.tensors["codes"])
+    s = np.asarray(f.get_tensor(g.tensors["scale"]), np.float32)
+    q2 = q.reshape(1, -1) if q.ndim != 2 else q
+    n, k = q2.shape
+    if n == 0 or k == 0:
+        return
+    per_row = s.size != 1
+    s = s.reshape(n, 1) if per_row else s.reshape(())
+    rows = max(1, chunk_values // k)
+    out = np.empty((min(rows, n), k), np.float32)
+    for r0 in range(0, n, rows):
+        r1 = min(n, r0 + rows)
+        o = out[:r1 - r0]
+        with np.errstate(invalid="ignore"):
+            np.copyto(o, q2[r0:r1], casting="unsafe")    # exact: every fp8 code is a float32
+        np.multiply(o, s[r0:r1] if per_row else s, out=o)
+        yield o
 
 
 # --------------------------------------------------------------------------- DeepSeek FP8 block

@@ -19,6 +19,9 @@ from _cli import run
 ml = pytest.importorskip("ml_dtypes")
 
 N, K = 200, 300          # ragged 128-blocks on both axes: scale grid 2 x 3
+#: the layouts whose values minifloat decodes (the FP8 ones with float scales)
+DECODED = {"fp8_block", "ct_float_quantized", "modelopt_fp8", "fbgemm_fp8", "fp8_tensor",
+           "fp8_channel"}
 
 
 def _write(folder, tensors, config=None, hf_quant=None, name="model.safetensors"):
@@ -118,7 +121,7 @@ def test_detect(tmp_path, case):
         lay = layouts.scan(f, p)
     assert list(lay.groups) == [name]
     g = lay.groups[name]
-    assert g.layout == layout and g.decoded == (layout == "fp8_block")
+    assert g.layout == layout and g.decoded == (layout in DECODED)
     if shape is not None:
         assert tuple(g.shape) == shape
     assert sorted(g.tensors.values()) == sorted(stored)
@@ -236,7 +239,7 @@ def test_convert_deepseek_only(tmp_path):
     assert set(mst.open(out_p).keys()) == {"layers.0.proj.weight", "embed.weight", "pos"}
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c[4] != "fp8_block"], ids=lambda c: c[0])
+@pytest.mark.parametrize("case", [c for c in CASES if c[4] not in DECODED], ids=lambda c: c[0])
 def test_convert_refuses_other_layouts(tmp_path, case):
     _, tensors, config, hfq, layout, name, _, _ = case
     p = _write(tmp_path, {**tensors, **NORM}, config, hfq)
@@ -313,7 +316,7 @@ def test_inspect_deepseek_target_in_process(tmp_path, target, monkeypatch):
         assert got["target"][k] == (v if isinstance(v, str) else pytest.approx(v, rel=1e-9)), k
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c[4] != "fp8_block"][:6] + [CASES[-1]],
+@pytest.mark.parametrize("case", [c for c in CASES if c[4] not in DECODED][:6] + [CASES[-1]],
                          ids=lambda c: c[0])
 def test_inspect_undecoded(tmp_path, case):
     _, tensors, config, hfq, layout, name, _, stored = case
@@ -365,3 +368,43 @@ def test_convert_deepseek_matches_torch_formula(tmp_path):
     want = (q.to(torch.float32) * full).to(torch.bfloat16)
     got = storch.load_file(str(out_p))["layers.0.proj.weight"]
     assert got.dtype == torch.bfloat16 and torch.equal(got.view(torch.int16), want.view(torch.int16))
+
+
+@pytest.mark.parametrize("scale_shape, scale_code, config, hfq, layout", [
+    ((), "F32", None, MODELOPT, "modelopt_fp8"),
+    ((1,), "F32", None, None, "fp8_tensor"),
+    ((64, 1), "BF16", {"quantization_config": {"quant_method": "compressed-tensors"}}, None,
+     "ct_float_quantized"),
+    ((64, 1), "F32", {"quantization_config": {"quant_method": "fbgemm_fp8"}}, None, "fbgemm_fp8"),
+    ((64,), "F32", None, None, "fp8_channel"),
+])
+@pytest.mark.parametrize("to", ["bfloat16", "float32"])
+def test_fp8_with_tensor_or_row_scales_decodes(tmp_path, scale_shape, scale_code, config, hfq,
+                                               layout, to):
+    """w = float32(q) * float32(s), one scale per tensor or per row: inspect's
+    statistics and convert's output are of those values, the scale is dropped"""
+    rng = np.random.default_rng(3)
+    codes = (rng.standard_normal((64, 32)) * 40).astype(ml.float8_e4m3fn)
+    sdt = mst.DTYPES[scale_code]
+    scale = (rng.uniform(0.001, 0.02, scale_shape)).astype(np.float32).astype(sdt)
+    p = _write(tmp_path, {"m.weight": codes.view(mf.float8_e4m3fn), "m.weight_scale": scale,
+                          **NORM}, config, hfq)
+    s32 = np.asarray(scale, np.float32).reshape(-1, 1) if scale.size > 1 else np.float32(scale)
+    ref32 = codes.astype(np.float32) * s32                 # one float32 multiplication
+    ref64 = codes.astype(np.float64) * np.asarray(scale, np.float64).reshape(s32.shape)
+    rep = json.loads(run("inspect", p, "--json").stdout)
+    r = {t["name"]: t for t in rep["files"][0]["tensors"]}["m.weight"]
+    assert r["decoded"] is True and r["layout_id"] == layout
+    # the statistics are of the float32 values the layout defines (not of the codes)
+    assert r["min"] == float(ref32.min()) and r["max"] == float(ref32.max())
+    assert math.isclose(r["mean"], float(ref32.astype(np.float64).mean()), rel_tol=1e-9,
+                        abs_tol=1e-12)
+    assert math.isclose(r["mean"], float(ref64.mean()), rel_tol=1e-6, abs_tol=1e-9)
+    out_p = tmp_path / "out.safetensors"
+    run("convert", p, out_p, "--to", to)
+    got = mst.load(out_p)
+    assert set(got) == {"m.weight", "model.norm.weight"}
+    w = got["m.weight"]
+    want = ref32.astype(mf.bfloat16) if to == "bfloat16" else ref32
+    assert w.shape == (64, 32) and w.dtype == want.dtype
+    assert np.array_equal(w.view(np.uint8), want.view(np.uint8))

@@ -16,6 +16,7 @@ copy).  Every header is validated before any tensor byte is read
 the tensor.
 """
 import builtins
+import contextlib
 import errno
 import json
 import mmap as _mmap
@@ -511,6 +512,29 @@ def _early_writeback(out, at):
     at[1] = at[0]
 
 
+
+@contextlib.contextmanager
+def _atomic_replace(path, mode, fsync=False):
+    """A file object to write `path`'s new content into: a hidden temporary
+    file in the same folder, renamed over `path` when the block ends without
+    an error (so a reader sees the old file or the whole new one, never a
+    part), removed when it raises (an interrupted write leaves nothing)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
+    try:
+        with builtins.open(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as out:
+            yield out
+            out.flush()
+            if fsync:
+                os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
 def write(path, specs, metadata=None, *, fsync=False):
     """Write a safetensors file atomically from ``specs``: a list of
     ``(name, code, shape, chunks)`` where ``chunks`` is an iterable of
@@ -553,36 +577,23 @@ def write(path, specs, metadata=None, *, fsync=False):
     if len(hb) > MAX_HEADER_SIZE:
         raise ValueError(f"{path}: the header would be {len(hb)} bytes, above safetensors' "
                          f"limit of {MAX_HEADER_SIZE}")
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
     early = _early_writeback if os.path.exists(path) else None
-    try:
-        with builtins.open(fd, "wb") as out:
-            out.write(struct.pack("<Q", len(hb)))
-            out.write(hb)
-            at = [out.tell()] * 2          # written, and handed to the writeback
-            for name, code, shape, chunks in specs:
-                begin, end = header[name]["data_offsets"]
-                size, got = end - begin, 0
-                for c in chunks:
-                    k = out.write(c)
-                    got += k
-                    at[0] += k
-                    if early is not None and at[0] - at[1] >= _EARLY_BYTES:
-                        early(out, at)
-                if got != size:
-                    raise ValueError(f"{path}: tensor {name!r}: {got} bytes written, "
-                                     f"{size} expected")
-            out.flush()
-            if fsync:
-                os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with _atomic_replace(path, "wb", fsync) as out:
+        out.write(struct.pack("<Q", len(hb)))
+        out.write(hb)
+        at = [out.tell()] * 2          # written, and handed to the writeback
+        for name, code, shape, chunks in specs:
+            begin, end = header[name]["data_offsets"]
+            size, got = end - begin, 0
+            for c in chunks:
+                k = out.write(c)
+                got += k
+                at[0] += k
+                if early is not None and at[0] - at[1] >= _EARLY_BYTES:
+                    early(out, at)
+            if got != size:
+                raise ValueError(f"{path}: tensor {name!r}: {got} bytes written, "
+                                 f"{size} expected")
 
 
 def save(path, tensors, metadata=None, *, fsync=False):
@@ -616,16 +627,6 @@ def save_index(path, weight_map, metadata=None):
     already saved next to it: weight_map is tensor name -> shard file name."""
     path = os.fspath(path)
     body = {"metadata": dict(metadata or {}), "weight_map": dict(sorted(weight_map.items()))}
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
-    try:
-        with builtins.open(fd, "w", encoding="utf-8") as out:
-            json.dump(body, out, indent=2)
-            out.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with _atomic_replace(path, "w") as out:
+        json.dump(body, out, indent=2)
+        out.write("\n")

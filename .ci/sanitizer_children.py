@@ -11,7 +11,8 @@
   the worker threads still parked, LeakSanitizer's tracer crashed now and then
   ("Tracer caught signal 11 ... LeakSanitizer has encountered a fatal error",
   exit 87), a failure of the tool that failed the leg in CI, in a child and
-  once in the pytest process itself.  At the session's end every test has run
+  once in the pytest process itself (the leg runs the tests again once
+  when that crash is all there is; see .ci/sanitizer-leg).  At the session's end every test has run
   and everything still reachable is not a leak; what tests leaked is reported
   to the leg's log files like any other report.
 """
@@ -28,6 +29,13 @@ def pytest_configure(config):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    # the tests' own outcome, written before the leak check: if the check
+    # dies (the tool's crash, exit 87), the leg knows whether every test
+    # had passed and may run them again (.ci/sanitizer-leg)
+    status = os.environ.get("MF_SAN_STATUS")
+    if status:
+        with open(status, "w") as fh:
+            fh.write(f"{int(exitstatus)}\n")
     check = getattr(ctypes.CDLL(None), "__lsan_do_recoverable_leak_check", None)
     if check is None:
         return

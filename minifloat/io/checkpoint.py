@@ -456,7 +456,7 @@ def _inspect_logical(f, g, target, bins, progress):
     None where its values are not decoded): the statistics of the decoded
     values, never of the codes."""
     parts = [f.info(n) for n in g.tensors.values()]
-    codes = f.info(next(iter(g.tensors.values())))
+    codes = f.info(g.codes)
     size = sum(i.end - i.begin for i in parts)
     shape = g.shape if g.shape is not None else codes.shape
     row = {"name": g.name, "dtype": codes.dtype, "numpy_dtype": str(st.DTYPES[codes.dtype]),
@@ -554,7 +554,7 @@ def convert_file(src, dst, to, *, saturate=False, rounding="nearest", only=None,
                         specs.append((n, f.info(n).dtype, f.info(n).shape,
                                       _copy_chunks(f._raw(n)[0], progress)))
                     continue
-                row = {"name": g.name, "from": f.info(g.tensors["codes"]).dtype, "to": tcode,
+                row = {"name": g.name, "from": f.info(g.codes).dtype, "to": tcode,
                        "rel_rms_error": None, "layout": g.description,
                        "stored": list(g.tensors.values())}
                 rows.append(row)
@@ -563,7 +563,11 @@ def convert_file(src, dst, to, *, saturate=False, rounding="nearest", only=None,
                                                    tot, progress)))
                 continue
             info = f.info(name)
-            cast = info.dtype in FLOAT_CODES and (only is None or fnmatch.fnmatchcase(name, only))
+            # in a quantized checkpoint only the quantized weights change:
+            # every other tensor is kept as stored (an F32 router bias stays
+            # F32, as in the references' dequantized models)
+            cast = info.dtype in FLOAT_CODES and not lay and (
+                only is None or fnmatch.fnmatchcase(name, only))
             row = {"name": name, "from": info.dtype, "to": tcode if cast else info.dtype,
                    "rel_rms_error": None}
             rows.append(row)

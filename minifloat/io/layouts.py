@@ -23,19 +23,24 @@ reference code defines them:
                w[i, j] = float32(q[i, j]) * s[i // 128, j // 128] in float32
                (deepseek-ai/DeepSeek-V3 inference/kernel.py weight_dequant;
                transformers integrations/finegrained_fp8.py).  DECODED.
-  gpt_oss_mxfp4  *_blocks U8 [..., G, 16] + *_scales U8 [..., G]: e2m1
+  gpt_oss_mxfp4  *_blocks U8 [E, N, G, 16] + *_scales U8 [E, N, G]: e2m1
                pairs (low nibble first) times 2**(scale - 127), 32 along the
-               last axis (transformers integrations/mxfp4.py).
+               last axis, transposed to [E, G*32, N] (transformers
+               integrations/mxfp4.py convert_moe_packed_tensors).  DECODED.
   ct_*         compressed-tensors (neuralmagic/compressed-tensors,
-               compressors/quantized_compressors): float-quantized (weight
-               F8 + weight_scale), pack-quantized (weight_packed I32 +
-               weight_scale (+ weight_zero_point, weight_shape)),
-               nvfp4/mxfp4-pack-quantized (weight_packed U8 + weight_scale
-               (+ weight_global_scale)).
+               compressors/): float-quantized (weight F8 + weight_scale;
+               per tensor / per channel DECODED), pack-quantized
+               (weight_packed I32 + weight_scale (+ weight_zero_point,
+               weight_shape)), nvfp4/mxfp4-pack-quantized (weight_packed U8
+               + weight_scale (+ weight_global_scale): e2m1 *
+               float32(scale / global_scale), DECODED).
   modelopt_*   NVIDIA ModelOpt (modelopt/torch/quantization/qtensor/
                nvfp4_tensor.py): NVFP4 weight U8 [N, K/2] + weight_scale
-               F8_E4M3 [N, K/16] + weight_scale_2 F32 (+ input_scale); FP8
-               weight F8 + weight_scale scalar.
+               F8_E4M3 [N, K/16] + weight_scale_2 F32 (+ input_scale):
+               e2m1 * float32(scale * scale_2), DECODED; FP8 weight F8 +
+               weight_scale scalar, DECODED.
+  quark_mxfp4  AMD Quark: weight U8 [N, K/2] + weight_scale U8 (E8M0)
+               [N, K/32]: e2m1 * 2**(scale - 127), DECODED.
   mlx          mlx.nn.QuantizedLinear: weight U32 + scales (+ biases).
   fbgemm_fp8   transformers integrations/fbgemm_fp8.py: weight F8 +
                weight_scale [N, 1].
@@ -49,6 +54,8 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from .. import _core
 
 #: stored dtypes that hold codes rather than values in a quantized layout
 CODE_DTYPES = {"F8_E4M3", "F8_E5M2", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "F4", "F6_E2M3", "F6_E3M2",
@@ -76,6 +83,11 @@ class Logical:
     tensors: dict = field(default_factory=dict)
     decoded: bool = False
     block: tuple = None
+
+    @property
+    def codes(self):
+        """The stored tensor that holds the codes (the first one)."""
+        return next(iter(self.tensors.values()))
 
     def as_dict(self):
         return {"layout": self.layout, "description": self.description,
@@ -191,9 +203,16 @@ def detect(tensors, qcfg=None, hfq=None, metadata=None):
         if sc is None:
             continue
         parts = {"blocks": name, "scales": base + "_scales"}
-        if dt == "U8" and sc[0] == "U8" and len(shape) >= 2 and shape[-1] == 16 \
+        if dt == "U8" and sc[0] in ("U8", "F8_E8M0") and len(shape) == 4 and shape[-1] == 16 \
                 and sc[1] == shape[:-1]:
+            # the logical tensor is what transformers' bf16 gpt-oss holds:
+            # [E, N, K] dequantized, then transposed to [E, K, N]
+            e, n, ngroups = shape[:3]
             add(Logical(base, "gpt_oss_mxfp4", "gpt-oss mxfp4 (32-blocks)",
+                        (e, ngroups * 32, n), parts, True, (32,)))
+        elif dt == "U8" and sc[0] == "U8" and len(shape) >= 2 and shape[-1] == 16 \
+                and sc[1] == shape[:-1]:
+            add(Logical(base, "gpt_oss_mxfp4", "gpt-oss mxfp4 (32-blocks, not 4-D: not decoded)",
                         shape[:-2] + (shape[-2] * 32,), parts))
         else:
             add(Logical(base, "unknown", "unknown quantized layout", None, parts))
@@ -217,6 +236,7 @@ def detect(tensors, qcfg=None, hfq=None, metadata=None):
                 continue                                   # handled as unknown below
             parts = {"packed": name, **{s.lstrip("_"): n for s, n in sib.items()}}
             fmt = (qcfg or {}).get("format") if method == "compressed-tensors" else None
+            block = None
             if dt == "I32":
                 lay, desc = "ct_pack_quantized", "compressed-tensors pack-quantized (int)"
                 lshape = None
@@ -226,14 +246,21 @@ def detect(tensors, qcfg=None, hfq=None, metadata=None):
             elif dt == "U8" and base + "_global_scale" in tensors:
                 lay, desc = "ct_nvfp4_pack", "compressed-tensors nvfp4-pack-quantized"
                 lshape = shape[:-1] + (shape[-1] * 2,) if shape else None
-            elif dt == "U8" and tensors[base + "_scale"][0] == "U8":
+                block = _fp4_block(shape, tensors[base + "_scale"], 16, ("F8_E4M3",),
+                                   tensors[base + "_global_scale"])
+            elif dt == "U8" and tensors[base + "_scale"][0] in ("U8", "F8_E8M0"):
                 lay, desc = "ct_mxfp4_pack", "compressed-tensors mxfp4-pack-quantized"
                 lshape = shape[:-1] + (shape[-1] * 2,) if shape else None
+                block = _fp4_block(shape, tensors[base + "_scale"], 32, ("U8", "F8_E8M0"))
             else:
                 lay, desc, lshape = "unknown", "unknown quantized layout", None
             if fmt and lay != "unknown":
                 desc += f" ({fmt})"
-            add(Logical(base, lay, desc, lshape, parts))
+            if block is not None and "zero_point" not in parts:
+                parts = {("codes" if r == "packed" else r): t for r, t in parts.items()}
+                add(Logical(base, lay, desc, lshape, parts, True, block))
+            else:
+                add(Logical(base, lay, desc, lshape, parts))
             continue
         if dt not in CODE_DTYPES:
             continue
@@ -265,6 +292,22 @@ def detect(tensors, qcfg=None, hfq=None, metadata=None):
             add(Logical(name, "unknown", f"unknown quantized layout (quant_method {method!r}: "
                         f"a scale tensor without its codes)", None, {"other": name}))
     return Layouts(groups)
+
+
+def _fp4_block(shape, scale, block, scale_dtypes, tensor_scale=None):
+    """(block,) when packed e2m1 codes `shape` [N, K/2] with a scale
+    (dtype, shape) [N, K/block] (and a one-value float32 tensor scale, where
+    the layout has one) are decoded, else None: whole blocks only (a ragged
+    K is left undecoded rather than guessed)."""
+    s_dt, s_shape = scale
+    if len(shape) != 2 or s_dt not in scale_dtypes:
+        return None
+    k = shape[1] * 2
+    if k % block or s_shape != (shape[0], k // block):
+        return None
+    if tensor_scale is not None and (tensor_scale[0] != "F32" or math.prod(tensor_scale[1]) != 1):
+        return None
+    return (block,)
 
 
 def _ct_bits(qcfg):
@@ -309,9 +352,13 @@ def _classify(name, dt, shape, sib, msib, tensors, method, qcfg, parts):
     if dt == "U8" and len(shape) == 2:
         k = shape[1] * 2
         if s_dt == "F8_E4M3" and s_shape == (shape[0], k // 16) and "_scale_2" in sib:
-            return Logical(name, "modelopt_nvfp4", "modelopt nvfp4 (16-blocks)", (shape[0], k), parts)
-        if s_dt == "U8" and s_shape == (shape[0], k // 32) and "_scale_2" not in sib:
-            return Logical(name, "quark_mxfp4", "amd quark mxfp4 (32-blocks)", (shape[0], k), parts)
+            block = _fp4_block(shape, (s_dt, s_shape), 16, ("F8_E4M3",), dshape(sib["_scale_2"]))
+            return Logical(name, "modelopt_nvfp4", "modelopt nvfp4 (16-blocks)", (shape[0], k),
+                           parts, block is not None and "_zero_point" not in sib, block)
+        if s_dt in ("U8", "F8_E8M0") and s_shape == (shape[0], k // 32) and "_scale_2" not in sib:
+            block = _fp4_block(shape, (s_dt, s_shape), 32, ("U8", "F8_E8M0"))
+            return Logical(name, "quark_mxfp4", "amd quark mxfp4 (32-blocks)", (shape[0], k),
+                           parts, block is not None and "_zero_point" not in sib, block)
         return unknown()
     if dt not in ("F8_E4M3", "F8_E5M2") or "_scale_2" in sib or "_global_scale" in sib:
         return unknown()
@@ -366,6 +413,10 @@ def chunks(f, g, chunk_values=1 << 20):
     whole rows at a time (about `chunk_values` values per step)."""
     if g.layout == "fp8_block":
         return fp8_block_chunks(f, g, chunk_values)
+    if g.layout == "gpt_oss_mxfp4":
+        return gpt_oss_chunks(f, g, chunk_values)
+    if g.layout in _FP4_LAYOUTS:
+        return fp4_chunks(f, g, chunk_values)
     return fp8_scaled_chunks(f, g, chunk_values)
 
 
@@ -425,3 +476,107 @@ def fp8_block_chunks(f, g, chunk_values=1 << 20):
             np.multiply(o[a - r0:b - r0], s[a // bh][col_block], out=o[a - r0:b - r0])
             a = b
         yield o
+
+
+# --------------------------------------------------------------------------- packed e2m1 (MXFP4, NVFP4)
+
+#: 2-D packed-e2m1 layouts: codes [N, K/2] (element 2j in the low nibble),
+#: one scale per `block` elements of a row
+_FP4_LAYOUTS = ("modelopt_nvfp4", "ct_nvfp4_pack", "ct_mxfp4_pack", "quark_mxfp4")
+
+
+def _e2m1_decode(codes, e8m0, out):
+    """out[r, j] = e2m1(code) * 2**(e8m0[r, j // 32] - 127), exact in
+    float32 (the C block kernel; an e8m0 scale of 0xFF, NaN in the OCP
+    spec, gives a NaN block)."""
+    from .. import blocks
+    spec = blocks.BLOCK_FORMATS["mxfp4"]
+    _core._block_dequantize(codes, e8m0, out, spec.kind, spec.elem_id, spec.block, 1.0)
+
+
+def _block_scale(f, g, r0, r1):
+    """The float32 scale of each 16-block of rows r0:r1 of an NVFP4 weight,
+    computed as its reference computes it before multiplying: ModelOpt
+    (modelopt/torch/quantization/qtensor/nvfp4_tensor.py dequantize):
+    float32(weight_scale) * weight_scale_2; compressed-tensors
+    (quantization/lifecycle/forward_helpers.py _dequantize):
+    float32(weight_scale) / weight_global_scale.  One float32 operation
+    each; the value is then e2m1(code) * that scale, one more."""
+    s = np.asarray(f.get_tensor(g.tensors["scale"])[r0:r1], np.float32)
+    if g.layout == "modelopt_nvfp4":
+        t = np.float32(np.asarray(f.get_tensor(g.tensors["scale_2"]), np.float32).reshape(()))
+        return s * t
+    t = np.float32(np.asarray(f.get_tensor(g.tensors["global_scale"]), np.float32).reshape(()))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return s / t
+
+
+def fp4_chunks(f, g, chunk_values=1 << 20):
+    """The float32 values of a 2-D packed-e2m1 weight, a few whole rows at a
+    time.  MXFP4 (compressed-tensors mxfp4-pack-quantized, AMD Quark):
+    e2m1(code) * 2**(scale - 127), exact.  NVFP4 (ModelOpt,
+    compressed-tensors nvfp4-pack-quantized): e2m1(code) * s, s the
+    block's float32 scale as _block_scale computes it, one float32
+    multiplication -- the references' order of operations, so the float32
+    values are theirs bit for bit."""
+    codes = f.get_tensor(g.tensors["codes"])
+    n, half = codes.shape
+    k = half * 2
+    if n == 0 or k == 0:
+        return
+    (block,) = g.block
+    nb = k // block
+    rows = max(1, chunk_values // k)
+    out = np.empty((min(rows, n), k), np.float32)
+    mx = g.layout in ("ct_mxfp4_pack", "quark_mxfp4")
+    unit = None if mx else np.full((min(rows, n), k // 32 if k % 32 == 0 else -(-k // 32)),
+                                   127, np.uint8)
+    for r0 in range(0, n, rows):
+        r1 = min(n, r0 + rows)
+        o = out[:r1 - r0]
+        c = np.ascontiguousarray(codes[r0:r1]).view(np.uint8)
+        if mx:
+            s = np.ascontiguousarray(f.get_tensor(g.tensors["scale"])[r0:r1]).view(np.uint8)
+            _e2m1_decode(c, s, o)
+        else:
+            if k % 32:           # the kernel works in 32-blocks: decode with a padded row
+                cp = np.zeros((r1 - r0, unit.shape[1] * 16), np.uint8)
+                cp[:, :half] = c
+                op = np.empty((r1 - r0, unit.shape[1] * 32), np.float32)
+                _e2m1_decode(cp, unit[:r1 - r0], op)
+                o[...] = op[:, :k]
+            else:
+                _e2m1_decode(c, unit[:r1 - r0], o)
+            ob = o.reshape(r1 - r0, nb, block)
+            np.multiply(ob, _block_scale(f, g, r0, r1)[:, :, None], out=ob)
+        yield o
+
+
+def gpt_oss_chunks(f, g, chunk_values=1 << 20):
+    """The float32 values of a gpt-oss MXFP4 expert tensor in the layout of
+    transformers' bf16 gpt-oss: blocks [E, N, G, 16] and scales [E, N, G]
+    decode to [E, N, G*32] (e2m1(code) * 2**(scale - 127), low nibble
+    first, exact), transposed to [E, G*32, N] as
+    transformers.integrations.mxfp4.convert_moe_packed_tensors returns it.
+    Yields [rows, N] arrays, in order: for each expert, a band of 32-groups
+    of the stored columns at a time (bounded memory, never one whole expert
+    in float32)."""
+    blocks_ = f.get_tensor(g.tensors["blocks"])
+    scales = f.get_tensor(g.tensors["scales"])
+    e, n, groups, _ = blocks_.shape
+    if e == 0 or n == 0 or groups == 0:
+        return
+    band = max(1, min(groups, chunk_values // (32 * n)))
+    out = np.empty((n, band * 32), np.float32)
+    tout = np.empty((band * 32, n), np.float32)
+    for x in range(e):
+        for g0 in range(0, groups, band):
+            g1 = min(groups, g0 + band)
+            w = (g1 - g0) * 32
+            c = np.ascontiguousarray(blocks_[x, :, g0:g1]).view(np.uint8).reshape(n, -1)
+            s = np.ascontiguousarray(scales[x, :, g0:g1]).view(np.uint8)
+            o = out[:, :w] if w == out.shape[1] else np.empty((n, w), np.float32)
+            _e2m1_decode(c, s, o)
+            t = tout[:w]
+            np.copyto(t, o.T)
+            yield t

@@ -21,7 +21,8 @@ ml = pytest.importorskip("ml_dtypes")
 N, K = 200, 300          # ragged 128-blocks on both axes: scale grid 2 x 3
 #: the layouts whose values minifloat decodes (the FP8 ones with float scales)
 DECODED = {"fp8_block", "ct_float_quantized", "modelopt_fp8", "fbgemm_fp8", "fp8_tensor",
-           "fp8_channel"}
+           "fp8_channel", "gpt_oss_mxfp4", "ct_nvfp4_pack", "ct_mxfp4_pack", "modelopt_nvfp4",
+           "quark_mxfp4"}
 
 
 def _write(folder, tensors, config=None, hf_quant=None, name="model.safetensors"):
@@ -59,7 +60,7 @@ CASES = [
                        "mlp.experts.down_proj_scales": ("U8", (2, 8, 3)),
                        "mlp.experts.down_proj_bias": ("BF16", (2, 8))},
      {"quantization_config": {"quant_method": "mxfp4"}}, None,
-     "gpt_oss_mxfp4", "mlp.experts.down_proj", (2, 8, 96),
+     "gpt_oss_mxfp4", "mlp.experts.down_proj", (2, 96, 8),
      ["mlp.experts.down_proj_blocks", "mlp.experts.down_proj_scales"]),
     ("ct_float_quantized", {"m.weight": ("F8_E4M3", (64, 32)), "m.weight_scale": ("BF16", (64, 1)),
                             "m.input_scale": ("F32", (1,))},

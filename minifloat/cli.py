@@ -4,7 +4,9 @@
                                     what is in a safetensors checkpoint, and what
                                     a cast to FORMAT would cost (no FILE: a demo)
     minifloat convert IN OUT --to FORMAT [--saturate] [--rounding R] [--only PATTERN] [--fsync]
-                                    cast a checkpoint's floating-point tensors
+                                    cast a checkpoint's floating-point tensors (a
+                                    quantized one: dequantize); IN a file, an
+                                    index or a model folder (OUT: a new folder)
     minifloat info                  the environment: versions, kernel level, integrations
     minifloat formats [--markdown]  the format table (docs/formats.md)
     minifloat promotion [--markdown] the promotion table (docs/promotion.md)
@@ -167,9 +169,28 @@ class UserError(Exception):
     """A mistake in what the user asked for: one line on stderr, exit 2."""
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as Ctrl-C is: the exception unwinds, and every file
+    being written is removed (safetensors.write's temporary file, a
+    converted folder's temporary folder)."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated()
+
+
 def main(argv=None):
+    import signal
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        try:
+            signal.signal(signal.SIGTERM, _on_sigterm)
+        except ValueError:                   # not the main thread: leave it
+            pass
     try:
         return _main(argv)
+    except _Terminated:
+        print("minifloat: terminated", file=sys.stderr)
+        return 143
     except BrokenPipeError:
         # the reader went away (e.g. `minifloat info | head`): stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -207,7 +228,8 @@ def _main(argv):
                             "of the finite values, NaN and inf counts) and totals per file.  "
                             "With no FILE, a small demo checkpoint written to a temporary folder.")
     p_insp.add_argument("files", nargs="*", metavar="FILE",
-                        help="a .safetensors file or a sharded checkpoint's .index.json")
+                        help="a .safetensors file, a sharded checkpoint's .index.json, or a "
+                        "model folder")
     p_insp.add_argument("--json", action="store_true", help="one JSON document on stdout")
     p_insp.add_argument("--target", metavar="FORMAT",
                         help="also show what casting to FORMAT (e.g. float8_e4m3fn, or a "
@@ -221,9 +243,18 @@ def _main(argv):
     p_conv = sub.add_parser("convert", help="cast a checkpoint's floating-point tensors",
                             description="Cast the floating-point tensors of IN to FORMAT (integer "
                             "and bool tensors are copied), streaming, and write OUT atomically; "
-                            "prints the relative RMS error per tensor and overall.")
-    p_conv.add_argument("input", metavar="IN")
-    p_conv.add_argument("output", metavar="OUT")
+                            "prints the relative RMS error per tensor and overall.  A quantized "
+                            "checkpoint (DeepSeek FP8, gpt-oss MXFP4, compressed-tensors, "
+                            "ModelOpt, ...) is dequantized --to bfloat16, float16 or float32: "
+                            "each quantized weight becomes one tensor of the unquantized name, "
+                            "every other tensor is kept as stored.")
+    p_conv.add_argument("input", metavar="IN",
+                        help="a .safetensors file, a sharded checkpoint's .index.json, or a "
+                        "model folder")
+    p_conv.add_argument("output", metavar="OUT",
+                        help="a .safetensors file (for a file IN), else a new folder: the "
+                        "shards under their names, the index, config.json (its quantization "
+                        "config removed once dequantized) and the folder's other files")
     p_conv.add_argument("--to", required=True, metavar="FORMAT",
                         help="an element format (bfloat16, float8_e4m3fn, ...) or a block-scaled "
                         "one (mxfp8_e4m3, mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4, mxint8, "
@@ -452,12 +483,14 @@ def _cmd_convert(args):
     if args.seed is not None and args.rounding != "stochastic":
         raise UserError("--seed is only used with --rounding stochastic")
     if not os.path.exists(args.input):
-        raise UserError(f"{args.input}: no such file")
+        raise UserError(f"{args.input}: no such file or folder")
     with st.open(args.input) as f:
         total = sum(f.info(k).end - f.info(k).begin for k in f.keys())
+    model = os.path.isdir(args.input) or args.input.endswith(".json")
+    convert = checkpoint.convert_folder if model else checkpoint.convert_file
     update, close = _progress(total, os.path.basename(args.input), not args.json)
     try:
-        rows, overall = checkpoint.convert_file(args.input, args.output, args.to,
+        rows, overall = convert(args.input, args.output, args.to,
                                                 saturate=args.saturate, rounding=args.rounding,
                                                 only=args.only, seed=args.seed, progress=update,
                                                 fsync=args.fsync)

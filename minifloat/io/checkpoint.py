@@ -4,16 +4,22 @@
                                        to `target` would cost), streaming
     convert_file(src, dst, to, ...)    cast the floating-point tensors of a
                                        checkpoint, streaming, atomically
+    convert_folder(src, dst, to, ...)  the same for a model folder or an
+                                       index: a new folder (shards, index,
+                                       config files)
     write_demo(folder)                 the small demo checkpoint
 
 Everything streams tensor by tensor in chunks of CHUNK values, so memory stays
 bounded whatever the checkpoint's size (the file is memory-mapped; its pages
 are the operating system's cache, not this process's memory).
 """
+import errno
 import fnmatch
 import json
 import math
 import os
+import shutil
+import tempfile
 
 import numpy as np
 
@@ -495,15 +501,9 @@ def _inspect_logical(f, g, target, bins, progress):
 
 # --------------------------------------------------------------------------- convert
 
-def convert_file(src, dst, to, *, saturate=False, rounding="nearest", only=None, seed=None,
-                 progress=None, fsync=False):
-    """Cast the floating-point tensors of safetensors file `src` to format
-    `to` and write `dst` (atomically), streaming chunk by chunk.  Integer and
-    bool tensors, and with `only` (a glob on names, e.g. "*.weight") the
-    tensors it does not match, are copied unchanged.  ``fsync``: see
-    `minifloat.safetensors.write`.  Returns a list of dicts
-    (name, from, to, rel_rms_error or None where copied) and the overall
-    relative RMS error."""
+def _target(to, saturate, rounding):
+    """Check convert's target and options: (numpy dtype, safetensors code),
+    both None for a block format."""
     if to not in CONVERT_TARGETS + BLOCK_TARGETS:
         raise ValueError(f"--to must be a format safetensors stores: "
                          f"{', '.join(CONVERT_TARGETS + BLOCK_TARGETS)}; got {to!r}")
@@ -514,17 +514,30 @@ def convert_file(src, dst, to, *, saturate=False, rounding="nearest", only=None,
         if saturate:
             raise ValueError(f"{to} always saturates its elements (never inf or NaN from a "
                              f"finite block); leave out --saturate")
-        tdt = tcode = None
-    else:
-        tdt = _target_dtype(to)
-        tcode = st.code_of(tdt)
-        if rounding != "nearest" and to not in _FORMATS:
-            raise ValueError(f"--to {to} rounds to nearest even only; --rounding {rounding} "
-                             f"is for minifloat's formats")
+        return None, None
+    tdt = _target_dtype(to)
+    if rounding != "nearest" and to not in _FORMATS:
+        raise ValueError(f"--to {to} rounds to nearest even only; --rounding {rounding} "
+                         f"is for minifloat's formats")
+    return tdt, st.code_of(tdt)
+
+
+def convert_file(src, dst, to, *, saturate=False, rounding="nearest", only=None, seed=None,
+                 progress=None, fsync=False):
+    """Cast the floating-point tensors of safetensors file `src` to format
+    `to` and write `dst` (atomically), streaming chunk by chunk.  Integer and
+    bool tensors, and with `only` (a glob on names, e.g. "*.weight") the
+    tensors it does not match, are copied unchanged.  A quantized weight (a
+    decoded layout, minifloat.io.layouts) is written dequantized under its
+    unquantized name, and the file's other tensors as stored.  ``fsync``: see
+    `minifloat.safetensors.write`.  Returns a list of dicts
+    (name, from, to, rel_rms_error or None where copied) and the overall
+    relative RMS error.  A model folder or an index: see convert_folder."""
+    tdt, tcode = _target(to, saturate, rounding)
     src, dst = os.fspath(src), os.fspath(dst)
-    if str(src).endswith(".json"):
-        raise ValueError(f"{src}: convert takes one .safetensors file, not a sharded index "
-                         f"(convert each shard)")
+    if os.path.isdir(src) or str(src).endswith(".json"):
+        raise ValueError(f"{src}: convert_file takes one .safetensors file; a model folder or "
+                         f"an index is converted to a folder (convert_folder)")
     if os.path.abspath(src) == os.path.abspath(dst) or (
             os.path.exists(dst) and os.path.samefile(src, dst)):
         raise ValueError(f"refusing to overwrite the input {src}; give another output file")
@@ -532,59 +545,197 @@ def convert_file(src, dst, to, *, saturate=False, rounding="nearest", only=None,
         lay = _layouts.scan(f, src)
         names = list(f.keys())
     _check_quantized(src, lay, to)
-    if only is not None and not any(fnmatch.fnmatchcase(n, only)
-                                    for n in names + list(lay.groups)):
-        raise ValueError(f"{src}: --only {only!r} matches no tensor")
+    _check_only(src, only, names, lay)
     rows = []
     tot = {"err2": 0.0, "ref2": 0.0}
-    base_seed = None if seed is None else int(seed)
     if to in _blocks.BLOCK_FORMATS:
         _convert_blocks(src, dst, to, only, rows, tot, progress, fsync)
-        overall = math.sqrt(tot["err2"] / tot["ref2"]) if tot["ref2"] > 0 else 0.0
-        return rows, overall
-    with st.open(src) as f:
-        specs = []
-        for kind, name in lay.rows(f.keys()):
-            if kind == "logical":
-                g = name
-                if only is not None and not fnmatch.fnmatchcase(g.name, only):
-                    for n in g.tensors.values():     # left quantized: copied as stored
-                        rows.append({"name": n, "from": f.info(n).dtype, "to": f.info(n).dtype,
-                                     "rel_rms_error": None})
-                        specs.append((n, f.info(n).dtype, f.info(n).shape,
-                                      _copy_chunks(f._raw(n)[0], progress)))
-                    continue
-                row = {"name": g.name, "from": f.info(g.codes).dtype, "to": tcode,
-                       "rel_rms_error": None, "layout": g.description,
-                       "stored": list(g.tensors.values())}
-                rows.append(row)
-                specs.append((g.name, tcode, g.shape,
-                              _dequant_cast_chunks(f, g, tdt, saturate, rounding, base_seed, row,
-                                                   tot, progress)))
-                continue
-            info = f.info(name)
-            # in a quantized checkpoint only the quantized weights change:
-            # every other tensor is kept as stored (an F32 router bias stays
-            # F32, as in the references' dequantized models)
-            cast = info.dtype in FLOAT_CODES and not lay and (
-                only is None or fnmatch.fnmatchcase(name, only))
-            row = {"name": name, "from": info.dtype, "to": tcode if cast else info.dtype,
-                   "rel_rms_error": None}
-            rows.append(row)
-            if not cast:
-                data, _ = f._raw(name)
-                specs.append((name, info.dtype, info.shape, _copy_chunks(data, progress)))
-                continue
-            n = math.prod(info.shape)
-            if st._BITS[tcode] < 8 and (n * st._BITS[tcode]) % 8:
-                raise ValueError(f"{src}: tensor {name!r}: {n} values of {to} do not fill whole "
-                                 f"bytes, which safetensors needs; leave it out with --only")
-            specs.append((name, tcode, info.shape,
-                          _cast_chunks(f, name, tdt, saturate, rounding, base_seed, row, tot,
-                                       progress)))
-        st.write(dst, specs, f.metadata() or None, fsync=fsync)
+    else:
+        with st.open(src) as f:
+            specs = _cast_specs(src, f, names, lay, to, tdt, tcode, saturate, rounding, only,
+                                seed, rows, tot, progress)
+            st.write(dst, specs, f.metadata() or None, fsync=fsync)
     overall = math.sqrt(tot["err2"] / tot["ref2"]) if tot["ref2"] > 0 else 0.0
     return rows, overall
+
+
+def _check_only(src, only, names, lay):
+    if only is not None and not any(fnmatch.fnmatchcase(n, only)
+                                    for n in list(names) + list(lay.groups)):
+        raise ValueError(f"{src}: --only {only!r} matches no tensor")
+
+
+def _cast_specs(src, f, names, lay, to, tdt, tcode, saturate, rounding, only, seed, rows, tot,
+                progress):
+    """st.write's specs for the tensors `names` of open checkpoint `f` (one
+    shard's, or a file's): a quantized logical tensor at its codes' place
+    (its scales may sit in another shard), dequantized and cast; every other
+    float tensor cast (in a checkpoint without quantized tensors) or copied.
+    Appends a row per written tensor to `rows`."""
+    base_seed = None if seed is None else int(seed)
+    specs = []
+    for name in names:
+        g = lay.first(name)
+        if g is not None:
+            if name != g.codes:
+                continue                      # written with its codes
+            if only is not None and not fnmatch.fnmatchcase(g.name, only):
+                for n in g.tensors.values():     # left quantized: copied as stored
+                    rows.append({"name": n, "from": f.info(n).dtype, "to": f.info(n).dtype,
+                                 "rel_rms_error": None})
+                    specs.append((n, f.info(n).dtype, f.info(n).shape,
+                                  _copy_chunks(f._raw(n)[0], progress)))
+                continue
+            row = {"name": g.name, "from": f.info(g.codes).dtype, "to": tcode,
+                   "rel_rms_error": None, "layout": g.description,
+                   "stored": list(g.tensors.values())}
+            rows.append(row)
+            specs.append((g.name, tcode, g.shape,
+                          _dequant_cast_chunks(f, g, tdt, saturate, rounding, base_seed, row,
+                                               tot, progress)))
+            continue
+        info = f.info(name)
+        # in a quantized checkpoint only the quantized weights change:
+        # every other tensor is kept as stored (an F32 router bias stays
+        # F32, as in the references' dequantized models)
+        cast = info.dtype in FLOAT_CODES and not lay and (
+            only is None or fnmatch.fnmatchcase(name, only))
+        row = {"name": name, "from": info.dtype, "to": tcode if cast else info.dtype,
+               "rel_rms_error": None}
+        rows.append(row)
+        if not cast:
+            data, _ = f._raw(name)
+            specs.append((name, info.dtype, info.shape, _copy_chunks(data, progress)))
+            continue
+        n = math.prod(info.shape)
+        if st._BITS[tcode] < 8 and (n * st._BITS[tcode]) % 8:
+            raise ValueError(f"{src}: tensor {name!r}: {n} values of {to} do not fill whole "
+                             f"bytes, which safetensors needs; leave it out with --only")
+        specs.append((name, tcode, info.shape,
+                      _cast_chunks(f, name, tdt, saturate, rounding, base_seed, row, tot,
+                                   progress)))
+    return specs
+
+
+#: a model folder's files convert_folder never copies: the checkpoint itself
+#: (rewritten) and, once dequantized, ModelOpt's quantization config
+_DROPPED_WHEN_DEQUANTIZED = ("hf_quant_config.json",)
+
+
+def convert_folder(src, dst, to, *, saturate=False, rounding="nearest", only=None, seed=None,
+                   progress=None, fsync=False):
+    """convert_file for a model: `src` a model folder or a sharded
+    checkpoint's index .json, `dst` a new folder.  Each shard is converted
+    to a shard of the same name (a quantized weight whose scales sit in
+    another shard included), the index is rewritten (weight_map,
+    metadata.total_size), and the folder's other files are copied:
+    config.json with its quantization config removed once dequantized (and
+    its dtype set to a 16/32-bit float target), hf_quant_config.json
+    dropped.  The folder appears only once complete: it is written under a
+    temporary name next to `dst` and renamed (removed on any error or
+    interruption).  `dst` must not exist, or be an empty folder.  Returns
+    (rows, overall rel. RMS error) as convert_file."""
+    tdt, tcode = _target(to, saturate, rounding)
+    src, dst = os.fspath(src), os.fspath(dst)
+    entry = st.resolve(src)
+    folder = os.path.dirname(os.path.abspath(entry))
+    if os.path.exists(dst) and not (os.path.isdir(dst) and not os.listdir(dst)):
+        raise FileExistsError(errno.EEXIST, "exists and is not an empty folder; give a new "
+                              "folder for the converted model", dst)
+    if os.path.abspath(dst) == folder:
+        raise ValueError(f"refusing to write into the input folder {folder}; give a new folder")
+    rows = []
+    tot = {"err2": 0.0, "ref2": 0.0}
+    with st.open(entry) as f:
+        lay = _layouts.scan(f, entry)
+        names = list(f.keys())
+        _check_quantized(src, lay, to)
+        _check_only(src, only, names, lay)
+        shards = f.files()
+        parent = os.path.dirname(os.path.abspath(dst)) or "."
+        os.makedirs(parent, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix="." + os.path.basename(os.path.abspath(dst)) + ".",
+                               suffix=".tmp", dir=parent)
+        try:
+            weight_map, total = {}, 0
+            for shard in shards:
+                out = os.path.join(tmp, os.path.basename(shard))
+                if to in _blocks.BLOCK_FORMATS:
+                    _convert_blocks(shard, out, to, only, rows, tot, progress, fsync)
+                else:
+                    mine = [n for n in names if f._shard(n) == shard]
+                    specs = _cast_specs(src, f, mine, lay, to, tdt, tcode, saturate, rounding,
+                                        only, seed, rows, tot, progress)
+                    with st.open(shard) as sf:
+                        meta = sf.metadata()
+                    st.write(out, specs, meta or None, fsync=fsync)
+                with st.open(out) as o:
+                    for n in o.keys():
+                        weight_map[n] = os.path.basename(shard)
+                        total += o.info(n).end - o.info(n).begin
+            if entry.endswith(".json"):
+                meta = _json_file(entry).get("metadata")
+                meta = {k: v for k, v in meta.items() if k != "total_size"} \
+                    if isinstance(meta, dict) else {}
+                meta["total_size"] = total
+                st.save_index(os.path.join(tmp, os.path.basename(entry)), weight_map, meta)
+            _copy_model_files(folder, tmp, entry, shards, to, bool(lay))
+            if os.path.isdir(dst):
+                os.rmdir(dst)                 # empty (checked above)
+            os.rename(tmp, dst)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    overall = math.sqrt(tot["err2"] / tot["ref2"]) if tot["ref2"] > 0 else 0.0
+    return rows, overall
+
+
+def _json_file(path):
+    with open(path, "rb") as fh:
+        d = json.loads(fh.read().decode("utf-8"))
+    return d if isinstance(d, dict) else {}
+
+
+def _copy_model_files(folder, out, entry, shards, to, dequantized):
+    """The model folder's other top-level files (config, tokenizer,
+    generation config, README, ...) into `out`; config.json rewritten for
+    the converted weights."""
+    skip = {os.path.basename(entry)} | {os.path.basename(s) for s in shards}
+    for e in sorted(os.scandir(folder), key=lambda e: e.name):
+        if e.name in skip or e.name.endswith(".safetensors") or not e.is_file():
+            continue
+        if e.name.endswith(".safetensors.index.json"):
+            continue
+        if dequantized and e.name in _DROPPED_WHEN_DEQUANTIZED:
+            continue
+        if e.name == "config.json":
+            try:
+                cfg = _json_file(e.path)
+            except (OSError, ValueError):
+                cfg = None
+            if cfg is not None:
+                cfg = output_config(cfg, to, dequantized)
+                with open(os.path.join(out, e.name), "w") as fh:
+                    json.dump(cfg, fh, indent=2)
+                    fh.write("\n")
+                continue
+        shutil.copy2(e.path, os.path.join(out, e.name))
+
+
+def output_config(cfg, to, dequantized):
+    """config.json for the converted model: without its quantization config
+    (transformers' "quantization_config", MLX's "quantization") once
+    dequantized, and with its dtype ("dtype" / "torch_dtype") the target's
+    when the target is a 16/32-bit float."""
+    cfg = dict(cfg)
+    if dequantized:
+        cfg.pop("quantization_config", None)
+        cfg.pop("quantization", None)
+    if to in ("bfloat16", "float16", "float32"):
+        for key in ("dtype", "torch_dtype"):
+            if key in cfg:
+                cfg[key] = to
+    return cfg
 
 
 #: the targets a decoded quantized tensor may be converted to today

@@ -3,6 +3,10 @@ logical tensor, and (for the layouts minifloat decodes) its values.
 
     scan(f, path)          the logical tensors of an open safetensors file
                            (or index): a Layouts object
+    logical_tensors(path)  the same for a path, as a list of dicts (the
+                           documented listing)
+    chunks(f, g)           a decoded logical tensor's float32 values, a few
+                           rows at a time
     detect(tensors, ...)   the same from names -> (dtype, shape), the folder's
                            config.json / hf_quant_config.json and __metadata__
     fp8_block_chunks(...)  a DeepSeek FP8 block weight's values, float32,
@@ -396,6 +400,30 @@ def scan(f, path=None):
     qcfg, hfq = read_configs(path if path is not None else f.path)
     tensors = {n: (f.info(n).dtype, f.info(n).shape) for n in f.keys()}
     return detect(tensors, qcfg, hfq, f.metadata())
+
+
+def logical_tensors(path):
+    """The tensors of checkpoint `path` (a .safetensors file, an index .json
+    or a model folder) as the unquantized model has them, in file order: a
+    list of dicts with name, shape, layout (the layout id, None for a tensor
+    stored as itself), description, decoded (whether minifloat gives its
+    values: always for a plain tensor) and stored (the stored tensors'
+    names).  A quantized weight is one entry, whatever its codes, scales and
+    zero points are called or wherever (which shard) they are stored."""
+    from . import safetensors as st
+    out = []
+    with st.open(path) as f:
+        lay = scan(f)
+        for kind, x in lay.rows(f.keys()):
+            if kind == "tensor":
+                i = f.info(x)
+                out.append({"name": x, "shape": tuple(i.shape), "layout": None,
+                            "description": i.dtype, "decoded": True, "stored": [x]})
+            else:
+                out.append({"name": x.name, "shape": None if x.shape is None else tuple(x.shape),
+                            "layout": x.layout, "description": x.description,
+                            "decoded": x.decoded, "stored": list(x.tensors.values())})
+    return out
 
 
 def describe(g, example=True):

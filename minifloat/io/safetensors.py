@@ -5,8 +5,11 @@
         f.keys(); f.metadata(); f.get_tensor("w"); f.get_slice("w")[:10]
     minifloat.safetensors.save("out.safetensors", {"w": w}, metadata={"format": "np"})
 
-A ``model.safetensors.index.json`` path (a sharded checkpoint) works wherever a
-file does.  Each safetensors dtype is read as its own NumPy dtype (BF16 as
+A ``model.safetensors.index.json`` path (a sharded checkpoint), or a model
+folder holding one (or holding a single ``.safetensors`` file), works wherever
+a file does.  ``load(path, dequantize=True)`` and ``open(path,
+dequantize=True)`` give a quantized checkpoint's weights as values under the
+unquantized model's names (minifloat.io.layouts).  Each safetensors dtype is read as its own NumPy dtype (BF16 as
 bfloat16, F8_E4M3 as float8_e4m3fn, ...; the table is ``DTYPES`` and
 docs/safetensors.md).  With ``mmap=True`` byte-sized tensors are read-only
 views of the mapped file (no copy); sub-byte tensors (F4, F6_E2M3, F6_E3M2),
@@ -31,7 +34,8 @@ import numpy as np
 from .. import _core
 from ..casting import pack as _pack, unpack as _unpack
 
-__all__ = ["load", "open", "save", "parse_header", "DTYPES", "MAX_HEADER_SIZE"]
+__all__ = ["load", "open", "save", "parse_header", "resolve", "DTYPES", "MAX_HEADER_SIZE",
+           "SafeOpen", "DequantizedOpen"]
 
 #: safetensors' own limit on the JSON header (safetensors/src/tensor.rs)
 MAX_HEADER_SIZE = 100_000_000
@@ -88,6 +92,37 @@ def _nbytes(code, shape):
 
 def _is_index(path):
     return str(path).endswith(".json")
+
+
+def resolve(path):
+    """The file that `path` names as a checkpoint: a ``.safetensors`` file or
+    an index ``.json`` as given; a model folder: its
+    ``*.safetensors.index.json`` (a sharded checkpoint), else its one
+    ``.safetensors`` file.  A folder with none, or with several files and no
+    index, is an error that says what to give instead."""
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        return path
+    try:
+        # not only regular files: a FIFO named *.safetensors is found here
+        # and refused by name when opened
+        names = sorted(e.name for e in os.scandir(path) if not e.is_dir())
+    except OSError as e:
+        raise OSError(e.errno, f"{path}: {e.strerror}") from None
+    index = [n for n in names if n.endswith(".safetensors.index.json")]
+    files = [n for n in names if n.endswith(".safetensors")]
+    if len(index) == 1:
+        return os.path.join(path, index[0])
+    if len(index) > 1:
+        raise ValueError(f"{path}: a folder with {len(index)} index files "
+                         f"({', '.join(index)}); give the one to open")
+    if len(files) == 1:
+        return os.path.join(path, files[0])
+    if not files:
+        raise FileNotFoundError(errno.ENOENT, "a folder with no .safetensors file", path)
+    raise ValueError(f"{path}: a folder with {len(files)} .safetensors files and no "
+                     f"*.safetensors.index.json; give one file, or the index of the sharded "
+                     f"checkpoint")
 
 
 def _open_regular(path):
@@ -260,7 +295,7 @@ class SafeOpen:
     manager, like ``safetensors.safe_open``."""
 
     def __init__(self, path, *, mmap=True):
-        self.path = os.fspath(path)
+        self.path = resolve(path)
         self._mmap = mmap
         self._files = {}          # file path -> [data_start, tensors, mapped buffer or None]
         self._meta_of = {}        # file path -> its __metadata__
@@ -443,23 +478,98 @@ class _Slice:
         return np.array(_tensor_from_bytes(data, info)[idx])
 
 
-def open(path, *, mmap=True):   # noqa: A001  (the module's name for safe_open)
-    """Open a safetensors file or a ``model.safetensors.index.json`` lazily
-    (only headers are read); see :class:`SafeOpen`."""
-    return SafeOpen(path, mmap=mmap)
+def open(path, *, mmap=True, dequantize=False):   # noqa: A001  (the module's name for safe_open)
+    """Open a safetensors file, a ``model.safetensors.index.json`` or a model
+    folder lazily (only headers are read); see :class:`SafeOpen`.
+
+    dequantize=True: the checkpoint as the unquantized model sees it
+    (:class:`DequantizedOpen`): each quantized weight (codes plus scales in
+    one of the hub layouts, docs/safetensors.md) is one tensor under its
+    unquantized name, read as float32 values; every other tensor is as
+    stored."""
+    f = SafeOpen(path, mmap=mmap)
+    return DequantizedOpen(f) if dequantize else f
 
 
-def load(path, *, mmap=True):
+def load(path, *, mmap=True, dequantize=False):
     """Load every tensor of a safetensors file (or of a sharded checkpoint's
-    ``*.index.json``) as a dict name -> ndarray with the true dtypes.
+    ``*.index.json``, or a model folder) as a dict name -> ndarray with the
+    true dtypes.
 
     mmap=True:  byte-sized tensors are read-only views of the memory-mapped
                 file (no copy; nothing is read until used).  Sub-byte tensors
                 (F4, F6_*) are unpacked to one byte per value, a copy.
     mmap=False: the file is read into memory; the arrays are writable.
+    dequantize=True: quantized weights come as float32 values under their
+                unquantized names (their codes and scales do not appear);
+                every other tensor as stored.  A quantized layout minifloat
+                does not decode raises ValueError (never codes read as
+                values).
     """
-    f = SafeOpen(path, mmap=mmap)
+    f = open(path, mmap=mmap, dequantize=dequantize)
     return {name: f.get_tensor(name) for name in f.keys()}
+
+
+class DequantizedOpen:
+    """An open checkpoint seen as the unquantized model: ``keys()`` are the
+    model's tensor names (a quantized weight's codes, scales, zero points and
+    global scales are one name), ``get_tensor(name)`` gives a quantized
+    weight's float32 values (decoded in bounded chunks into one array) and any
+    other tensor as stored.  ``layouts`` is the
+    :class:`minifloat.io.layouts.Layouts` found; ``stored`` the plain
+    :class:`SafeOpen`."""
+
+    def __init__(self, f):
+        from . import layouts
+        self.stored = f
+        self.path = f.path
+        self.layouts = layouts.scan(f, f.path)
+        self._names = [n if kind == "tensor" else n.name
+                       for kind, n in self.layouts.rows(f.keys())]
+
+    def keys(self):
+        return list(self._names)
+
+    def metadata(self):
+        return self.stored.metadata()
+
+    def get_tensor(self, name):
+        from . import layouts
+        g = self.layouts.groups.get(name)
+        if g is None:
+            if name in self.layouts.owner or name not in self._names:
+                raise KeyError(f"{self.path}: no tensor {name!r} in the dequantized view"
+                               + (f" (it is part of {self.layouts.owner[name]!r})"
+                                  if name in self.layouts.owner else ""))
+            return self.stored.get_tensor(name)
+        if not g.decoded:
+            raise ValueError(f"{self.path}: tensor {name!r} is stored in "
+                             f"{layouts.describe(g)}, which minifloat does not decode; its "
+                             f"stored tensors are codes and scales, not values (read them with "
+                             f"dequantize=False)")
+        out = np.empty(g.shape, np.float32)
+        flat = out.reshape(-1, g.shape[-1]) if out.size else out
+        r = 0
+        for c in layouts.chunks(self.stored, g):
+            flat[r:r + c.shape[0]] = c
+            r += c.shape[0]
+        return out
+
+    def get_slice(self, name):
+        if name in self.layouts.groups:
+            raise ValueError(f"{self.path}: tensor {name!r} is quantized; a dequantized tensor "
+                             f"is read whole: get_tensor({name!r})")
+        return self.stored.get_slice(name)
+
+    def close(self):
+        self.stored.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
 
 
 # --------------------------------------------------------------------------- writing

@@ -236,5 +236,9 @@ def test_load_refuses_a_fifo_and_a_device(tmp_path):
     assert lines[0].startswith(f"{fifo}: a FIFO, not a regular file")
     if os.path.exists("/dev/null"):
         assert lines[1].startswith("/dev/null: a character device, not a regular file")
-    with pytest.raises(IsADirectoryError):            # as open() says it
+    with pytest.raises(ValueError, match="a FIFO"):     # a folder: its one checkpoint file
         mf.io.safetensors.load(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError, match="no .safetensors file"):
+        mf.io.safetensors.load(empty)

@@ -72,6 +72,33 @@ def test_kernel_against_numpy(bits, k, group):
     assert np.array_equal(_bits_of(out), _bits_of(want))
 
 
+@pytest.mark.parametrize("rnd,exps", [("float16", (-34, 10)), ("bfloat16", (-140, 122))])
+def test_kernel_rounding_in_the_scale_dtype(rnd, exps):
+    """Every product and sum rounded to the scale's dtype, as numpy's casts
+    round: subnormal and overflowing results included."""
+    dt = np.dtype(np.float16) if rnd == "float16" else BF16
+    rng = np.random.default_rng(7)
+    rows, k, bits = 64, 256, 8
+    words = rng.integers(0, 2**32, (rows, k * bits // 32), dtype=np.uint64).astype(np.uint32)
+    mag = np.float32(2.0) ** np.linspace(*exps, rows).round().astype(np.float32)[:, None]
+    with np.errstate(over="ignore", under="ignore"):
+        s = (rng.standard_normal((rows, 1)) * mag).astype(np.float32).astype(dt).astype(np.float32)
+        z = (rng.standard_normal((rows, 1)) * mag).astype(np.float32).astype(dt).astype(np.float32)
+    u = _stream_unpack(words, k, bits).astype(np.float32)
+    out = np.empty((rows, k), np.float32)
+    _core._unpack_affine(words, s, z, out, bits, k, 1, 0, rnd)
+    with np.errstate(over="ignore", under="ignore"):
+        want = ((s * u).astype(dt).astype(np.float32) + z).astype(dt).astype(np.float32)
+    tiny = np.finfo(np.float16).tiny if rnd == "float16" else np.float32(2.0**-126)
+    assert np.isinf(want).any() and (np.abs(want[want != 0]) < tiny).any()
+    assert np.array_equal(_bits_of(out), _bits_of(want))
+    _core._unpack_affine(words, s, z, out, bits, k, 0, 128, rnd)
+    with np.errstate(over="ignore", under="ignore"):
+        q = ((u - 128) - z).astype(dt).astype(np.float32)
+        want = (q * s).astype(dt).astype(np.float32)
+    assert np.array_equal(_bits_of(out), _bits_of(want))
+
+
 def test_kernel_checks_shapes():
     w = np.zeros((4, 2), np.uint32)
     s = np.ones((4, 2), np.float32)

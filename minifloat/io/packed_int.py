@@ -97,7 +97,7 @@ def _ct_candidates(qcfg, module):
     return [w for w, _ in out]
 
 
-def _ct_try(w, f, g, pdt, pshape, k_given):
+def _ct_try(w, f, g, pshape, k_given):
     """PackedParams for weight arguments `w`, or a string saying why they do
     not fit the stored tensors."""
     bits = w.get("num_bits")
@@ -177,7 +177,7 @@ def _ct_params(f, g, qcfg):
                          f"int weights (num_bits, strategy, group_size, symmetric)")
     fits, why = [], []
     for w in cands:
-        p = _ct_try(w, f, g, pdt, pshape, k_given)
+        p = _ct_try(w, f, g, pshape, k_given)
         (why if isinstance(p, str) else fits).append(p)
     fits = list(dict.fromkeys(fits))
     if not fits:

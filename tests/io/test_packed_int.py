@@ -138,9 +138,10 @@ def _ct_checkpoint(n, k, bits, strategy, group, symmetric, sdtype, seed=0):
                                 symmetric=symmetric)
     scheme = ctq.QuantizationScheme(targets=["Linear"], weights=args)
     g = torch.Generator().manual_seed(seed)
-    w = (torch.randn(n, k, generator=g) * 0.05).to(sdtype)
+    lead = n if isinstance(n, tuple) else (n,)
+    w = (torch.randn(*lead, k, generator=g) * 0.05).to(sdtype)
     if strategy == "group":
-        x = w.float().reshape(n, k // group, group)
+        x = w.float().reshape(*lead, k // group, group)
         mn, mx = x.amin(-1), x.amax(-1)
     else:
         mn, mx = w.float().amin(-1, keepdim=True), w.float().amax(-1, keepdim=True)
@@ -180,6 +181,8 @@ CT_CASES = [
     (31, 96, 4, "group", 32, False, torch.float16),
     (31, 96, 4, "group", 32, False, torch.float32),
     (30, 299, 8, "channel", None, False, torch.float32),
+    ((3, 37), 64, 4, "group", 32, False, torch.bfloat16),  # MoE experts: zero points per slice
+    ((2, 21), 77, 8, "channel", None, False, torch.float16),
 ]
 
 
@@ -194,7 +197,9 @@ def test_ct_pack_quantized(tmp_path, case, chunk_values):
     assert g.layout == "ct_pack_quantized"
     assert ("zero_point" in g.tensors) == (not symmetric)
     p = packed_int.params(f, g, qcfg)
-    assert (p.bits, p.group, p.symmetric, p.shape) == (bits, group or k, symmetric, (n, k))
+    lead = n if isinstance(n, tuple) else (n,)
+    assert (p.bits, p.group, p.symmetric, p.shape) == (bits, group or k, symmetric, lead + (k,))
+    n = p.rows
     parts = list(packed_int.ct_packed_chunks(f, g, qcfg, chunk_values))
     assert all(c.dtype == np.float32 and c.shape[1] == k for c in parts)
     if chunk_values < k * n:
@@ -202,6 +207,7 @@ def test_ct_pack_quantized(tmp_path, case, chunk_values):
     got = np.concatenate(parts)
     assert got.shape == (n, k)
     # float32: the reference's values (computed in the scale's dtype) widened
+    ref = ref.reshape(n, k)
     assert np.array_equal(_bits_of(got), _bits_of(_ref_f32(ref)))
     # in the reference's output dtype
     back = torch.from_numpy(got).to(ref.dtype)

@@ -7,6 +7,8 @@
     layouts       the quantized layouts of the model hubs (DeepSeek FP8 block,
                   gpt-oss MXFP4, compressed-tensors, ModelOpt, MLX, ...):
                   which stored tensors make one logical tensor; decoding
+    packed_int    the values of integer weights packed into 32-bit words
+                  (compressed-tensors pack-quantized, MLX affine), for layouts
     zarr          zarr v3 data types (imports zarr; registered when zarr is
                   imported)
     dask          float32-accurate reductions of dask arrays (imports dask)
@@ -25,5 +27,5 @@ only.
 from .._lazy import attach as _attach
 
 # no __all__: `from minifloat.io import *` must not import zarr and dask
-__getattr__, __dir__ = _attach(__name__, ["npyio", "safetensors", "checkpoint", "layouts", "zarr",
-                                             "dask"])
+__getattr__, __dir__ = _attach(__name__, ["npyio", "safetensors", "checkpoint", "layouts",
+                                             "packed_int", "zarr", "dask"])

@@ -135,6 +135,8 @@ extern PyObject *mf_ComplexWarning;
 int mf_init_rounding(PyObject *module);
 /* ---- block-scaled formats (bindings/block_formats.c) ---- */
 int mf_init_blocks(PyObject *module);
+/* ---- packed integer checkpoint weights (bindings/checkpoint_unpack.c) ---- */
+int mf_init_checkpoint_unpack(PyObject *module);
 /* FastPath: the C front of a NumPy work-around (numpy/fastpath.c) */
 int mf_init_fastpath(PyObject *module);
 

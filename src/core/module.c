@@ -484,7 +484,7 @@ PyInit__core(void)
     if (mf_init_dlpack(m) < 0) {
         goto fail;
     }
-    if (mf_init_blocks(m) < 0 || mf_init_fastpath(m) < 0) {
+    if (mf_init_blocks(m) < 0 || mf_init_fastpath(m) < 0 || mf_init_checkpoint_unpack(m) < 0) {
         goto fail;
     }
     return m;

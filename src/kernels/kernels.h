@@ -231,6 +231,30 @@ void mf_neon_bf16_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp 
                               const void *A, mf_intp lda, const void *B, mf_intp ldb,
                               float *C, mf_intp ldc, const mf_gemm_epilogue *ep);
 
+/*
+ * Packed integer codes with a scale per group of columns (kernels/packed/
+ * serial.c; no SIMD level: every caller uses this one).  rows x k fields of
+ * `bits` (1..8) bits: row r's are a bit stream in words + r * ldw, field j
+ * at bits j * bits .. j * bits + bits - 1, word i holding bits 32 i ..
+ * 32 i + 31 lowest first (ldw >= ceil(k * bits / 32); nothing beyond is
+ * read).  Field j of row r uses s[r * lds + j / group] (and z, the same
+ * shape, or NULL for zeros); groups = ceil(k / group) <= lds.
+ *   MF_AFFINE_ZP   (compressed-tensors):  out = R(R(float(u - offset) - z) * s)
+ *   MF_AFFINE_BIAS (MLX affine):          out = R(R(s * float(u)) + z)
+ * R rounds to the format rnd (the scale's dtype, as the references compute
+ * in it), or is the identity when rnd is NULL (float32).  Results go to
+ * out + r * ldo + j.
+ */
+typedef enum {
+    MF_AFFINE_ZP = 0,
+    MF_AFFINE_BIAS = 1,
+} mf_affine_kind;
+
+void mf_unpack_affine(const uint32_t *words, mf_intp ldw, mf_intp rows, mf_intp k, int bits,
+                      mf_intp group, const float *s, const float *z, mf_intp lds,
+                      mf_affine_kind kind, int32_t offset, const mf_format *rnd,
+                      float *out, mf_intp ldo);
+
 /* the active table */
 extern const mf_kernels *mf_k;
 extern mf_level mf_active_level;

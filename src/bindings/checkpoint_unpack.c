@@ -1,0 +1,137 @@
+/*
+ * _core._unpack_affine: the values of packed integer weights (compressed-
+ * tensors pack-quantized, MLX affine), a block of whole rows at a time, for
+ * minifloat/io/packed_int.py.  The work is kernels/packed/serial.c's; this
+ * file checks that every array agrees with the others, so the kernel never
+ * reads or writes outside them.
+ */
+#include "../core/minifloat.h"
+#include "../kernels/kernels.h"
+
+static int
+check2d(PyObject *o, const char *what, int f32, int writable)
+{
+    if (!PyArray_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "_unpack_affine: %s must be an ndarray", what);
+        return -1;
+    }
+    PyArrayObject *a = (PyArrayObject *)o;
+    int t = PyArray_TYPE(a);
+    int type_ok = f32 ? t == NPY_FLOAT32 : (t == NPY_INT32 || t == NPY_UINT32);
+    if (!type_ok || PyArray_NDIM(a) != 2 || !PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISALIGNED(a)
+            || !PyArray_ISNBO(PyArray_DESCR(a)->byteorder)) {
+        PyErr_Format(PyExc_ValueError, "_unpack_affine: %s must be a 2-d C-contiguous aligned "
+                     "native %s array", what, f32 ? "float32" : "int32 or uint32");
+        return -1;
+    }
+    if (writable && !PyArray_ISWRITEABLE(a)) {
+        PyErr_Format(PyExc_ValueError, "_unpack_affine: %s must be writable", what);
+        return -1;
+    }
+    return 0;
+}
+
+/* _unpack_affine(words, scale, z, out, bits, group, kind, offset, round_to) */
+static PyObject *
+py_unpack_affine(PyObject *NPY_UNUSED(self), PyObject *args)
+{
+    PyObject *wo, *so, *zo, *oo, *ro;
+    int bits, kind, offset;
+    Py_ssize_t group;
+    if (!PyArg_ParseTuple(args, "OOOOiniiO", &wo, &so, &zo, &oo, &bits, &group, &kind, &offset,
+                          &ro)) {
+        return NULL;
+    }
+    if (check2d(wo, "words", 0, 0) < 0 || check2d(so, "scale", 1, 0) < 0
+            || (zo != Py_None && check2d(zo, "z", 1, 0) < 0) || check2d(oo, "out", 1, 1) < 0) {
+        return NULL;
+    }
+    if (bits < 1 || bits > 8) {
+        PyErr_Format(PyExc_ValueError, "_unpack_affine: bits must be 1 to 8, not %d", bits);
+        return NULL;
+    }
+    if (group < 1) {
+        PyErr_Format(PyExc_ValueError, "_unpack_affine: group must be >= 1, not %zd", group);
+        return NULL;
+    }
+    if (kind != MF_AFFINE_ZP && kind != MF_AFFINE_BIAS) {
+        PyErr_Format(PyExc_ValueError, "_unpack_affine: kind must be 0 (zero point) or 1 (bias), "
+                     "not %d", kind);
+        return NULL;
+    }
+    if (kind == MF_AFFINE_BIAS && zo == Py_None) {
+        PyErr_SetString(PyExc_ValueError, "_unpack_affine: kind 1 (bias) needs the biases z");
+        return NULL;
+    }
+    const mf_format *rnd = NULL;
+    if (ro != Py_None) {
+        const char *name = PyUnicode_AsUTF8(ro);
+        if (name == NULL) {
+            return NULL;
+        }
+        if (strcmp(name, "bfloat16") == 0) {
+            rnd = &mf_formats[MF_BFLOAT16];
+        }
+        else if (strcmp(name, "float16") == 0) {
+            rnd = &mf_formats[MF_IEEE_FLOAT16];
+        }
+        else if (strcmp(name, "float32") != 0) {
+            PyErr_Format(PyExc_ValueError, "_unpack_affine: round_to must be None, 'float32', "
+                         "'bfloat16' or 'float16', not %R", ro);
+            return NULL;
+        }
+    }
+    PyArrayObject *w = (PyArrayObject *)wo, *s = (PyArrayObject *)so, *out = (PyArrayObject *)oo;
+    PyArrayObject *z = zo != Py_None ? (PyArrayObject *)zo : NULL;
+    npy_intp rows = PyArray_DIM(out, 0), k = PyArray_DIM(out, 1);
+    npy_intp ldw = PyArray_DIM(w, 1), groups = k == 0 ? 0 : (k - 1) / group + 1;
+    if (PyArray_DIM(w, 0) != rows || PyArray_DIM(s, 0) != rows) {
+        PyErr_Format(PyExc_ValueError, "_unpack_affine: rows disagree: words %zd, scale %zd, "
+                     "out %zd", (Py_ssize_t)PyArray_DIM(w, 0), (Py_ssize_t)PyArray_DIM(s, 0),
+                     (Py_ssize_t)rows);
+        return NULL;
+    }
+    /* k * bits cannot overflow: out holds k float32 per row */
+    npy_intp need = (k * bits + 31) / 32;
+    if (ldw < need) {
+        PyErr_Format(PyExc_ValueError, "_unpack_affine: words has %zd words per row; %zd fields "
+                     "of %d bits need %zd", (Py_ssize_t)ldw, (Py_ssize_t)k, bits, (Py_ssize_t)need);
+        return NULL;
+    }
+    if (PyArray_DIM(s, 1) != groups) {
+        PyErr_Format(PyExc_ValueError, "_unpack_affine: scale has %zd columns; %zd columns in "
+                     "groups of %zd need %zd", (Py_ssize_t)PyArray_DIM(s, 1), (Py_ssize_t)k,
+                     (Py_ssize_t)group, (Py_ssize_t)groups);
+        return NULL;
+    }
+    if (z != NULL && (PyArray_DIM(z, 0) != rows || PyArray_DIM(z, 1) != groups)) {
+        PyErr_Format(PyExc_ValueError, "_unpack_affine: z has shape (%zd, %zd); the scale's is "
+                     "(%zd, %zd)", (Py_ssize_t)PyArray_DIM(z, 0), (Py_ssize_t)PyArray_DIM(z, 1),
+                     (Py_ssize_t)rows, (Py_ssize_t)groups);
+        return NULL;
+    }
+    const uint32_t *wd = PyArray_DATA(w);
+    const float *sd = PyArray_DATA(s), *zd = z != NULL ? PyArray_DATA(z) : NULL;
+    float *od = PyArray_DATA(out);
+    if (rows > 0 && k > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        mf_unpack_affine(wd, ldw, rows, k, bits, group, sd, zd, groups, (mf_affine_kind)kind,
+                         (int32_t)offset, rnd, od, k);
+        Py_END_ALLOW_THREADS
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef unpack_methods[] = {
+    {"_unpack_affine", py_unpack_affine, METH_VARARGS,
+     "_unpack_affine(words, scale, z, out, bits, group, kind, offset, round_to): the values of "
+     "packed integer codes, kind 0: (u - offset - z) * scale (compressed-tensors), kind 1: "
+     "scale * u + z (MLX), rounded as in the scale's dtype round_to (minifloat.io.packed_int)."},
+    {NULL, NULL, 0, NULL},
+};
+
+int
+mf_init_checkpoint_unpack(PyObject *module)
+{
+    return PyModule_AddFunctions(module, unpack_methods);
+}

@@ -1,0 +1,165 @@
+/*
+ * Integer codes packed into 32-bit words, with a scale per group of columns
+ * (kernels.h, mf_unpack_affine): the int4/int8 weights of compressed-tensors'
+ * pack-quantized format and of MLX's affine quantization.
+ *
+ * Both references compute in the scale's dtype, one rounding per operation;
+ * R() below rounds a float32 result to that dtype.  The float32 results
+ * here are those roundings widened, so they are the references' values bit
+ * for bit: a product or a sum of two bfloat16 (float16) values computed in
+ * float32 and then rounded is the correctly rounded bfloat16 (float16) result,
+ * since float32 has more than 2p + 2 bits (no double-rounding error).
+ *
+ * This is the serial oracle; it reads only the words a row's k fields
+ * occupy, so a ragged last word (k * bits not a multiple of 32) and a ragged
+ * last group (group not dividing k) are handled by bounds, never by reading
+ * padding that may not be there.
+ */
+#include "../../core/codec.h"
+#include "../kernels.h"
+
+/* R(): round a float32 to the format of `rnd` (bfloat16 or float16: a
+ * sign, an exponent field, `drop` fewer significand bits than float32),
+ * nearest even, as the codec does (mf_enc1_ovf), but without leaving
+ * float32: on the bits in the format's normal range (the carry of a
+ * rounding up moves into the exponent, and past the largest finite value
+ * into the infinity's bits), by adding a power of two whose ulp is the
+ * format's smallest subnormal below it.  NaN becomes the quiet NaN of its
+ * sign, as the codec's bfloat16 does; an overflow becomes inf, the
+ * references' value too. */
+typedef struct {
+    int on;              /* 0: float32, R is the identity */
+    int drop;            /* significand bits float32 has more */
+    uint32_t min_normal; /* bits of the format's smallest normal */
+    uint32_t max_bits;   /* bits of its largest finite value */
+    float tiny;          /* 2^(emin - mant_bits + 23) (0 where emin is float32's) */
+} rounder;
+
+static rounder
+rounder_of(const mf_format *f)
+{
+    rounder r = {0, 0, 0, 0, 0.0f};
+    if (f == NULL) {
+        return r;
+    }
+    const int emin = mf_emin(f);
+    r.on = 1;
+    r.drop = 23 - f->mant_bits;
+    r.min_normal = (uint32_t)(emin + 127) << 23;
+    r.max_bits = mf_f32_bits(mf_decode_f32(f, mf_max_finite_mag(f)));
+    r.tiny = emin > -126 ? mf_bits_f32((uint32_t)(emin - f->mant_bits + 23 + 127) << 23) : 0.0f;
+    return r;
+}
+
+static inline float
+round_to(const rounder *r, float x)
+{
+    if (!r->on) {
+        return x;
+    }
+    uint32_t u = mf_f32_bits(x);
+    uint32_t sign = u & 0x80000000u, au = u ^ sign;
+    if (au > 0x7F800000u) {
+        return mf_bits_f32(sign | 0x7FC00000u);
+    }
+    if (au >= r->min_normal || r->tiny == 0.0f) {
+        uint32_t q = au + ((1u << (r->drop - 1)) - 1u) + ((au >> r->drop) & 1u);
+        q &= ~((1u << r->drop) - 1u);
+        au = q > r->max_bits ? 0x7F800000u : q;
+    }
+    else {
+        /* t lies in [tiny, 2 tiny]: the subtraction is exact */
+        au = mf_f32_bits((mf_bits_f32(au) + r->tiny) - r->tiny);
+    }
+    return mf_bits_f32(sign | au);
+}
+
+/* field j of a row: bits [j * bits, j * bits + bits) of its words, lowest
+ * bits first; a field may straddle two words when 32 % bits != 0 */
+static inline uint32_t
+field(const uint32_t *w, mf_intp j, int bits, uint32_t mask)
+{
+    mf_intp bit = j * bits;
+    mf_intp i = bit >> 5;
+    int sh = (int)(bit & 31);
+    uint32_t u = w[i] >> sh;
+    if (sh + bits > 32) {
+        u |= w[i + 1] << (32 - sh);
+    }
+    return u & mask;
+}
+
+/* the codes of one row as float32, offset subtracted; whole words at a time
+ * where no field straddles two (bits dividing 32), the fields' widths as
+ * constants the compiler can unroll */
+#define WHOLE_WORDS(B)                                                              \
+    for (; j + 32 / (B) <= k; j += 32 / (B)) {                                      \
+        uint32_t x = w[j / (32 / (B))];                                             \
+        for (int t = 0; t < 32 / (B); t++) {                                        \
+            o[j + t] = (float)((int32_t)((x >> (t * (B))) & ((1u << (B)) - 1u)) - off); \
+        }                                                                           \
+    }
+
+static void
+unpack_row(const uint32_t *w, mf_intp k, int bits, int32_t off, float *o)
+{
+    mf_intp j = 0;
+    switch (bits) {
+        case 1: WHOLE_WORDS(1) break;
+        case 2: WHOLE_WORDS(2) break;
+        case 4: WHOLE_WORDS(4) break;
+        case 8: WHOLE_WORDS(8) break;
+        default: break;
+    }
+    const uint32_t mask = (1u << bits) - 1u;
+    for (; j < k; j++) {
+        o[j] = (float)((int32_t)field(w, j, bits, mask) - off);
+    }
+}
+
+void
+mf_unpack_affine(const uint32_t *words, mf_intp ldw, mf_intp rows, mf_intp k, int bits,
+                 mf_intp group, const float *s, const float *z, mf_intp lds,
+                 mf_affine_kind kind, int32_t offset, const mf_format *rnd,
+                 float *out, mf_intp ldo)
+{
+    const mf_intp groups = (k + group - 1) / group;
+    const rounder rr = rounder_of(rnd);
+    const rounder *R = &rr;
+    const int32_t off = kind == MF_AFFINE_ZP ? offset : 0;
+    for (mf_intp r = 0; r < rows; r++) {
+        const float *sr = s + r * lds;
+        const float *zr = z != NULL ? z + r * lds : NULL;
+        float *o = out + r * ldo;
+        unpack_row(words + r * ldw, k, bits, off, o);
+        for (mf_intp g = 0; g < groups; g++) {
+            const mf_intp j0 = g * group;
+            const mf_intp j1 = k - j0 < group ? k : j0 + group;
+            const float sg = sr[g];
+            const float zg = zr != NULL ? zr[g] : 0.0f;
+            /* the codes are small integers, exact in every scale dtype */
+            if (kind == MF_AFFINE_ZP && !R->on) {
+                /* compressed-tensors: (q - zp) * s, q = u - offset */
+                for (mf_intp j = j0; j < j1; j++) {
+                    o[j] = (o[j] - zg) * sg;
+                }
+            }
+            else if (kind == MF_AFFINE_ZP) {
+                for (mf_intp j = j0; j < j1; j++) {
+                    o[j] = round_to(R, round_to(R, o[j] - zg) * sg);
+                }
+            }
+            else if (!R->on) {
+                /* MLX affine: s * u + b, no FMA */
+                for (mf_intp j = j0; j < j1; j++) {
+                    o[j] = sg * o[j] + zg;
+                }
+            }
+            else {
+                for (mf_intp j = j0; j < j1; j++) {
+                    o[j] = round_to(R, round_to(R, sg * o[j]) + zg);
+                }
+            }
+        }
+    }
+}

@@ -87,6 +87,7 @@ class Logical:
     tensors: dict = field(default_factory=dict)
     decoded: bool = False
     block: tuple = None
+    config: dict = None          # the quantization config (packed integer layouts)
 
     @property
     def codes(self):
@@ -399,7 +400,21 @@ def scan(f, path=None):
     config.json / hf_quant_config.json read when present)."""
     qcfg, hfq = read_configs(path if path is not None else f.path)
     tensors = {n: (f.info(n).dtype, f.info(n).shape) for n in f.keys()}
-    return detect(tensors, qcfg, hfq, f.metadata())
+    lay = detect(tensors, qcfg, hfq, f.metadata())
+    # packed integers (compressed-tensors pack-quantized, MLX): their bits,
+    # group and logical K come from the config checked against the stored
+    # shapes (and weight_shape's values): decoded where that succeeds, shown
+    # with the reason where it does not
+    for g in lay.groups.values():
+        if g.layout in ("ct_pack_quantized", "mlx"):
+            from . import packed_int
+            try:
+                p = packed_int.params(f, g, qcfg)
+            except ValueError as e:
+                g.description += f" (not decoded: {e})"
+                continue
+            g.shape, g.decoded, g.config = tuple(p.shape), True, qcfg
+    return lay
 
 
 def logical_tensors(path):
@@ -445,6 +460,12 @@ def chunks(f, g, chunk_values=1 << 20):
         return gpt_oss_chunks(f, g, chunk_values)
     if g.layout in _FP4_LAYOUTS:
         return fp4_chunks(f, g, chunk_values)
+    if g.layout == "ct_pack_quantized":
+        from . import packed_int
+        return packed_int.ct_packed_chunks(f, g, g.config, chunk_values)
+    if g.layout == "mlx":
+        from . import packed_int
+        return packed_int.mlx_chunks(f, g, g.config, chunk_values)
     return fp8_scaled_chunks(f, g, chunk_values)
 
 

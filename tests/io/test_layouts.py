@@ -22,7 +22,7 @@ N, K = 200, 300          # ragged 128-blocks on both axes: scale grid 2 x 3
 #: the layouts whose values minifloat decodes (the FP8 ones with float scales)
 DECODED = {"fp8_block", "ct_float_quantized", "modelopt_fp8", "fbgemm_fp8", "fp8_tensor",
            "fp8_channel", "gpt_oss_mxfp4", "ct_nvfp4_pack", "ct_mxfp4_pack", "modelopt_nvfp4",
-           "quark_mxfp4"}
+           "quark_mxfp4", "mlx"}
 
 
 def _write(folder, tensors, config=None, hf_quant=None, name="model.safetensors"):

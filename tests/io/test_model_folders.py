@@ -155,10 +155,11 @@ def test_load_dequantize(tmp_path):
 
 def test_load_dequantize_refuses_undecoded(tmp_path):
     p = tmp_path / "m.safetensors"
-    mst.save(p, {"m.weight": np.zeros((4, 4), np.uint32), "m.scales": np.ones((4, 1), np.float32),
-                 "m.biases": np.zeros((4, 1), np.float32)})
-    (tmp_path / "config.json").write_text(json.dumps({"quantization": {"group_size": 32,
-                                                                       "bits": 4}}))
+    # compressed-tensors' FP8 block grid: recognised, not decoded
+    mst.save(p, {"m.weight": np.zeros((200, 300), mf.float8_e4m3fn),
+                 "m.weight_scale": np.ones((2, 3), np.float32)})
+    (tmp_path / "config.json").write_text(json.dumps({"quantization_config": {
+        "quant_method": "compressed-tensors"}}))
     with pytest.raises(ValueError, match="does not decode"):
         mst.load(p, dequantize=True)
 

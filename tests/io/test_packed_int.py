@@ -276,55 +276,28 @@ def test_ct_g_idx(tmp_path):
         list(packed_int.ct_packed_chunks(f, g, qcfg))
 
 
-# --------------------------------------------------------------------------- MLX
+# --------------------------------------------------------------------------- the command line
 
-def _mlx_checkpoint(shape, bits, group, dtype, seed=0):
-    mx = pytest.importorskip("mlx.core")
-    rng = np.random.default_rng(seed)
-    w = mx.array((rng.standard_normal(shape) * 0.05).astype(np.float32)).astype(getattr(mx, dtype))
-    q, s, b = mx.quantize(w, group_size=group, bits=bits)
-    ref = mx.dequantize(q, s, b, group_size=group, bits=bits)
-
-    def np_(a):
-        if a.dtype == mx.bfloat16:
-            return np.array(a.view(mx.uint16)).view(BF16)
-        return np.array(a)
-    name = "model.layers.0.mlp.up_proj."
-    arrays = {name + "weight": np_(q), name + "scales": np_(s), name + "biases": np_(b)}
-    return arrays, {"group_size": group, "bits": bits}, np_(ref)
-
-
-@pytest.mark.parametrize("bits", [4, 8, 2, 3, 6])
-@pytest.mark.parametrize("group", [32, 64, 128])
-@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
-def test_mlx(tmp_path, bits, group, dtype):
-    shape = (3, 20, 384) if group == 64 else (45, 384)
-    arrays, qcfg, ref = _mlx_checkpoint(shape, bits, group, dtype, seed=bits + group)
-    f, lay = _open(tmp_path, arrays, qcfg)
-    g = lay.groups["model.layers.0.mlp.up_proj.weight"]
-    assert g.layout == "mlx"
-    p = packed_int.params(f, g, qcfg)
-    assert (p.bits, p.group, p.shape) == (bits, group, shape)
-    parts = list(packed_int.mlx_chunks(f, g, qcfg, chunk_values=1000))
-    assert len(parts) > 1
-    got = np.concatenate(parts)
-    want = ref.reshape(-1, shape[-1])
-    # float32: MLX's values (computed in the scales' dtype) widened
-    assert np.array_equal(_bits_of(got), _bits_of(want.astype(np.float32)))
-    # in MLX's output dtype
-    assert np.array_equal(got.astype(want.dtype).view(np.uint8), want.view(np.uint8))
-
-
-def test_mlx_config_contradicts_shapes(tmp_path):
-    arrays, qcfg, _ = _mlx_checkpoint((8, 256), 4, 64, "bfloat16")
-    f, lay = _open(tmp_path, arrays, qcfg)
-    g = lay.groups["model.layers.0.mlp.up_proj.weight"]
-    with pytest.raises(ValueError, match="256 columns in groups of 32 need"):
-        packed_int.params(f, g, {"group_size": 32, "bits": 4})
-    with pytest.raises(ValueError, match="no integer bits and group_size"):
-        list(packed_int.mlx_chunks(f, g, {"group_size": 64}))
-    with pytest.raises(ValueError, match="not affine"):
-        packed_int.params(f, g, {**qcfg, "mode": "mxfp4"})
-    # a per-layer override (mixed-bit MLX checkpoints)
-    over = {"group_size": 32, "bits": 8, "model.layers.0.mlp.up_proj": {"group_size": 64, "bits": 4}}
-    assert packed_int.params(f, g, over).bits == 4
+def test_ct_int4_convert_and_inspect(tmp_path):
+    """A compressed-tensors int4 asymmetric group-32 checkpoint, through the
+    layouts layer: inspect shows the values, convert --to bfloat16 writes
+    the weight under its unquantized name, bit for bit compressed-tensors'
+    decompression."""
+    from _cli import run
+    arrays, qcfg, ref = _ct_checkpoint(45, 160, 4, "group", 32, False, torch.bfloat16)
+    p = tmp_path / "model.safetensors"
+    mst.save(p, arrays)
+    (tmp_path / "config.json").write_text(json.dumps({"quantization_config": qcfg}))
+    rep = json.loads(run("inspect", p, "--json").stdout)
+    (row,) = rep["files"][0]["tensors"]
+    assert row["name"] == "model.layers.0.mlp.down_proj.weight" and row["decoded"] is True
+    assert row["shape"] == [45, 160]
+    r = ref.float().numpy().astype(np.float64)
+    assert row["max"] == pytest.approx(r.max()) and row["std"] == pytest.approx(r.std())
+    out = tmp_path / "out"
+    run("convert", tmp_path, out, "--to", "bfloat16")
+    got = mst.load(out)
+    assert list(got) == ["model.layers.0.mlp.down_proj.weight"]
+    w = got["model.layers.0.mlp.down_proj.weight"]
+    assert np.array_equal(np.asarray(w).view(np.uint16), ref.view(torch.int16).numpy().view(np.uint16))
+    assert "quantization_config" not in json.loads((out / "config.json").read_text())

@@ -7,6 +7,8 @@
     layouts       the quantized layouts of the model hubs (DeepSeek FP8 block,
                   gpt-oss MXFP4, compressed-tensors, ModelOpt, MLX, ...):
                   which stored tensors make one logical tensor; decoding
+    requantize    float weights into those layouts (`convert --to`), as
+                  each layout's reference quantizer computes them
     zarr          zarr v3 data types (imports zarr; registered when zarr is
                   imported)
     dask          float32-accurate reductions of dask arrays (imports dask)
@@ -25,5 +27,5 @@ only.
 from .._lazy import attach as _attach
 
 # no __all__: `from minifloat.io import *` must not import zarr and dask
-__getattr__, __dir__ = _attach(__name__, ["npyio", "safetensors", "checkpoint", "layouts", "zarr",
-                                             "dask"])
+__getattr__, __dir__ = _attach(__name__, ["npyio", "safetensors", "checkpoint", "layouts",
+                                             "requantize", "zarr", "dask"])

@@ -30,7 +30,9 @@ float16 operation.
                  [ceil(N/128), ceil(K/128)].  transformers
                  integrations/finegrained_fp8.py Fp8Quantize._quantize_one
                  (the quantizer that writes this layout): in float32, per
-                 128x128 block s = 448 / amax (1 for an all-zero block),
+                 128x128 block s = 448 / amax (1 for an all-zero block;
+                 computed as torch does a number over a tensor:
+                 float32(1 / amax) * 448),
                  weight_scale_inv = 1 / s, q = e4m3(clamp(w * s, +-448)).
                  Edge blocks of a ragged N or K take the amax of the
                  elements they have (as compressed-tensors' block strategy
@@ -55,8 +57,9 @@ float16 operation.
   compressed-tensors-nvfp4   m.weight_packed U8 [N, K/2] + m.weight_scale
                  F8_E4M3 [N, K/16] + m.weight_global_scale F32 [1].  Preset
                  NVFP4's weights (TENSOR_GROUP, 16): generate_gparam: g =
-                 448 * 6 / max(amax, tiny) in the weight's dtype (inf or NaN
-                 -> 1), then float32; calculate_qparams: s = e4m3(clamp(g *
+                 448 * 6 / max(amax, tiny) in the weight's dtype (torch's
+                 reciprocal, then the product; inf or NaN -> 1), then
+                 float32; calculate_qparams: s = e4m3(clamp(g *
                  (amax_b / 6 in the weight's dtype), +-448)), 0 -> 0.125
                  (e4m3's eps); compressors/nvfp4 quantize_and_pack_fp4: q =
                  e2m1(clamp(w / (float32(s) / g), +-6)) rounded to nearest
@@ -395,8 +398,11 @@ class Quantizer:
                 for b0 in range(r0, r1, 128):
                     col = np.abs(x[b0 - r0:min(r1, b0 + 128) - r0]).max(axis=0)
                     amax[b0 // 128] = np.maximum.reduceat(col, starts)
+            # torch computes `448.0 / t` (a Python number over a tensor) as
+            # t.reciprocal() * 448.0: two float32 roundings, kept here
             with np.errstate(divide="ignore", over="ignore"):
-                s = np.where(amax > 0, _F32(448.0) / np.where(amax > 0, amax, _F32(1)), _F32(1))
+                r = (_F32(1.0) / np.where(amax > 0, amax, _F32(1))).astype(_F32)
+                s = np.where(amax > 0, r * _F32(448.0), _F32(1)).astype(_F32)
                 inv = (_F32(1.0) / s).astype(_F32)
             job.fwd = s.astype(_F32)
             return {st[1][0]: inv}
@@ -418,8 +424,10 @@ class Quantizer:
             # generate_gparam, in the weight's dtype, then float32
             tiny = {"BF16": np.finfo(np.float32).tiny, "F16": np.finfo(np.float16).tiny,
                     "F32": np.finfo(np.float32).tiny}[self.dtype]
+            # `448 * 6 / t` is t.reciprocal() * 2688 in torch, each in the dtype
             with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-                g = rnd(np.array([_F32(448.0 * 6.0) / max(t, _F32(tiny))], _F32))
+                r = rnd(np.array([_F32(1.0) / max(t, _F32(tiny))], _F32))
+                g = rnd((r * _F32(448.0 * 6.0)).astype(_F32))
             g = np.where(np.isfinite(g), g, _F32(1.0)).astype(_F32)
             with np.errstate(over="ignore", invalid="ignore"):
                 sc = (g[0] * rnd(amax / _F32(6.0))).astype(_F32)

@@ -92,7 +92,6 @@ float16 operation.
                  block's largest values).
 """
 import fnmatch
-import math
 import re
 
 import numpy as np

@@ -177,7 +177,7 @@ def test_ct_fp8_matches_compressed_tensors(tmp_path, dtype, n, k):
     g, got = _decoded(p, "m.weight")
     assert g.layout == "ct_float_quantized"
     back = FloatQuantizationCompressor.decompress(
-        {"weight": torch.from_numpy(np.ascontiguousarray(t["m.weight"]).view(np.uint8))
+        {"weight": torch.from_numpy(np.array(t["m.weight"]).view(np.uint8))
          .view(torch.float8_e4m3fn), "weight_scale": s}, scheme)["weight"]
     np.testing.assert_array_equal(_to_dtype_bits(got, dtype), _bits(back.to(_TORCH[dtype])))
     sf = np.asarray(t["m.weight_scale"], np.float32)
@@ -210,7 +210,7 @@ def test_ct_w4a16_matches_compressed_tensors(tmp_path, dtype, n, k):
         g = layouts.scan(f, p).groups["m.weight"]
         assert g.layout == "ct_pack_quantized" and g.shape == (n, k)
     back = PackedQuantizationCompressor.decompress(
-        {"weight_packed": torch.from_numpy(np.ascontiguousarray(t["m.weight_packed"])),
+        {"weight_packed": torch.from_numpy(np.array(t["m.weight_packed"])),
          "weight_scale": s, "weight_shape": torch.from_numpy(t["m.weight_shape"].copy())},
         scheme)["weight"]
     codes = _unpack_int4(np.ascontiguousarray(t["m.weight_packed"]), k)
@@ -245,7 +245,7 @@ def test_ct_nvfp4_matches_compressed_tensors(tmp_path, dtype, n, k):
     g, got = _decoded(p, "m.weight")
     assert g.layout == "ct_nvfp4_pack"
     back = NVFP4PackedCompressor.decompress(
-        {"weight_packed": torch.from_numpy(np.ascontiguousarray(t["m.weight_packed"])),
+        {"weight_packed": torch.from_numpy(np.array(t["m.weight_packed"])),
          "weight_scale": out["weight_scale"], "weight_global_scale": gs}, scheme)["weight"]
     assert back.dtype == torch.bfloat16            # its decompressor's output
     np.testing.assert_array_equal(_to_dtype_bits(got, "BF16"), _bits(back))

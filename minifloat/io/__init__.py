@@ -9,6 +9,8 @@
                   which stored tensors make one logical tensor; decoding
     packed_int    the values of integer weights packed into 32-bit words
                   (compressed-tensors pack-quantized, MLX affine), for layouts
+    requantize    float weights into those layouts (`convert --to`), as
+                  each layout's reference quantizer computes them
     zarr          zarr v3 data types (imports zarr; registered when zarr is
                   imported)
     dask          float32-accurate reductions of dask arrays (imports dask)
@@ -28,4 +30,5 @@ from .._lazy import attach as _attach
 
 # no __all__: `from minifloat.io import *` must not import zarr and dask
 __getattr__, __dir__ = _attach(__name__, ["npyio", "safetensors", "checkpoint", "layouts",
-                                             "packed_int", "zarr", "dask"])
+                                             "packed_int", "requantize", "zarr",
+                                             "dask"])

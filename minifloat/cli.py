@@ -256,9 +256,19 @@ def _main(argv):
                         "shards under their names, the index, config.json (its quantization "
                         "config removed once dequantized) and the folder's other files")
     p_conv.add_argument("--to", required=True, metavar="FORMAT",
-                        help="an element format (bfloat16, float8_e4m3fn, ...) or a block-scaled "
+                        help="an element format (bfloat16, float8_e4m3fn, ...), a block-scaled "
                         "one (mxfp8_e4m3, mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4, mxint8, "
-                        "nvfp4: codes + scales, blocked along the last axis)")
+                        "nvfp4: codes + scales, blocked along the last axis), or a checkpoint "
+                        "layout of the model hubs for a bf16/f16/f32 model's Linear weights: "
+                        "deepseek-fp8 (FP8, 128x128 block scales), compressed-tensors-fp8 "
+                        "(FP8 per channel), compressed-tensors-w4a16 (int4, group 128), "
+                        "compressed-tensors-nvfp4, modelopt-nvfp4, gpt-oss-mxfp4 (MoE "
+                        "experts); with a model folder, config.json (or "
+                        "hf_quant_config.json) gets the layout's quantization config")
+    p_conv.add_argument("--ignore", action="append", metavar="PATTERN",
+                        help="with a layout --to: also leave these modules unquantized (a "
+                        "module name, a glob, or re:REGEX; repeatable). Embeddings, norms, "
+                        "routers and lm_head always stay")
     p_conv.add_argument("--saturate", action="store_true",
                         help="values beyond the format's range become its largest value "
                         "(torch's behaviour) instead of inf/NaN")
@@ -474,8 +484,12 @@ def _cmd_convert(args):
     from .io import checkpoint, safetensors as st
 
     tos = checkpoint.CONVERT_TARGETS + checkpoint.BLOCK_TARGETS
-    if args.to not in tos:
-        raise UserError(f"--to must be one of {', '.join(tos)}; got {args.to!r}")
+    if args.to not in tos + checkpoint.LAYOUT_TARGETS:
+        raise UserError(f"--to must be a format ({', '.join(tos)}) or a checkpoint layout "
+                        f"({', '.join(checkpoint.LAYOUT_TARGETS)}); got {args.to!r}")
+    if args.ignore and args.to not in checkpoint.LAYOUT_TARGETS:
+        raise UserError(f"--ignore names modules a layout leaves unquantized; --to {args.to} "
+                        f"is not a layout (use --only to choose tensors)")
     if args.to in checkpoint.BLOCK_TARGETS and (args.saturate or args.rounding != "nearest"):
         raise UserError(f"--to {args.to}: block formats round to nearest even and always "
                         f"saturate their elements; leave out "
@@ -490,7 +504,7 @@ def _cmd_convert(args):
     convert = checkpoint.convert_folder if model else checkpoint.convert_file
     update, close = _progress(total, os.path.basename(args.input), not args.json)
     try:
-        rows, overall = convert(args.input, args.output, args.to,
+        rows, overall = convert(args.input, args.output, args.to, ignore=args.ignore or (),
                                                 saturate=args.saturate, rounding=args.rounding,
                                                 only=args.only, seed=args.seed, progress=update,
                                                 fsync=args.fsync)

@@ -24,7 +24,7 @@ import tempfile
 import numpy as np
 
 from .. import _core
-from . import layouts as _layouts, safetensors as st
+from . import layouts as _layouts, requantize as _requantize, safetensors as st
 from .. import blocks as _blocks
 from ..casting import cast as _cast, pack as _pack, unpack as _unpack
 
@@ -42,6 +42,8 @@ TARGETS = [n for n, f in _FORMATS.items() if f["kind"] == "float"] + ["float16",
 
 #: the block-scaled formats --target and --to also take (minifloat.blocks)
 BLOCK_TARGETS = list(_blocks.BLOCK_FORMATS)
+#: the hub layouts --to writes a model's Linear weights in (minifloat.io.requantize)
+LAYOUT_TARGETS = list(_requantize.LAYOUTS)
 
 
 def _target_dtype(name):
@@ -503,7 +505,13 @@ def _inspect_logical(f, g, target, bins, progress):
 
 def _target(to, saturate, rounding):
     """Check convert's target and options: (numpy dtype, safetensors code),
-    both None for a block format."""
+    both None for a block format or a layout."""
+    if to in LAYOUT_TARGETS:
+        if rounding != "nearest" or saturate:
+            raise ValueError(f"--to {to}: the layout's quantizer rounds and saturates as its "
+                             f"reference does; leave out "
+                             f"{'--saturate' if saturate else '--rounding ' + rounding}")
+        return None, None
     if to not in CONVERT_TARGETS + BLOCK_TARGETS:
         raise ValueError(f"--to must be a format safetensors stores: "
                          f"{', '.join(CONVERT_TARGETS + BLOCK_TARGETS)}; got {to!r}")
@@ -523,7 +531,7 @@ def _target(to, saturate, rounding):
 
 
 def convert_file(src, dst, to, *, saturate=False, rounding="nearest", only=None, seed=None,
-                 progress=None, fsync=False):
+                 progress=None, fsync=False, ignore=()):
     """Cast the floating-point tensors of safetensors file `src` to format
     `to` and write `dst` (atomically), streaming chunk by chunk.  Integer and
     bool tensors, and with `only` (a glob on names, e.g. "*.weight") the
@@ -550,6 +558,10 @@ def convert_file(src, dst, to, *, saturate=False, rounding="nearest", only=None,
     tot = {"err2": 0.0, "ref2": 0.0}
     if to in _blocks.BLOCK_FORMATS:
         _convert_blocks(src, dst, to, only, rows, tot, progress, fsync)
+    elif to in LAYOUT_TARGETS:
+        with st.open(src) as f:
+            specs = _layout_specs(f, names, to, ignore, only, rows, progress)
+            st.write(dst, specs, f.metadata() or None, fsync=fsync)
     else:
         with st.open(src) as f:
             specs = _cast_specs(src, f, names, lay, to, tdt, tcode, saturate, rounding, only,
@@ -623,7 +635,7 @@ _DROPPED_WHEN_DEQUANTIZED = ("hf_quant_config.json",)
 
 
 def convert_folder(src, dst, to, *, saturate=False, rounding="nearest", only=None, seed=None,
-                   progress=None, fsync=False):
+                   progress=None, fsync=False, ignore=()):
     """convert_file for a model: `src` a model folder or a sharded
     checkpoint's index .json, `dst` a new folder.  Each shard is converted
     to a shard of the same name (a quantized weight whose scales sit in
@@ -662,6 +674,12 @@ def convert_folder(src, dst, to, *, saturate=False, rounding="nearest", only=Non
                 out = os.path.join(tmp, os.path.basename(shard))
                 if to in _blocks.BLOCK_FORMATS:
                     _convert_blocks(shard, out, to, only, rows, tot, progress, fsync)
+                elif to in LAYOUT_TARGETS:
+                    mine = [n for n in names if f._shard(n) == shard]
+                    with st.open(shard) as sf:
+                        meta = sf.metadata()
+                    st.write(out, _layout_specs(f, mine, to, ignore, only, rows, progress),
+                             meta or None, fsync=fsync)
                 else:
                     mine = [n for n in names if f._shard(n) == shard]
                     specs = _cast_specs(src, f, mine, lay, to, tdt, tcode, saturate, rounding,
@@ -679,7 +697,7 @@ def convert_folder(src, dst, to, *, saturate=False, rounding="nearest", only=Non
                     if isinstance(meta, dict) else {}
                 meta["total_size"] = total
                 st.save_index(os.path.join(tmp, os.path.basename(entry)), weight_map, meta)
-            _copy_model_files(folder, tmp, entry, shards, to, bool(lay))
+            _copy_model_files(folder, tmp, entry, shards, to, bool(lay), ignore)
             if os.path.isdir(dst):
                 os.rmdir(dst)                 # empty (checked above)
             os.rename(tmp, dst)
@@ -696,11 +714,18 @@ def _json_file(path):
     return d if isinstance(d, dict) else {}
 
 
-def _copy_model_files(folder, out, entry, shards, to, dequantized):
+def _copy_model_files(folder, out, entry, shards, to, dequantized, ignore=()):
     """The model folder's other top-level files (config, tokenizer,
     generation config, README, ...) into `out`; config.json rewritten for
-    the converted weights."""
+    the converted weights (and, for a layout target, its quantization config
+    written: into config.json, or ModelOpt's hf_quant_config.json)."""
     skip = {os.path.basename(entry)} | {os.path.basename(s) for s in shards}
+    if to in LAYOUT_TARGETS:
+        qcfg = _requantize.quantization_config(to, ignore=list(ignore) or None)
+        where = _requantize.config_file(to)
+        if where == "hf_quant_config.json":
+            _write_json(os.path.join(out, where), qcfg)
+            skip.add(where)
     for e in sorted(os.scandir(folder), key=lambda e: e.name):
         if e.name in skip or e.name.endswith(".safetensors") or not e.is_file():
             continue
@@ -715,11 +740,51 @@ def _copy_model_files(folder, out, entry, shards, to, dequantized):
                 cfg = None
             if cfg is not None:
                 cfg = output_config(cfg, to, dequantized)
-                with open(os.path.join(out, e.name), "w") as fh:
-                    json.dump(cfg, fh, indent=2)
-                    fh.write("\n")
+                if to in LAYOUT_TARGETS and where == "config.json":
+                    cfg["quantization_config"] = qcfg
+                _write_json(os.path.join(out, e.name), cfg)
                 continue
         shutil.copy2(e.path, os.path.join(out, e.name))
+
+
+def _write_json(path, d):
+    with open(path, "w") as fh:
+        json.dump(d, fh, indent=2)
+        fh.write("\n")
+
+
+def _layout_specs(f, names, to, ignore, only, rows, progress):
+    """st.write's specs writing the tensors `names` of an unquantized
+    checkpoint in layout `to` (minifloat.io.requantize): each Linear weight
+    the layout quantizes (and `only` selects, `ignore` does not name) as its
+    stored tensors, computed by the layout's reference rule; every other
+    tensor as stored."""
+    specs = []
+    for name in names:
+        info = f.info(name)
+        if (info.dtype in ("BF16", "F16", "F32") and (only is None or fnmatch.fnmatchcase(name, only))
+                and _requantize.should_quantize(name, info.shape, to, ignore)):
+            q = _requantize.quantizer(to, info.dtype)
+            x = f.get_tensor(name)
+
+            def read_rows(r0, r1, x=x):
+                return np.asarray(x[r0:r1], np.float32)
+            parts = q.specs(name, tuple(info.shape), read_rows)
+            rows.append({"name": name, "from": info.dtype, "to": to, "rel_rms_error": None,
+                         "tensors": {p[0]: p[1] for p in parts}})
+            specs += [p[:3] + (_counted(p[3], progress, info, len(parts)),) for p in parts]
+            continue
+        rows.append({"name": name, "from": info.dtype, "to": info.dtype, "rel_rms_error": None})
+        specs.append((name, info.dtype, info.shape, _copy_chunks(f._raw(name)[0], progress)))
+    return specs
+
+
+def _counted(chunks, progress, info, nparts):
+    """`chunks`, reporting the source tensor's bytes to `progress` (its
+    share for each of the `nparts` stored tensors) once written."""
+    yield from chunks
+    if progress is not None:
+        progress((info.end - info.begin) // nparts)
 
 
 def output_config(cfg, to, dequantized):

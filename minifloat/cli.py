@@ -3,7 +3,7 @@
     minifloat inspect [FILE ...] [--json] [--target FORMAT] [--plot OUT.png]
                                     what is in a safetensors checkpoint, and what
                                     a cast to FORMAT would cost (no FILE: a demo)
-    minifloat convert IN OUT --to FORMAT [--saturate] [--rounding R] [--only PATTERN] [--fsync]
+    minifloat convert IN OUT --to FORMAT [--[no-]saturate] [--rounding R] [--only PATTERN] [--fsync]
                                     cast a checkpoint's floating-point tensors (a
                                     quantized one: dequantize); IN a file, an
                                     index or a model folder (OUT: a new folder)
@@ -269,9 +269,12 @@ def _main(argv):
                         help="with a layout --to: also leave these modules unquantized (a "
                         "module name, a glob, or re:REGEX; repeatable). Embeddings, norms, "
                         "routers and lm_head always stay")
-    p_conv.add_argument("--saturate", action="store_true",
-                        help="values beyond the format's range become its largest value "
-                        "(torch's behaviour) instead of inf/NaN")
+    p_conv.add_argument("--saturate", action=argparse.BooleanOptionalAction, default=None,
+                        help="values beyond the format's range (inf included) become its "
+                        "largest finite value; --no-saturate: they become inf or NaN where "
+                        "the format has them (ml_dtypes' rule).  Default: as torch's .to() "
+                        "(float8_e4m3fn saturates; float8_e5m2 and float16 give inf, the "
+                        "fnuz formats NaN; formats without inf or NaN always saturate)")
     p_conv.add_argument("--rounding", choices=["nearest", "stochastic"], default="nearest")
     p_conv.add_argument("--seed", type=int, help="with --rounding stochastic: reproducible output")
     p_conv.add_argument("--only", metavar="PATTERN",
@@ -324,6 +327,10 @@ def _bytes(n):
         if n < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
+
+
+def _count(v):
+    return "-" if v is None else str(v)
 
 
 def _pct(v):
@@ -490,10 +497,11 @@ def _cmd_convert(args):
     if args.ignore and args.to not in checkpoint.LAYOUT_TARGETS:
         raise UserError(f"--ignore names modules a layout leaves unquantized; --to {args.to} "
                         f"is not a layout (use --only to choose tensors)")
-    if args.to in checkpoint.BLOCK_TARGETS and (args.saturate or args.rounding != "nearest"):
+    if args.to in checkpoint.BLOCK_TARGETS and (args.saturate is not None
+                                                or args.rounding != "nearest"):
         raise UserError(f"--to {args.to}: block formats round to nearest even and always "
                         f"saturate their elements; leave out "
-                        f"{'--saturate' if args.saturate else '--rounding ' + args.rounding}")
+                        f"{'--[no-]saturate' if args.saturate is not None else '--rounding ' + args.rounding}")
     if args.seed is not None and args.rounding != "stochastic":
         raise UserError("--seed is only used with --rounding stochastic")
     if not os.path.exists(args.input):
@@ -510,6 +518,11 @@ def _cmd_convert(args):
                                                 fsync=args.fsync)
     finally:
         close()
+    for r in rows:
+        if r.get("to_nonfinite"):
+            print(f"minifloat: warning: {r['name']}: {r['to_nonfinite']} finite value"
+                  f"{'s' if r['to_nonfinite'] != 1 else ''} became inf or NaN in {args.to} "
+                  f"(--saturate clamps them to the largest finite value)", file=sys.stderr)
     if args.json:
         json.dump({"input": args.input, "output": args.output, "to": args.to, "tensors": rows,
                    "rel_rms_error": overall}, sys.stdout, indent=1)
@@ -518,8 +531,11 @@ def _cmd_convert(args):
     table = [[r["name"], r["from"] if "layout" not in r else f"{r['from']} ({r['layout']})",
               r["to"] if "tensors" not in r else
               f"{r['to']} ({' + '.join(r['tensors'].values())})",
-              "copied" if r["rel_rms_error"] is None else _num(r["rel_rms_error"])] for r in rows]
-    for line in _table(["tensor", "from", "to", "rel.RMS"], table):
+              "copied" if r["rel_rms_error"] is None else _num(r["rel_rms_error"]),
+              _count(r.get("to_nonfinite")), _count(r.get("saturated")),
+              _count(r.get("flush_to_zero"))] for r in rows]
+    for line in _table(["tensor", "from", "to", "rel.RMS", "to inf/NaN", "saturated",
+                        "flushed to 0"], table):
         print(line)
     print(f"overall relative RMS error {_num(overall)}; wrote {args.output}")
     return 0

@@ -503,14 +503,26 @@ def _inspect_logical(f, g, target, bins, progress):
 
 # --------------------------------------------------------------------------- convert
 
+#: the targets torch's .to() saturates (torch 2.13: float8_e4m3fn clamps to
+#: +-448, inf included; float8_e5m2 and float16 overflow to inf, the fnuz
+#: formats to NaN -- as ml_dtypes does for every format)
+TORCH_SATURATES = ("float8_e4m3fn",)
+
+
+def saturates(to, saturate):
+    """Whether convert clamps out-of-range values of target `to`: `saturate`
+    True or False as given, None (the default) as torch's .to() does."""
+    return to in TORCH_SATURATES if saturate is None else bool(saturate)
+
+
 def _target(to, saturate, rounding):
     """Check convert's target and options: (numpy dtype, safetensors code),
     both None for a block format or a layout."""
     if to in LAYOUT_TARGETS:
-        if rounding != "nearest" or saturate:
+        if rounding != "nearest" or saturate is not None:
             raise ValueError(f"--to {to}: the layout's quantizer rounds and saturates as its "
                              f"reference does; leave out "
-                             f"{'--saturate' if saturate else '--rounding ' + rounding}")
+                             f"{'--[no-]saturate' if saturate is not None else '--rounding ' + rounding}")
         return None, None
     if to not in CONVERT_TARGETS + BLOCK_TARGETS:
         raise ValueError(f"--to must be a format safetensors stores: "
@@ -519,9 +531,9 @@ def _target(to, saturate, rounding):
         if rounding != "nearest":
             raise ValueError(f"{to} rounds to nearest even only (docs/formats.md); "
                              f"--rounding {rounding} is for element formats")
-        if saturate:
+        if saturate is not None:
             raise ValueError(f"{to} always saturates its elements (never inf or NaN from a "
-                             f"finite block); leave out --saturate")
+                             f"finite block); leave out --saturate / --no-saturate")
         return None, None
     tdt = _target_dtype(to)
     if rounding != "nearest" and to not in _FORMATS:
@@ -530,7 +542,7 @@ def _target(to, saturate, rounding):
     return tdt, st.code_of(tdt)
 
 
-def convert_file(src, dst, to, *, saturate=False, rounding="nearest", only=None, seed=None,
+def convert_file(src, dst, to, *, saturate=None, rounding="nearest", only=None, seed=None,
                  progress=None, fsync=False, ignore=()):
     """Cast the floating-point tensors of safetensors file `src` to format
     `to` and write `dst` (atomically), streaming chunk by chunk.  Integer and
@@ -542,6 +554,7 @@ def convert_file(src, dst, to, *, saturate=False, rounding="nearest", only=None,
     (name, from, to, rel_rms_error or None where copied) and the overall
     relative RMS error.  A model folder or an index: see convert_folder."""
     tdt, tcode = _target(to, saturate, rounding)
+    saturate = saturates(to, saturate) if tdt is not None else False
     src, dst = os.fspath(src), os.fspath(dst)
     if os.path.isdir(src) or str(src).endswith(".json"):
         raise ValueError(f"{src}: convert_file takes one .safetensors file; a model folder or "
@@ -634,7 +647,7 @@ def _cast_specs(src, f, names, lay, to, tdt, tcode, saturate, rounding, only, se
 _DROPPED_WHEN_DEQUANTIZED = ("hf_quant_config.json",)
 
 
-def convert_folder(src, dst, to, *, saturate=False, rounding="nearest", only=None, seed=None,
+def convert_folder(src, dst, to, *, saturate=None, rounding="nearest", only=None, seed=None,
                    progress=None, fsync=False, ignore=()):
     """convert_file for a model: `src` a model folder or a sharded
     checkpoint's index .json, `dst` a new folder.  Each shard is converted
@@ -648,6 +661,7 @@ def convert_folder(src, dst, to, *, saturate=False, rounding="nearest", only=Non
     interruption).  `dst` must not exist, or be an empty folder.  Returns
     (rows, overall rel. RMS error) as convert_file."""
     tdt, tcode = _target(to, saturate, rounding)
+    saturate = saturates(to, saturate) if tdt is not None else False
     src, dst = os.fspath(src), os.fspath(dst)
     entry = st.resolve(src)
     folder = os.path.dirname(os.path.abspath(entry))
@@ -833,11 +847,14 @@ def _dequant_cast_chunks(f, g, tdt, saturate, rounding, seed, row, tot, progress
     cast's relative RMS error against those float32 values."""
     size = sum(f.info(n).end - f.info(n).begin for n in g.tensors.values())
     err2 = ref2 = 0.0
+    counts = np.zeros(3, np.int64)
     for k, c in enumerate(_layouts.chunks(f, g, CHUNK)):
-        y, e2, r2 = _cast_chunk(c.reshape(-1), tdt, saturate, rounding, seed, k)
+        y, e2, r2, n = _cast_chunk(c.reshape(-1), tdt, saturate, rounding, seed, k)
         err2 += e2
         ref2 += r2
+        counts += n
         yield memoryview(y.view(np.uint8))
+    _count_row(row, counts)
     if progress is not None:
         progress(size)
     row["rel_rms_error"] = math.sqrt(err2 / ref2) if ref2 > 0 else 0.0
@@ -965,32 +982,59 @@ def _cast_chunk(c, tdt, saturate, rounding, seed, k):
         if tdt.name in _FORMATS:
             _cast(x, tdt, saturate=saturate, rounding=rounding, seed=s, out=y)
         else:                    # float16, float32: NumPy's casts round to nearest even
-            if saturate:
+            if saturate:         # as minifloat's cast saturates: inf included
                 big = np.finfo(tdt).max
-                x = np.where(np.isinf(x), x, np.clip(x, -big, big))
-            np.copyto(y, x, casting="unsafe")
+                np.copyto(y, np.clip(x, -big, big), casting="unsafe")
+            else:
+                np.copyto(y, x, casting="unsafe")
     yb = _buf("cyb", x.dtype, x.size)
-    np.copyto(yb, y, casting="unsafe")
+    with np.errstate(invalid="ignore"):
+        np.copyto(yb, y, casting="unsafe")
     xs = x
+    counts = np.zeros(3, np.int64)         # to inf/NaN, saturated, flushed to zero
+    fx = np.isfinite(x)
+    counts[2] = np.count_nonzero((yb == 0) & (x != 0) & fx)
+    big = _max_finite(tdt)
+    with np.errstate(invalid="ignore"):
+        counts[1] = np.count_nonzero((np.abs(x) > big) & (np.abs(yb) == big))
     if not all(np.isfinite(v) for v in (x.min(), x.max(), yb.min(), yb.max())):
-        ok = np.isfinite(x) & np.isfinite(yb)
+        fy = np.isfinite(yb)
+        counts[0] = np.count_nonzero(fx & ~fy)
+        ok = fx & fy
         xs, yb = x[ok], yb[ok]
     e = np.subtract(yb, xs, out=yb)
     w = _buf("c64", np.float64, e.size)
     np.copyto(w, e)
     err2 = float(np.dot(w, w))
     np.copyto(w, xs)
-    return y, err2, float(np.dot(w, w))
+    return y, err2, float(np.dot(w, w)), counts
+
+
+def _max_finite(tdt):
+    from .._finfo import finfo
+    return float(finfo(tdt).max)
+
+
+def _count_row(row, counts):
+    """A converted tensor's row gets its overflow and flush counts: values
+    that became inf or NaN, values clamped to the largest finite value
+    (saturating), nonzero values that became zero."""
+    row["to_nonfinite"], row["saturated"], row["flush_to_zero"] = (int(v) for v in counts)
 
 
 def _cast_chunks(f, name, tdt, saturate, rounding, seed, row, tot, progress):
     err2 = ref2 = 0.0
     sub = st._BITS[st.code_of(tdt)] < 8
     bits = st._BITS[f.info(name).dtype]
-    fused = (rounding == "nearest" and not saturate and tdt.name in _FORMATS   # kernel targets
+    # the fused kernel: its counts come from the blocks that hold a value
+    # not finite, so a target whose overflow is silent (no inf, no NaN: it
+    # always clamps) takes the general route, which counts the clamped values
+    fmt = _FORMATS.get(tdt.name)
+    fused = (rounding == "nearest" and fmt is not None and (fmt["has_inf"] or fmt["has_nan"])
              and _kernel_source(np.dtype(st.DTYPES[f.info(name).dtype]))
              and f.info(name).dtype != "F64")
     acc = None
+    counts = np.zeros(3, np.int64)
     for k, c in enumerate(_chunks(f, name, KCHUNK if fused else CHUNK)):
         if fused:
             # one pass: decode to float32 blocks, encode (the cast), decode
@@ -999,14 +1043,25 @@ def _cast_chunks(f, name, tdt, saturate, rounding, seed, row, tot, progress):
                 acc = np.zeros(14)
                 acc[_A_MIN], acc[_A_MAX] = math.inf, -math.inf
             y = _buf("cy", tdt, c.size)
-            _core._stats(acc, np.require(c, requirements="CA"), tdt.name, 1.0, None, y, False)
+            before = acc.copy()
+            c = np.require(c, requirements="CA")
+            _core._stats(acc, c, tdt.name, 1.0, None, y, False)
+            if saturate and (acc[_A_OVER] > before[_A_OVER] or acc[_A_INF] > before[_A_INF]):
+                # the kernel does not clamp: a chunk with a value beyond the
+                # range (rare in a checkpoint) is cast again, saturating
+                acc[:] = before
+                y, e2, r2, n = _cast_chunk(c, tdt, saturate, rounding, seed, k)
+                err2 += e2
+                ref2 += r2
+                counts += n
             if progress is not None:
                 progress(c.size * bits // 8)
             yield memoryview(_pack(y)) if sub else memoryview(y.view(np.uint8))
             continue
-        y, e2, r2 = _cast_chunk(c, tdt, saturate, rounding, seed, k)
+        y, e2, r2, n = _cast_chunk(c, tdt, saturate, rounding, seed, k)
         err2 += e2
         ref2 += r2
+        counts += n
         if progress is not None:
             progress(c.size * bits // 8)
         # y is a scratch buffer: write() consumes each chunk before asking for the next
@@ -1014,6 +1069,9 @@ def _cast_chunks(f, name, tdt, saturate, rounding, seed, row, tot, progress):
     if acc is not None:
         err2 += float(acc[_A_ERR2])
         ref2 += float(acc[_A_REF2])
+        # the kernel's counts: finite -> inf/NaN, zeros of y and of x
+        counts += (int(acc[_A_OVER]), 0, int(acc[_A_ZY]) - int(acc[_A_ZX]))
+    _count_row(row, counts)
     row["rel_rms_error"] = math.sqrt(err2 / ref2) if ref2 > 0 else 0.0
     tot["err2"] += err2
     tot["ref2"] += ref2

@@ -242,3 +242,66 @@ def test_load_refuses_a_fifo_and_a_device(tmp_path):
     empty.mkdir()
     with pytest.raises(FileNotFoundError, match="no .safetensors file"):
         mf.io.safetensors.load(empty)
+
+
+# --------------------------------------------------------------------------- overflow
+
+@pytest.mark.parametrize("to,tdt", [("float8_e4m3fn", "float8_e4m3fn"), ("float8_e5m2", "float8_e5m2"),
+                                    ("float8_e4m3fnuz", "float8_e4m3fnuz"),
+                                    ("float8_e5m2fnuz", "float8_e5m2fnuz"), ("float16", "float16")])
+def test_convert_default_follows_torch(tmp_path, to, tdt):
+    """convert's default overflow rule is torch's .to(): float8_e4m3fn
+    saturates (inf included), float8_e5m2 and float16 overflow to inf, the
+    fnuz formats to NaN; bit for bit torch's codes, for a tensor large enough
+    to take the fused kernel path, with the overflowing values in one chunk
+    only.  The counts say how many values went where."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal(3 << 20) * 3).astype(np.float32)
+    x[5:9] = [1e6, -7e4, np.inf, -np.inf]
+    x[10] = np.nan
+    x[11:14] = [1e-30, -1e-30, 0.0]
+    xb = x.astype(mf.bfloat16)
+    p = tmp_path / "x.safetensors"
+    mst.save(p, {"w": xb})
+    out = tmp_path / "o.safetensors"
+    res = run("convert", p, out, "--to", to, "--json")
+    (row,) = json.loads(res.stdout)["tensors"]
+    got = np.asarray(mst.load(out)["w"])
+    t = torch.from_numpy(xb.view(np.int16)).view(torch.bfloat16).to(getattr(torch, tdt))
+    want = t.view(torch.int16 if to == "float16" else torch.uint8).numpy()
+    gf, wf = got.astype(np.float32), t.float().numpy()
+    # the same codes, NaN for NaN (a NaN's payload may differ: docs/formats.md)
+    assert np.array_equal(np.isnan(gf), np.isnan(wf))
+    np.testing.assert_array_equal(got.view(want.dtype)[~np.isnan(gf)], want[~np.isnan(wf)])
+    big = float(mf.finfo(got.dtype).max)
+    xf = xb.astype(np.float32)
+    beyond = int(np.count_nonzero(np.abs(xf) > big))          # the infs included
+    fin_beyond = int(np.count_nonzero(np.isfinite(xf) & (np.abs(xf) > big)))
+    if to == "float8_e4m3fn":
+        assert row["saturated"] == beyond and row["to_nonfinite"] == 0
+    else:
+        assert row["saturated"] == 0 and row["to_nonfinite"] == fin_beyond
+        assert ("became inf or NaN" in res.stderr) == (fin_beyond > 0)
+    assert row["flush_to_zero"] == int(np.count_nonzero(
+        (got.astype(np.float32) == 0) & (xf != 0) & np.isfinite(xf)))
+
+
+def test_convert_no_saturate_and_saturate(tmp_path):
+    x = np.array([1e6, 500., np.inf, -np.inf, np.nan, 1e-10, 1.0, 0.0] * 1000,
+                 np.float32).astype(mf.bfloat16)
+    p = tmp_path / "x.safetensors"
+    mst.save(p, {"w": x})
+    out = tmp_path / "o.safetensors"
+    r = json.loads(run("convert", p, out, "--to", "float8_e4m3fn", "--no-saturate",
+                       "--json").stdout)["tensors"][0]
+    y = np.asarray(mst.load(out)["w"])[:8].astype(np.float32)
+    assert np.isnan(y[:5]).all() and (y[5:] == [0, 1, 0]).all()        # ml_dtypes' rule
+    assert (r["to_nonfinite"], r["saturated"], r["flush_to_zero"]) == (2000, 0, 1000)
+    r = json.loads(run("convert", p, out, "--to", "float16", "--saturate",
+                       "--json").stdout)["tensors"][0]
+    y = np.asarray(mst.load(out)["w"])[:5].astype(np.float32)
+    assert list(y[:4]) == [65504, 500, 65504, -65504] and np.isnan(y[4])
+    assert (r["to_nonfinite"], r["saturated"]) == (0, 3000)
+    bad = run("convert", p, out, "--to", "mxfp4", "--no-saturate", check=False)
+    assert bad.returncode == 2 and "saturate" in bad.stderr

@@ -217,6 +217,38 @@ mf_stats_finish_second(mf_stats_block *s, const float *x, const float *y, mf_int
     s->gt = gt;
 }
 
+/* zeros among n values: codes of `f` (+-0; a fnuz format's one zero), or
+ * float32 values where f is NULL.  Plain loops the compiler vectorizes. */
+static int64_t
+count_zeros(const mf_format *f, const void *v, mf_intp n)
+{
+    int64_t z = 0;
+    if (f == NULL) {
+        const uint32_t *u = (const uint32_t *)v;
+        for (mf_intp i = 0; i < n; i++) {
+            z += (u[i] & 0x7FFFFFFFu) == 0;
+        }
+        return z;
+    }
+    uint32_t mask = f->special == MF_SPECIAL_FNUZ ? mf_code_mask(f)
+                                                  : (mf_code_mask(f) & ~mf_sign_bit(f));
+    if (f->itemsize == 2) {
+        const uint16_t *u = (const uint16_t *)v;
+        uint16_t m = (uint16_t)mask;
+        for (mf_intp i = 0; i < n; i++) {
+            z += (u[i] & m) == 0;
+        }
+    }
+    else {
+        const uint8_t *u = (const uint8_t *)v;
+        uint8_t m = (uint8_t)mask;
+        for (mf_intp i = 0; i < n; i++) {
+            z += (u[i] & m) == 0;
+        }
+    }
+    return z;
+}
+
 int
 mf_cast_err_finish(mf_stats_block *s, double *le, double *lr, const mf_format *src,
                    const void *x, const mf_format *tgt, void *codes, mf_intp done, mf_intp n)
@@ -247,6 +279,10 @@ mf_cast_err_finish(mf_stats_block *s, double *le, double *lr, const mf_format *s
     }
     s->err2 = mf_stats_combine_sum(le);
     s->ref2 = mf_stats_combine_sum(lr);
+    /* every value is finite on both sides here (no overflow, no NaN); the
+     * zeros give convert its flushed-to-zero count */
+    s->zeros_y = count_zeros(tgt, codes, n);
+    s->zeros_x = count_zeros(src, x, n);
     return 1;
 }
 
@@ -260,15 +296,19 @@ stats_one_block(const mf_kernels *k, mf_stats_block *b, const mf_format *src, co
     float xb[MF_STATS_BLOCK], yb[MF_STATS_BLOCK];
     unsigned char cb[MF_STATS_BLOCK * 2];
     const float *xv;
-    if (!moments && tgt != NULL && tgt->id != MF_IEEE_FLOAT32 && k->cast_err != NULL) {
+    if (!moments && tgt != NULL && tgt->id != MF_IEEE_FLOAT32) {
         /* convert's fused loop, straight from the source codes (kernels.h) */
         void *c = codes_out != NULL ? (void *)((char *)codes_out + start * tgt->itemsize)
                                     : (void *)cb;
         const void *xs = (const char *)x + start * (src != NULL ? src->itemsize : 4);
-        if (k->cast_err(b, src, xs, tgt, c, len)) {
-            b->nan = b->inf = b->finite = b->over = b->zeros_y = b->zeros_x = b->gt = 0;
+        if (k->cast_err != NULL && k->cast_err(b, src, xs, tgt, c, len)) {
+            b->nan = b->inf = b->finite = b->over = b->gt = 0;   /* zeros: counted */
             return;
         }
+        /* no fused loop at this level, or a value not finite (in x or cast):
+         * the general route below, with every count convert reports
+         * (overflow, NaN, inf, zeros) */
+        moments = 1;
     }
     if (src == NULL) {
         xv = (const float *)x + start;

@@ -18,6 +18,7 @@ import fnmatch
 import json
 import math
 import os
+import re
 import shutil
 import tempfile
 
@@ -680,8 +681,9 @@ def convert_folder(src, dst, to, *, saturate=None, rounding="nearest", only=None
         shards = f.files()
         parent = os.path.dirname(os.path.abspath(dst)) or "."
         os.makedirs(parent, exist_ok=True)
-        tmp = tempfile.mkdtemp(prefix="." + os.path.basename(os.path.abspath(dst)) + ".",
-                               suffix=".tmp", dir=parent)
+        base = os.path.basename(os.path.abspath(dst))
+        _remove_stale_folders(parent, base)
+        tmp = tempfile.mkdtemp(prefix=f".{base}.{os.getpid()}.", suffix=".tmp", dir=parent)
         try:
             weight_map, total = {}, 0
             for shard in shards:
@@ -720,6 +722,31 @@ def convert_folder(src, dst, to, *, saturate=None, rounding="nearest", only=None
             raise
     overall = math.sqrt(tot["err2"] / tot["ref2"]) if tot["ref2"] > 0 else 0.0
     return rows, overall
+
+
+def _remove_stale_folders(parent, base):
+    """Remove the temporary folders earlier converts to `base` left behind
+    when killed outright (SIGKILL, a power cut: no handler runs): hidden
+    ``.BASE.PID.*.tmp`` folders whose process is gone.  A folder of a
+    process still running (another convert) is left alone."""
+    pat = re.compile(re.escape(f".{base}.") + r"(\d+)\.[^/]*\.tmp")
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return
+    for e in entries:
+        m = pat.fullmatch(e.name)
+        if not m or not e.is_dir(follow_symlinks=False):
+            continue
+        pid = int(m.group(1))
+        try:
+            os.kill(pid, 0)
+            continue                      # alive (or not ours to signal): keep
+        except ProcessLookupError:
+            pass
+        except (PermissionError, OverflowError, OSError):
+            continue
+        shutil.rmtree(e.path, ignore_errors=True)
 
 
 def _json_file(path):

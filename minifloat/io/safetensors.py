@@ -622,28 +622,82 @@ def _early_writeback(out, at):
     at[1] = at[0]
 
 
+def _umask():
+    m = os.umask(0)
+    os.umask(m)
+    return m
+
+
+_UMASK = _umask()
+
+
+def _anonymous_file(folder):
+    """A file with no name in `folder` (Linux's O_TMPFILE): if the process
+    dies before it is linked, the kernel frees it -- nothing is left, even
+    after kill -9.  None where the OS or the filesystem has no such file, or
+    no /proc to link it through."""
+    flag = getattr(os, "O_TMPFILE", 0)
+    if not flag or not os.path.isdir("/proc/self/fd"):
+        return None
+    try:
+        return os.open(folder, flag | os.O_WRONLY | getattr(os, "O_CLOEXEC", 0), 0o666)
+    except OSError:            # EOPNOTSUPP, EISDIR (old kernels), ...
+        return None
+
 
 @contextlib.contextmanager
 def _atomic_replace(path, mode, fsync=False):
-    """A file object to write `path`'s new content into: a hidden temporary
-    file in the same folder, renamed over `path` when the block ends without
-    an error (so a reader sees the old file or the whole new one, never a
-    part), removed when it raises (an interrupted write leaves nothing)."""
+    """A file object to write `path`'s new content into, renamed over `path`
+    when the block ends without an error (so a reader sees the old file or
+    the whole new one, never a part) and removed when it raises (an
+    interrupted write leaves nothing).  On Linux the file has no name while
+    it is written (O_TMPFILE): killed with SIGKILL, the process leaves
+    nothing behind either; once complete it gets a hidden name in the same
+    folder (linkat) and is renamed over `path`.  Elsewhere it is a hidden
+    named temporary file from the start.  Either way it gets the
+    permissions a new file gets (0666 less the umask)."""
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
+    tmp = None
+    fd = _anonymous_file(folder)
+    if fd is None:
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
+                                   dir=folder)
+        os.fchmod(fd, 0o666 & ~_UMASK)
     try:
         with builtins.open(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as out:
             yield out
             out.flush()
             if fsync:
                 os.fsync(out.fileno())
+            if tmp is None:
+                # a name for the finished file, then the rename: only this
+                # instant between the two can leave a hidden file behind
+                # (a dir_fd makes Python call linkat(AT_SYMLINK_FOLLOW):
+                # plain link() would link the /proc symlink itself)
+                dfd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+                try:
+                    for _ in range(100):
+                        name = f".{os.path.basename(path)}.{os.urandom(6).hex()}.tmp"
+                        try:
+                            os.link(f"/proc/self/fd/{out.fileno()}", name, dst_dir_fd=dfd,
+                                    follow_symlinks=True)
+                        except FileExistsError:
+                            continue
+                        tmp = os.path.join(folder, name)
+                        break
+                    else:
+                        raise FileExistsError(errno.EEXIST, "no free temporary name", folder)
+                finally:
+                    os.close(dfd)
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
         raise
+
 
 def write(path, specs, metadata=None, *, fsync=False):
     """Write a safetensors file atomically from ``specs``: a list of

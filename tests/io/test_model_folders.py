@@ -335,3 +335,50 @@ def test_gpt_oss_mxfp4_from_pretrained(tmp_path):
     ids = torch.arange(10).reshape(1, 10) % 64
     with torch.no_grad():
         assert torch.equal(loaded(ids).logits, model(ids).logits)
+
+
+def _killed_midway(tmp_path, src, out):
+    """Run convert in a child that SIGKILLs itself while writing (no
+    handler runs)."""
+    code = f"""
+import os, signal, sys
+from minifloat.io import checkpoint
+from minifloat import cli
+orig = checkpoint._copy_chunks
+calls = []
+def slow(data, progress, chunk=1 << 24):
+    calls.append(1)
+    if len(calls) == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    yield from orig(data, progress, chunk)
+checkpoint._copy_chunks = slow
+sys.exit(cli.main(["convert", {str(src)!r}, {str(out)!r}, "--to", "bfloat16"]))
+"""
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == -signal.SIGKILL, res.stderr
+
+
+def test_kill_9_single_file_leaves_nothing(tmp_path):
+    """The output file has no name until complete (O_TMPFILE): SIGKILL in the
+    middle of a file convert leaves nothing in the folder."""
+    p = tmp_path / "m.safetensors"
+    rng = np.random.default_rng(8)
+    mst.save(p, {f"t{i}": rng.standard_normal(64).astype(np.float32) for i in range(3)} |
+             {"ids": np.arange(5), "mask": np.ones(4, bool), "pos": np.arange(3, dtype=np.int32)})
+    _killed_midway(tmp_path, p, tmp_path / "o.safetensors")
+    assert sorted(os.listdir(tmp_path)) == ["m.safetensors"]
+
+
+def test_kill_9_folder_leftover_removed_next_time(tmp_path):
+    """A folder cannot be nameless: SIGKILL leaves the hidden temporary
+    folder, which the next convert to the same output removes (its process
+    is gone); then the output appears complete."""
+    src = tmp_path / "ds"
+    _deepseek_folder(src, np.random.default_rng(9))
+    out = tmp_path / "o"
+    _killed_midway(tmp_path, src, out)
+    left = [n for n in os.listdir(tmp_path) if n not in ("ds",)]
+    assert len(left) == 1 and left[0].startswith(".o.") and left[0].endswith(".tmp")
+    run("convert", src, out, "--to", "bfloat16")
+    assert sorted(os.listdir(tmp_path)) == ["ds", "o"]

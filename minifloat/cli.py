@@ -279,6 +279,12 @@ def _main(argv):
     p_conv.add_argument("--seed", type=int, help="with --rounding stochastic: reproducible output")
     p_conv.add_argument("--only", metavar="PATTERN",
                         help="cast only the tensors whose name matches this glob (e.g. '*.weight')")
+    p_conv.add_argument("--jobs", type=int, default=1, metavar="N",
+                        help="with a model folder or index: convert N shards at once")
+    p_conv.add_argument("--scheduler", metavar="ADDRESS",
+                        help="with a model folder or index: run the shards on this "
+                        "dask.distributed scheduler (e.g. tcp://host:8786); the workers must "
+                        "see IN and OUT at the same paths")
     p_conv.add_argument("--json", action="store_true", help="the report as JSON")
     p_conv.add_argument("--fsync", action="store_true",
                         help="wait for OUT to reach the disk before it replaces an old OUT "
@@ -300,18 +306,48 @@ def _main(argv):
 
 # --------------------------------------------------------------------------- inspect / convert
 
+class _Bars:
+    """Progress on a terminal (tqdm; nothing when stderr is not a terminal,
+    the work is small or --json): an overall bar, and with `file()` a bar
+    for the file being converted under it."""
+
+    def __init__(self, total, desc, enabled):
+        self.overall = self.current = None
+        if not enabled or total < (64 << 20) or not sys.stderr.isatty():
+            return
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            return
+        self._tqdm = tqdm
+        self.overall = tqdm(total=total, desc=desc, unit="B", unit_scale=True,
+                            unit_divisor=1024, file=sys.stderr, leave=False, position=0)
+
+    def file(self, path, nbytes):
+        if self.overall is None:
+            return
+        if self.current is not None:
+            self.current.close()
+        self.current = self._tqdm(total=nbytes, desc=os.path.basename(path), unit="B",
+                                  unit_scale=True, unit_divisor=1024, file=sys.stderr,
+                                  leave=False, position=1)
+
+    def update(self, n):
+        if self.overall is not None:
+            self.overall.update(n)
+            if self.current is not None:
+                self.current.update(n)
+
+    def close(self):
+        for b in (self.current, self.overall):
+            if b is not None:
+                b.close()
+
+
 def _progress(total, desc, enabled):
-    """A tqdm bar on a terminal (when tqdm is installed and the work is big
-    enough to wait for); otherwise nothing."""
-    if not enabled or total < (64 << 20) or not sys.stderr.isatty():
-        return None, lambda: None
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None, lambda: None
-    bar = tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024,
-               file=sys.stderr, leave=False)
-    return bar.update, bar.close
+    """(update, close) of a _Bars; update is None when nothing is shown."""
+    bars = _Bars(total, desc, enabled)
+    return (bars.update if bars.overall is not None else None), bars.close
 
 
 def _num(v):
@@ -509,10 +545,19 @@ def _cmd_convert(args):
     with st.open(args.input) as f:
         total = sum(f.info(k).end - f.info(k).begin for k in f.keys())
     model = os.path.isdir(args.input) or args.input.endswith(".json")
+    if not model and (args.jobs != 1 or args.scheduler):
+        raise UserError("--jobs and --scheduler convert the shards of a model folder or an "
+                        "index; IN is a single file")
+    bars = _Bars(total, os.path.basename(os.path.abspath(args.input)), not args.json)
+    update = bars.update if bars.overall is not None else None
+    extra = {}
+    if model:
+        extra = {"jobs": args.jobs, "scheduler": args.scheduler,
+                 "on_shard": bars.file if args.jobs == 1 and not args.scheduler else None}
     convert = checkpoint.convert_folder if model else checkpoint.convert_file
-    update, close = _progress(total, os.path.basename(args.input), not args.json)
+    close = bars.close
     try:
-        rows, overall = convert(args.input, args.output, args.to, ignore=args.ignore or (),
+        rows, overall = convert(args.input, args.output, args.to, ignore=args.ignore or (), **extra,
                                                 saturate=args.saturate, rounding=args.rounding,
                                                 only=args.only, seed=args.seed, progress=update,
                                                 fsync=args.fsync)

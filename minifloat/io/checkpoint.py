@@ -649,7 +649,8 @@ _DROPPED_WHEN_DEQUANTIZED = ("hf_quant_config.json",)
 
 
 def convert_folder(src, dst, to, *, saturate=None, rounding="nearest", only=None, seed=None,
-                   progress=None, fsync=False, ignore=()):
+                   progress=None, fsync=False, ignore=(), jobs=1, scheduler=None,
+                   on_shard=None):
     """convert_file for a model: `src` a model folder or a sharded
     checkpoint's index .json, `dst` a new folder.  Each shard is converted
     to a shard of the same name (a quantized weight whose scales sit in
@@ -659,10 +660,15 @@ def convert_folder(src, dst, to, *, saturate=None, rounding="nearest", only=None
     its dtype set to a 16/32-bit float target), hf_quant_config.json
     dropped.  The folder appears only once complete: it is written under a
     temporary name next to `dst` and renamed (removed on any error or
-    interruption).  `dst` must not exist, or be an empty folder.  Returns
-    (rows, overall rel. RMS error) as convert_file."""
-    tdt, tcode = _target(to, saturate, rounding)
-    saturate = saturates(to, saturate) if tdt is not None else False
+    interruption).  `dst` must not exist, or be an empty folder.
+
+    jobs: shards converted at once (threads; the kernels release the GIL).
+    scheduler: a dask.distributed scheduler address (or a Client): the
+    shards run on its workers, which must see `src` and `dst` at the same
+    paths (a shared filesystem).  on_shard(path, nbytes): called as each
+    shard starts.  Returns (rows, overall rel. RMS error) as convert_file,
+    rows in shard order."""
+    tdt, _ = _target(to, saturate, rounding)
     src, dst = os.fspath(src), os.fspath(dst)
     entry = st.resolve(src)
     folder = os.path.dirname(os.path.abspath(entry))
@@ -671,57 +677,111 @@ def convert_folder(src, dst, to, *, saturate=None, rounding="nearest", only=None
                               "folder for the converted model", dst)
     if os.path.abspath(dst) == folder:
         raise ValueError(f"refusing to write into the input folder {folder}; give a new folder")
-    rows = []
-    tot = {"err2": 0.0, "ref2": 0.0}
+    if not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"--jobs must be a positive number of shards at once; got {jobs!r}")
     with st.open(entry) as f:
         lay = _layouts.scan(f, entry)
-        names = list(f.keys())
         _check_quantized(src, lay, to)
-        _check_only(src, only, names, lay)
+        _check_only(src, only, list(f.keys()), lay)
         shards = f.files()
-        parent = os.path.dirname(os.path.abspath(dst)) or "."
-        os.makedirs(parent, exist_ok=True)
-        base = os.path.basename(os.path.abspath(dst))
-        _remove_stale_folders(parent, base)
-        tmp = tempfile.mkdtemp(prefix=f".{base}.{os.getpid()}.", suffix=".tmp", dir=parent)
-        try:
-            weight_map, total = {}, 0
-            for shard in shards:
-                out = os.path.join(tmp, os.path.basename(shard))
-                if to in _blocks.BLOCK_FORMATS:
-                    _convert_blocks(shard, out, to, only, rows, tot, progress, fsync)
-                elif to in LAYOUT_TARGETS:
-                    mine = [n for n in names if f._shard(n) == shard]
-                    with st.open(shard) as sf:
-                        meta = sf.metadata()
-                    st.write(out, _layout_specs(f, mine, to, ignore, only, rows, progress),
-                             meta or None, fsync=fsync)
-                else:
-                    mine = [n for n in names if f._shard(n) == shard]
-                    specs = _cast_specs(src, f, mine, lay, to, tdt, tcode, saturate, rounding,
-                                        only, seed, rows, tot, progress)
-                    with st.open(shard) as sf:
-                        meta = sf.metadata()
-                    st.write(out, specs, meta or None, fsync=fsync)
-                with st.open(out) as o:
-                    for n in o.keys():
-                        weight_map[n] = os.path.basename(shard)
-                        total += o.info(n).end - o.info(n).begin
-            if entry.endswith(".json"):
-                meta = _json_file(entry).get("metadata")
-                meta = {k: v for k, v in meta.items() if k != "total_size"} \
-                    if isinstance(meta, dict) else {}
-                meta["total_size"] = total
-                st.save_index(os.path.join(tmp, os.path.basename(entry)), weight_map, meta)
-            _copy_model_files(folder, tmp, entry, shards, to, bool(lay), ignore)
-            if os.path.isdir(dst):
-                os.rmdir(dst)                 # empty (checked above)
-            os.rename(tmp, dst)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        sizes = {sh: sum(f.info(n).end - f.info(n).begin for n in f.keys() if f._shard(n) == sh)
+                 for sh in shards}
+    parent = os.path.dirname(os.path.abspath(dst)) or "."
+    os.makedirs(parent, exist_ok=True)
+    base = os.path.basename(os.path.abspath(dst))
+    _remove_stale_folders(parent, base)
+    tmp = tempfile.mkdtemp(prefix=f".{base}.{os.getpid()}.", suffix=".tmp", dir=parent)
+    opts = dict(src=src, to=to, saturate=saturate, rounding=rounding, only=only, seed=seed,
+                ignore=tuple(ignore), fsync=fsync)
+    try:
+        tasks = [(entry, sh, os.path.join(tmp, os.path.basename(sh))) for sh in shards]
+        if scheduler is not None:
+            results = _run_on_dask(scheduler, tasks, opts, progress, sizes, on_shard)
+        else:
+            def one(t):
+                if on_shard is not None:
+                    on_shard(t[1], sizes[t[1]])
+                return convert_shard(*t, progress=progress, **opts)
+            if jobs == 1 or len(tasks) == 1:
+                results = [one(t) for t in tasks]
+            else:
+                from concurrent.futures import ThreadPoolExecutor
+                with ThreadPoolExecutor(min(jobs, len(tasks))) as ex:
+                    results = list(ex.map(one, tasks))
+        rows, tot, weight_map, total = [], {"err2": 0.0, "ref2": 0.0}, {}, 0
+        for (_, sh, _), (r, t, wm) in zip(tasks, results):
+            rows += r
+            tot["err2"] += t["err2"]
+            tot["ref2"] += t["ref2"]
+            for n, nbytes in wm.items():
+                weight_map[n] = os.path.basename(sh)
+                total += nbytes
+        if entry.endswith(".json"):
+            meta = _json_file(entry).get("metadata")
+            meta = {k: v for k, v in meta.items() if k != "total_size"} \
+                if isinstance(meta, dict) else {}
+            meta["total_size"] = total
+            st.save_index(os.path.join(tmp, os.path.basename(entry)), weight_map, meta)
+        _copy_model_files(folder, tmp, entry, shards, to, bool(lay), ignore)
+        if os.path.isdir(dst):
+            os.rmdir(dst)                 # empty (checked above)
+        os.rename(tmp, dst)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     overall = math.sqrt(tot["err2"] / tot["ref2"]) if tot["ref2"] > 0 else 0.0
     return rows, overall
+
+
+def convert_shard(entry, shard, out, *, src, to, saturate=None, rounding="nearest", only=None,
+                  seed=None, ignore=(), fsync=False, progress=None):
+    """One shard of convert_folder: the tensors of `shard` (a file of the
+    checkpoint `entry` opens: its index, or the file itself) converted into
+    `out`, reading a quantized weight's scales from whichever shard holds
+    them.  Returns (rows, {"err2", "ref2"}, {written name: nbytes}).  A plain
+    function of paths, so a dask worker can run it."""
+    tdt, tcode = _target(to, saturate, rounding)
+    saturate = saturates(to, saturate) if tdt is not None else False
+    rows, tot = [], {"err2": 0.0, "ref2": 0.0}
+    if to in _blocks.BLOCK_FORMATS:
+        _convert_blocks(shard, out, to, only, rows, tot, progress, fsync)
+    else:
+        with st.open(entry) as f, st.open(shard) as sf:
+            lay = _layouts.scan(f, entry)
+            mine = [n for n in f.keys() if f._shard(n) == shard]
+            meta = sf.metadata()
+            if to in LAYOUT_TARGETS:
+                specs = _layout_specs(f, mine, to, ignore, only, rows, progress)
+            else:
+                specs = _cast_specs(src, f, mine, lay, to, tdt, tcode, saturate, rounding, only,
+                                    seed, rows, tot, progress)
+            st.write(out, specs, meta or None, fsync=fsync)
+    with st.open(out) as o:
+        written = {n: o.info(n).end - o.info(n).begin for n in o.keys()}
+    return rows, tot, written
+
+
+def _run_on_dask(scheduler, tasks, opts, progress, sizes, on_shard):
+    """The shards as tasks of a dask.distributed cluster; results in order."""
+    try:
+        from dask.distributed import Client, as_completed
+    except ImportError:
+        raise ImportError("--scheduler needs dask.distributed: pip install 'dask[distributed]'") \
+            from None
+    client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
+    try:
+        futs = [client.submit(convert_shard, *t, pure=False, **opts) for t in tasks]
+        shard_of = {f.key: t[1] for f, t in zip(futs, tasks)}
+        for fut in as_completed(futs):
+            sh = shard_of[fut.key]
+            if on_shard is not None:
+                on_shard(sh, sizes[sh])
+            if progress is not None:
+                progress(sizes[sh])
+        return client.gather(futs)
+    finally:
+        if client is not scheduler:
+            client.close()
 
 
 def _remove_stale_folders(parent, base):

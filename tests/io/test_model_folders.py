@@ -382,3 +382,80 @@ def test_kill_9_folder_leftover_removed_next_time(tmp_path):
     assert len(left) == 1 and left[0].startswith(".o.") and left[0].endswith(".tmp")
     run("convert", src, out, "--to", "bfloat16")
     assert sorted(os.listdir(tmp_path)) == ["ds", "o"]
+
+
+def _files(folder):
+    return {n: (folder / n).read_bytes() for n in sorted(os.listdir(folder))}
+
+
+def test_jobs_and_dask_scheduler_give_the_same_folder(tmp_path):
+    """--jobs 2 (threads) and --scheduler (a dask.distributed LocalCluster
+    of worker processes) write byte for byte the folder one job writes."""
+    src = tmp_path / "ds"
+    _deepseek_folder(src, np.random.default_rng(10))
+    run("convert", src, tmp_path / "one", "--to", "bfloat16")
+    run("convert", src, tmp_path / "two", "--to", "bfloat16", "--jobs", "2")
+    want = _files(tmp_path / "one")
+    assert _files(tmp_path / "two") == want
+    distributed = pytest.importorskip("dask.distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        run("convert", src, tmp_path / "dask", "--to", "bfloat16", "--scheduler",
+            cluster.scheduler_address)
+        rows, _ = checkpoint.convert_folder(src, tmp_path / "api", "bfloat16",
+                                            scheduler=cluster.scheduler_address)
+    assert _files(tmp_path / "dask") == want and _files(tmp_path / "api") == want
+    rows1, _ = checkpoint.convert_folder(src, tmp_path / "api1", "bfloat16")
+    # the same rows, in shard order (the error sums may differ in the last
+    # bits: a dask worker runs NumPy's float64 dot with one BLAS thread)
+    assert [r["name"] for r in rows] == [r["name"] for r in rows1]
+    for a, b in zip(rows, rows1):
+        assert {k: v for k, v in a.items() if k != "rel_rms_error"} == \
+            {k: v for k, v in b.items() if k != "rel_rms_error"}
+        assert (a["rel_rms_error"] is None) == (b["rel_rms_error"] is None)
+        if a["rel_rms_error"] is not None:
+            assert a["rel_rms_error"] == pytest.approx(b["rel_rms_error"], rel=1e-9)
+    bad = run("convert", src / "model-00001-of-00002.safetensors", tmp_path / "x.safetensors",
+              "--to", "bfloat16", "--jobs", "2", check=False)
+    assert bad.returncode == 2 and "--jobs" in bad.stderr
+
+
+def test_progress_bars_on_a_terminal(tmp_path):
+    """On a terminal, convert of a folder shows an overall bar and one per
+    shard (tqdm); with output to a pipe, none."""
+    import pty
+    src = tmp_path / "big"
+    src.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(2):
+        mst.save(src / f"model-0000{i + 1}-of-00002.safetensors",
+                 {f"w{i}": rng.standard_normal(9 << 20).astype(np.float32)})
+    mst.save_index(src / "model.safetensors.index.json",
+                   {"w0": "model-00001-of-00002.safetensors",
+                    "w1": "model-00002-of-00002.safetensors"})
+    import fcntl
+    import struct
+    import termios
+    main, sub = pty.openpty()
+    # a terminal of 120 columns (a pty starts at 0 x 0, where tqdm draws nothing)
+    fcntl.ioctl(sub, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    out = subprocess.run([sys.executable, "-m", "minifloat", "convert", str(src),
+                          str(tmp_path / "o"), "--to", "bfloat16"],
+                         stdout=subprocess.PIPE, stderr=sub, timeout=300)
+    os.close(sub)
+    err = b""
+    while True:
+        try:
+            chunk = os.read(main, 1 << 16)
+        except OSError:
+            break
+        if not chunk:
+            break
+        err += chunk
+    os.close(main)
+    assert out.returncode == 0
+    text = err.decode("utf-8", "replace")
+    assert "big" in text and "model-00001-of-00002.safetensors" in text
+    assert "model-00002-of-00002.safetensors" in text and "B/s" in text
+    res = run("convert", src, tmp_path / "p", "--to", "bfloat16")
+    assert "B/s" not in res.stderr

@@ -450,7 +450,8 @@ def _print_inspect(rep, target):
     rows = []
     for t in rep["tensors"]:
         r = [t["name"], t.get("layout", t["dtype"]), "x".join(map(str, t["shape"])) or "()",
-             _bytes(t["bytes"]), _num(t["min"]), _num(t["max"]), _num(t["mean"]), _num(t["std"]),
+             _bytes(t["bytes"]) + (f" ({_bytes(t['bf16_bytes'])} as bf16)"
+                                   if t.get("bf16_bytes") else ""), _num(t["min"]), _num(t["max"]), _num(t["mean"]), _num(t["std"]),
              _num(t["nan"]), _num(t["inf"])]
         if target:
             g = t.get("target")

@@ -471,7 +471,8 @@ def _inspect_logical(f, g, target, bins, progress):
     row = {"name": g.name, "dtype": codes.dtype, "numpy_dtype": str(st.DTYPES[codes.dtype]),
            "shape": list(shape), "elements": math.prod(shape) if g.shape is not None else None,
            "bytes": size, "layout": g.description, "layout_id": g.layout,
-           "stored": list(g.tensors.values()), "decoded": g.decoded}
+           "stored": list(g.tensors.values()), "decoded": g.decoded,
+           "bf16_bytes": 2 * math.prod(shape) if g.shape is not None else None}
     if not g.decoded:
         row.update({"min": None, "max": None, "mean": None, "std": None, "nan": None,
                     "inf": None})

@@ -143,7 +143,8 @@ def _json_in(folder, name):
 def read_configs(path):
     """config.json's quantization config and hf_quant_config.json next to
     `path` (None where absent or unreadable)."""
-    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    path = os.path.abspath(os.fspath(path))
+    folder = path if os.path.isdir(path) else os.path.dirname(path)
     cfg = _json_in(folder, "config.json") or {}
     q = cfg.get("quantization_config") or cfg.get("quantization")
     if not isinstance(q, dict):
@@ -414,6 +415,12 @@ def scan(f, path=None):
                 g.description += f" (not decoded: {e})"
                 continue
             g.shape, g.decoded, g.config = tuple(p.shape), True, qcfg
+            how = f"g{p.group}" if p.strategy == "group" else p.strategy
+            if g.layout == "mlx":
+                g.description = f"mlx affine int{p.bits} g{p.group}"
+            else:
+                g.description = (f"compressed-tensors int{p.bits} {how}"
+                                 f"{'' if p.symmetric else ' asymmetric'}")
     return lay
 
 

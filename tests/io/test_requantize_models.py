@@ -176,3 +176,18 @@ def test_layout_errors(llama, tmp_path):
     out = run("convert", q, tmp_path / "z", "--to", "modelopt-nvfp4", check=False)
     assert out.returncode == 2 and "re-quantizing" in out.stderr
     assert not (tmp_path / "z").exists()
+
+
+def test_inspect_folder_reads_its_config(llama, tmp_path):
+    """inspect of the folder itself (not a file in it) reads the folder's
+    config.json: a compressed-tensors int4 weight is decoded, its
+    statistics those of the dequantized values."""
+    out = tmp_path / "w4"
+    run("convert", llama, out, "--to", "compressed-tensors-w4a16")
+    rep = json.loads(run("inspect", out, "--json").stdout)
+    rows = {r["name"]: r for r in rep["files"][0]["tensors"]}
+    r = rows["model.layers.0.mlp.down_proj.weight"]
+    assert r["decoded"] is True and r["shape"] == [256, 384]
+    v = np.asarray(mst.load(out, dequantize=True)["model.layers.0.mlp.down_proj.weight"],
+                   np.float64)
+    assert r["max"] == pytest.approx(v.max()) and r["std"] == pytest.approx(v.std())

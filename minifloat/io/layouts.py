@@ -260,7 +260,7 @@ def detect(tensors, qcfg=None, hfq=None, metadata=None):
                 block = _fp4_block(shape, tensors[base + "_scale"], 32, ("U8", "F8_E8M0"))
             else:
                 lay, desc, lshape = "unknown", "unknown quantized layout", None
-            if fmt and lay != "unknown":
+            if fmt and lay != "unknown" and fmt not in desc:
                 desc += f" ({fmt})"
             if block is not None and "zero_point" not in parts:
                 parts = {("codes" if r == "packed" else r): t for r, t in parts.items()}

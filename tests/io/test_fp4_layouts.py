@@ -247,3 +247,24 @@ def test_nvfp4_ragged_k_not_decoded(tmp_path):
     assert g.layout == "modelopt_nvfp4" and not g.decoded
     out = run("convert", p, tmp_path / "o.safetensors", "--to", "bfloat16", check=False)
     assert out.returncode == 2 and "not supported yet" in out.stderr
+
+
+def test_inspect_target_and_plot_bins_use_the_values(tmp_path):
+    """--target and --plot's histogram read the decoded values: a histogram
+    of log2|x| over the nonzero values of ModelOpt's formula."""
+    n, k = 6, 64
+    packed = RNG.integers(0, 256, (n, k // 2), dtype=np.uint8)
+    sc = _e4m3_scales((n, k // 16))
+    scale_2 = np.array(0.01, np.float32)
+    p = _write(tmp_path, {"m.weight": packed, "m.weight_scale": sc.view(mf.float8_e4m3fn),
+                          "m.weight_scale_2": scale_2},
+               None, {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "NVFP4"}})
+    from minifloat.io import checkpoint
+    bins = np.linspace(-150, 130, 1121)
+    rep = checkpoint.inspect_file(p, "float8_e4m3fn", bins=bins)
+    (row,) = rep["tensors"]
+    ref = _modelopt_reference(packed, sc, scale_2).numpy().astype(np.float64)
+    nz = ref[ref != 0]
+    want, _ = np.histogram(np.log2(np.abs(nz)), bins)
+    np.testing.assert_array_equal(np.asarray(row["hist"])[:len(want)], want)
+    assert row["target"]["format"] == "float8_e4m3fn" and row["max"] == pytest.approx(ref.max())

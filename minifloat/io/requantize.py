@@ -221,7 +221,11 @@ def quantization_config(layout, ignore=None):
         return {"quant_method": "mxfp4",
                 "modules_to_not_convert": ign if ign is not None else list(_GPT_OSS_NOT_CONVERTED)}
     if layout == "modelopt-nvfp4":
-        return {"producer": {"name": "modelopt", "version": "0.37.0"},
+        # loaders (vLLM, TensorRT-LLM) recognise the file by the producer's
+        # name; the version says who wrote it rather than claim a ModelOpt
+        # release that never ran
+        from .. import __version__
+        return {"producer": {"name": "modelopt", "version": f"minifloat-{__version__}"},
                 "quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": None,
                                  "group_size": 16,
                                  "exclude_modules": ign if ign is not None else ["lm_head"]}}

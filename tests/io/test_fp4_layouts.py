@@ -15,21 +15,12 @@ import minifloat as mf
 import minifloat.io.safetensors as mst
 from minifloat.io import layouts
 
+from _checkpoints import write_checkpoint as _write
 from _cli import run
 
 torch = pytest.importorskip("torch")
 
 RNG = np.random.default_rng(20)
-
-
-def _write(folder, tensors, config=None, hf_quant=None, name="model.safetensors"):
-    p = folder / name
-    mst.save(p, tensors)
-    if config is not None:
-        (folder / "config.json").write_text(json.dumps(config))
-    if hf_quant is not None:
-        (folder / "hf_quant_config.json").write_text(json.dumps(hf_quant))
-    return p
 
 
 def _values(p, name, chunk=1 << 20):

@@ -14,6 +14,7 @@ import minifloat as mf
 import minifloat.io.safetensors as mst
 from minifloat.io import checkpoint, layouts
 
+from _checkpoints import write_checkpoint as _write
 from _cli import run
 
 ml = pytest.importorskip("ml_dtypes")
@@ -23,20 +24,6 @@ N, K = 200, 300          # ragged 128-blocks on both axes: scale grid 2 x 3
 DECODED = {"fp8_block", "ct_float_quantized", "modelopt_fp8", "fbgemm_fp8", "fp8_tensor",
            "fp8_channel", "gpt_oss_mxfp4", "ct_nvfp4_pack", "ct_mxfp4_pack", "modelopt_nvfp4",
            "quark_mxfp4", "mlx"}
-
-
-def _write(folder, tensors, config=None, hf_quant=None, name="model.safetensors"):
-    """Write `tensors` (name -> array, or (safetensors code, shape) for
-    zeros of that dtype) and the folder's config files."""
-    arrays = {n: (np.zeros(v[1], mst.DTYPES[v[0]]) if isinstance(v, tuple) else v)
-              for n, v in tensors.items()}
-    p = folder / name
-    mst.save(p, arrays)
-    if config is not None:
-        (folder / "config.json").write_text(json.dumps(config))
-    if hf_quant is not None:
-        (folder / "hf_quant_config.json").write_text(json.dumps(hf_quant))
-    return p
 
 
 CT = {"quantization_config": {"quant_method": "compressed-tensors", "format": "pack-quantized",

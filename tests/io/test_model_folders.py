@@ -203,26 +203,11 @@ def test_convert_folder_interrupted_leaves_nothing(tmp_path, how):
     src = tmp_path / "ds"
     _deepseek_folder(src, np.random.default_rng(7))
     out = tmp_path / "o"
-    sig = "signal.SIGINT" if how == "interrupt" else "signal.SIGTERM"
-    code = f"""
-import os, signal, sys
-from minifloat.io import checkpoint
-from minifloat import cli
-orig = checkpoint._copy_chunks
-calls = []
-def slow(data, progress, chunk=1 << 24):
-    calls.append(1)
-    if len(calls) == 3:
-        os.kill(os.getpid(), {sig})
-    yield from orig(data, progress, chunk)
-checkpoint._copy_chunks = slow
-sys.exit(cli.main(["convert", {str(src)!r}, {str(out)!r}, "--to", "bfloat16"]))
-"""
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    sig = "SIGINT" if how == "interrupt" else "SIGTERM"
+    res = _convert_signalled(src, out, sig)
     assert res.returncode == (130 if how == "interrupt" else 143), res.stderr
     assert ("interrupted" if how == "interrupt" else "terminated") in res.stderr
     assert sorted(os.listdir(tmp_path)) == ["ds"]
-    assert signal.SIGTERM                                         # (imported for the child's code)
 
 
 # --------------------------------------------------------------------------- from_pretrained
@@ -231,6 +216,25 @@ def _tiny(model_cls, config, seed=0):
     torch = pytest.importorskip("torch")
     torch.manual_seed(seed)
     return model_cls(config).to(torch.bfloat16).eval()
+
+
+def _same_model(cls, out, ref_dir, ref_sd, ids):
+    """from_pretrained(out) loads with no missing or unexpected key and is
+    the model of ref_dir holding the reference weights `ref_sd`: the same
+    state dict bit for bit and the same logits.  (The reference is loaded
+    the same way: built by hand, a non-persistent buffer such as rotary
+    inv_freq would differ in dtype.)"""
+    import torch
+    loaded, info = cls.from_pretrained(out, output_loading_info=True, dtype=torch.bfloat16)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    model = cls.from_pretrained(ref_dir, dtype=torch.bfloat16)
+    model.load_state_dict(ref_sd, strict=False)
+    a_sd, b_sd = loaded.state_dict(), model.state_dict()
+    assert sorted(a_sd) == sorted(b_sd)
+    bad = [k for k in a_sd if not torch.equal(a_sd[k], b_sd[k])]
+    assert not bad, bad
+    with torch.no_grad():
+        assert torch.equal(loaded(ids).logits, model(ids).logits)
 
 
 def test_llama_deepseek_fp8_from_pretrained(tmp_path):
@@ -269,23 +273,8 @@ def test_llama_deepseek_fp8_from_pretrained(tmp_path):
     c["quantization_config"] = CONFIG["quantization_config"]
     (q_dir / "config.json").write_text(json.dumps(c))
     run("convert", q_dir, out, "--to", "bfloat16")
-    loaded, info = transformers.LlamaForCausalLM.from_pretrained(out, output_loading_info=True,
-                                                                 dtype=torch.bfloat16)
-    assert not info["missing_keys"] and not info["unexpected_keys"]
-    # the reference: the original model, loaded the same way, holding the
-    # reference dequantization (built by hand, a non-persistent buffer such
-    # as rotary inv_freq would differ in dtype)
-    model = transformers.LlamaForCausalLM.from_pretrained(ref_dir, dtype=torch.bfloat16)
-    model.load_state_dict(ref_sd, strict=False)
-    a_sd, b_sd = loaded.state_dict(), model.state_dict()
-    assert sorted(a_sd) == sorted(b_sd)
-    bad = [k for k in a_sd if not torch.equal(a_sd[k], b_sd[k])]
-    assert not bad, bad
-    ids = torch.arange(12).reshape(1, 12) % 64
-    with torch.no_grad():
-        a = loaded(ids).logits
-        b = model(ids).logits
-    assert torch.equal(a, b)
+    _same_model(transformers.LlamaForCausalLM, out, ref_dir, ref_sd,
+                torch.arange(12).reshape(1, 12) % 64)
 
 
 def test_gpt_oss_mxfp4_from_pretrained(tmp_path):
@@ -324,22 +313,13 @@ def test_gpt_oss_mxfp4_from_pretrained(tmp_path):
     (q_dir / "config.json").write_text(json.dumps(c))
     run("convert", q_dir, out, "--to", "bfloat16")
     assert "quantization_config" not in json.loads((out / "config.json").read_text())
-    loaded, info = transformers.GptOssForCausalLM.from_pretrained(out, output_loading_info=True,
-                                                                  dtype=torch.bfloat16)
-    assert not info["missing_keys"] and not info["unexpected_keys"]
-    model = transformers.GptOssForCausalLM.from_pretrained(ref_dir, dtype=torch.bfloat16)
-    model.load_state_dict(ref_sd, strict=False)
-    a_sd, b_sd = loaded.state_dict(), model.state_dict()
-    assert sorted(a_sd) == sorted(b_sd)
-    assert not [k for k in a_sd if not torch.equal(a_sd[k], b_sd[k])]
-    ids = torch.arange(10).reshape(1, 10) % 64
-    with torch.no_grad():
-        assert torch.equal(loaded(ids).logits, model(ids).logits)
+    _same_model(transformers.GptOssForCausalLM, out, ref_dir, ref_sd,
+                torch.arange(10).reshape(1, 10) % 64)
 
 
-def _killed_midway(tmp_path, src, out):
-    """Run convert in a child that SIGKILLs itself while writing (no
-    handler runs)."""
+def _convert_signalled(src, out, sig):
+    """`minifloat convert SRC OUT --to bfloat16` in a child that sends
+    itself signal `sig` (a name) while writing its third copied tensor."""
     code = f"""
 import os, signal, sys
 from minifloat.io import checkpoint
@@ -349,13 +329,18 @@ calls = []
 def slow(data, progress, chunk=1 << 24):
     calls.append(1)
     if len(calls) == 3:
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.{sig})
     yield from orig(data, progress, chunk)
 checkpoint._copy_chunks = slow
 sys.exit(cli.main(["convert", {str(src)!r}, {str(out)!r}, "--to", "bfloat16"]))
 """
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+
+
+def _killed_midway(tmp_path, src, out):
+    """convert killed outright (SIGKILL: no handler runs) while writing."""
+    res = _convert_signalled(src, out, "SIGKILL")
     assert res.returncode == -signal.SIGKILL, res.stderr
 
 

@@ -12,26 +12,14 @@ import pytest
 import minifloat as mf
 import minifloat.io.safetensors as mst
 from minifloat import _core
-from minifloat.io import layouts, packed_int
+from minifloat.io import packed_int
+
+from _checkpoints import bits_of as _bits_of, open_detected as _open
 
 BF16 = np.dtype(mf.bfloat16)
 
 
 # --------------------------------------------------------------------------- helpers
-
-def _bits_of(a):
-    """float32 values as their bits (NaN-safe exact comparison)."""
-    return np.ascontiguousarray(a, np.float32).view(np.uint32)
-
-
-def _open(tmp_path, arrays, qcfg):
-    """Save `arrays`, detect the layouts under `qcfg`; the open file and its Layouts."""
-    p = tmp_path / "model.safetensors"
-    mst.save(p, arrays)
-    f = mst.open(p)
-    tensors = {n: (f.info(n).dtype, f.info(n).shape) for n in f.keys()}
-    return f, layouts.detect(tensors, qcfg, None, f.metadata())
-
 
 def _stream_unpack(words, k, bits):
     """Field j of each row: bits j*bits .. of the row's words, lowest first (numpy)."""

@@ -538,7 +538,7 @@ def _cmd_convert(args):
                                                 or args.rounding != "nearest"):
         raise UserError(f"--to {args.to}: block formats round to nearest even and always "
                         f"saturate their elements; leave out "
-                        f"{'--[no-]saturate' if args.saturate is not None else '--rounding ' + args.rounding}")
+                        f"{('--saturate' if args.saturate else '--no-saturate') if args.saturate is not None else '--rounding ' + args.rounding}")
     if args.seed is not None and args.rounding != "stochastic":
         raise UserError("--seed is only used with --rounding stochastic")
     if not os.path.exists(args.input):

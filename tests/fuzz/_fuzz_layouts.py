@@ -72,13 +72,15 @@ def _ct_group(r, bits, strategy, group, symmetric):
 
 def template(r):
     """(tensors name -> (code, shape), config.json dict or None,
-    hf_quant_config.json dict or None, __metadata__ dict): one hub layout
-    built as its reference writes it, with small dimensions from `r`."""
+    hf_quant_config.json dict or None, __metadata__ dict, values name ->
+    bytes for the tensors whose values the layout reads, e.g. weight_shape):
+    one hub layout built as its reference writes it, with small dimensions
+    from `r`."""
     mod = r.pick(_MODULES)
     w = (mod + "." if mod else "") + "weight"
     n, k = _dim(r), _dim(r)
     kind = r.uint(1) % 16
-    t, cfg, hfq, meta = {}, None, None, {}
+    t, cfg, hfq, meta, vals = {}, None, None, {}, {}
     modelopt = {"producer": {"name": "modelopt", "version": "0.1"},
                 "quantization": {"quant_algo": r.pick(["NVFP4", "FP8"])}}
     if kind == 0:                                   # DeepSeek FP8 block
@@ -107,6 +109,7 @@ def template(r):
              w + "_scale": (r.pick(["BF16", "F32", "F16"]),
                             (1,) if strategy == "tensor" else (n, cols)),
              w + "_shape": ("I64", (2,))}
+        vals[w + "_shape"] = np.array([n, k], "<i8").tobytes()
         if not symmetric:
             t[w + "_zero_point"] = ("I32", (1,) if strategy == "tensor"
                                     else (_cdiv(n * bits, 32), cols))
@@ -172,10 +175,10 @@ def template(r):
         t = {mw + "weight": ("F8_E4M3", (n, k)), mw + "scale": ("F8_E8M0", (n, _cdiv(k, 128)))}
     else:                                           # nothing quantized
         t = {w: (r.pick(["BF16", "F32", "F16"]), (n, k))}
-    return t, cfg, hfq, meta
+    return t, cfg, hfq, meta, vals
 
 
-def mutate(r, t, cfg, hfq, meta):
+def mutate(r, t, cfg, hfq, meta, vals):
     """A few of: a tensor dropped, renamed, its dtype or shape changed, a
     stranger added; a config field replaced by junk."""
     t = dict(t)
@@ -232,18 +235,21 @@ def mutate(r, t, cfg, hfq, meta):
                     if r.flag():
                         grp["targets"] = _junk(r)
             cfg = {**cfg, "config_groups": cg}
-        elif op == 7 and cfg is not None:
-            cfg = {"quantization_config": cfg} if r.flag() else cfg
-    return t, cfg, hfq, meta
+        elif op == 7:
+            if cfg is not None and r.flag():
+                cfg = {"quantization_config": cfg}
+            elif vals:
+                vals = {}                               # the values from the fuzz bytes
+    return t, cfg, hfq, meta, vals
 
 
 class MemFile:
     """A safetensors file in memory (the reading API the layouts use: keys,
     info, get_tensor, metadata), its tensors' bytes from the fuzz input."""
 
-    def __init__(self, t, meta, fill):
+    def __init__(self, t, meta, fill, vals=None):
         self.path = "<fuzz>"
-        self._info, self._meta = {}, meta
+        self._info, self._meta, self._vals = {}, meta, vals or {}
         self._fill = np.frombuffer(fill or b"\0", np.uint8)
         off = 0
         for name, (code, shape) in t.items():
@@ -264,7 +270,10 @@ class MemFile:
 
     def get_tensor(self, name):
         i = self._info[name]
-        return st._tensor_from_bytes(np.resize(self._fill, i.end - i.begin), i)
+        v = self._vals.get(name)
+        data = (np.frombuffer(v, np.uint8) if v is not None and len(v) == i.end - i.begin
+                else np.resize(self._fill, i.end - i.begin))
+        return st._tensor_from_bytes(data, i)
 
     def nbytes(self):
         return sum(i.end - i.begin for i in self._info.values())
@@ -336,11 +345,11 @@ def check_layouts(data):
     what it says it decodes come out in the shape it says."""
     from _fuzz_targets import Reader
     r = Reader(data)
-    t, cfg, hfq, meta = mutate(r, *template(r))
+    t, cfg, hfq, meta, vals = mutate(r, *template(r))
     qcfg = cfg.get("quantization_config", cfg) if isinstance(cfg, dict) else None
     if qcfg is not None and not isinstance(qcfg, dict):
         qcfg = None
-    f = MemFile(t, meta, r.rest())
+    f = MemFile(t, meta, r.rest(), vals)
     tensors = {n: (f.info(n).dtype, f.info(n).shape) for n in f.keys()}
     try:
         lay = layouts.detect(tensors, qcfg, hfq, f.metadata())
@@ -396,7 +405,7 @@ def _json_text(r, obj):
     return r.take(r.uint(1))
 
 
-def _write_checkpoint(folder, r, t, meta, index_mode):
+def _write_checkpoint(folder, r, t, meta, vals, index_mode):
     """The tensors (tiny; data from the bytes) as one file, or as two shards
     with an index json whose weight_map may lie."""
     fill = r.take(r.uint(1) % 64)
@@ -405,7 +414,9 @@ def _write_checkpoint(folder, r, t, meta, index_mode):
         size, whole = st._nbytes(code, shape)
         if not whole or size > 1 << 16:
             continue
-        raw = (fill * (size // max(len(fill), 1) + 1))[:size] if fill else bytes(size)
+        raw = vals.get(name)
+        if raw is None or len(raw) != size:
+            raw = (fill * (size // max(len(fill), 1) + 1))[:size] if fill else bytes(size)
         arrays[name] = st._tensor_from_bytes(np.frombuffer(bytearray(raw), np.uint8),
                                              st.TensorInfo(code, tuple(shape), 0, size))
     names = list(arrays)
@@ -450,7 +461,7 @@ def check_config(data):
     from _fuzz_targets import Reader
     from minifloat.io import checkpoint
     r = Reader(data)
-    t, cfg, hfq, meta = mutate(r, *template(r))
+    t, cfg, hfq, meta, vals = mutate(r, *template(r))
     folder = _folder()
     index_mode = r.uint(1) % 3 == 0
     if cfg is not None or r.flag():
@@ -461,7 +472,7 @@ def check_config(data):
     if hfq is not None or r.uint(1) < 30:
         with open(os.path.join(folder, "hf_quant_config.json"), "wb") as fh:
             fh.write(_json_text(r, hfq))
-    index = _write_checkpoint(folder, r, t, meta, index_mode)
+    index = _write_checkpoint(folder, r, t, meta, vals, index_mode)
     if index is not None:
         with open(os.path.join(folder, "model.safetensors.index.json"), "wb") as fh:
             fh.write(_json_text(r, index))

@@ -431,6 +431,10 @@ def _classify(name, dt, shape, sib, msib, tensors, method, qcfg, parts):
         return unknown()
     if dt not in ("F8_E4M3", "F8_E5M2") or "_scale_2" in sib or "_global_scale" in sib:
         return unknown()
+    if {"_packed", "_shape", "_g_idx"} & set(sib):
+        # siblings the FP8 layouts do not have: not a reading to guess past
+        return unknown(f"{', '.join(name + x for x in sib if x != '_scale')} next to the FP8 "
+                       f"weight and its scale")
     if len(shape) == 2 and len(s_shape) == 2 and s_shape[0] > 1 and s_shape[1] > 1:
         bh, bw = _block_size(qcfg)
         if s_shape == (-(-shape[0] // bh), -(-shape[1] // bw)):

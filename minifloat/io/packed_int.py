@@ -82,26 +82,33 @@ def _info(f, g, role):
 
 def _ct_candidates(qcfg, module):
     """The config groups' weight arguments that may apply to `module`: every
-    int one, narrowed to those whose "re:" targets match where any does."""
-    out = []
+    int one whose targets may name it (a class name such as "Linear" may:
+    the module's class is not in the checkpoint; a "re:" target must match
+    the name), narrowed to those whose "re:" targets match where any does;
+    and the targets of the int groups left out (for the error message)."""
+    out, missed = [], []
     groups = qcfg.get("config_groups") if isinstance(qcfg, dict) else None
     for grp in (groups.values() if isinstance(groups, dict) else ()):
         w = grp.get("weights") if isinstance(grp, dict) else None
         if not isinstance(w, dict) or w.get("type", "int") != "int":
             continue
         targets = grp.get("targets")
+        targets = [t for t in targets if isinstance(t, str)] if isinstance(targets, list) else []
         hit = False
-        for t in targets if isinstance(targets, list) else ():
-            if isinstance(t, str) and t.startswith("re:"):
+        for t in targets:
+            if t.startswith("re:"):
                 try:
                     hit = hit or re.match(t[3:], module) is not None
                 except re.error as e:
                     raise ValueError(f"{module}: config group target {t!r} is not a regular "
                                      f"expression ({e})") from None
+        if targets and not hit and all(t.startswith("re:") for t in targets):
+            missed += targets
+            continue
         out.append((w, hit))
     if any(hit for _, hit in out):
         out = [(w, hit) for w, hit in out if hit]
-    return [w for w, _ in out]
+    return [w for w, _ in out], missed
 
 
 def _ct_try(w, f, g, pshape, k_given):
@@ -172,13 +179,17 @@ def _ct_params(f, g, qcfg):
     k_given = None
     if "shape" in g.tensors:
         sh = np.asarray(f.get_tensor(g.tensors["shape"])).reshape(-1)
-        if sh.dtype.kind not in "iu" or tuple(int(v) for v in sh[:-1]) != pshape[:-1] \
-                or int(sh[-1]) < 0:
+        if sh.dtype.kind not in "iu" or sh.size == 0 \
+                or tuple(int(v) for v in sh[:-1]) != pshape[:-1] or int(sh[-1]) < 0:
             raise ValueError(f"{g.name}: weight_shape {sh.tolist()} does not match the packed "
                              f"shape {list(pshape)}")
         k_given = int(sh[-1])
     module = g.name[:-len(".weight")] if g.name.endswith(".weight") else g.name
-    cands = _ct_candidates(qcfg, module)
+    cands, missed = _ct_candidates(qcfg, module)
+    if not cands and missed:
+        raise ValueError(f"{g.name}: no config group of config.json's quantization_config "
+                         f"applies to {module!r} (the int groups target "
+                         f"{', '.join(missed)})")
     if not cands:
         raise ValueError(f"{g.name}: config.json has no quantization_config.config_groups with "
                          f"int weights (num_bits, strategy, group_size, symmetric)")

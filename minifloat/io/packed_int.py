@@ -139,13 +139,13 @@ def _ct_try(w, f, g, pshape, k_given):
             return f"channel strategy, but the scale's shape is {list(sshape)}"
         if k_given is None:
             return "channel strategy without weight_shape: the packed width does not give K"
-        k = group = k_given
+        k, group = k_given, max(k_given, 1)      # one group: the whole row (even an empty one)
     elif strategy == "tensor":
         if math.prod(sshape) != 1:
             return f"tensor strategy, but the scale's shape is {list(sshape)}"
         if k_given is None:
             return "tensor strategy without weight_shape: the packed width does not give K"
-        k = group = k_given
+        k, group = k_given, max(k_given, 1)      # one group: the whole row (even an empty one)
     else:
         return f"strategy {strategy!r} is not group, channel or tensor"
     if width != -(-k * bits // 32):

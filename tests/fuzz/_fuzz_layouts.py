@@ -11,6 +11,7 @@ dimensions drawn from the bytes), then mutates it: a tensor dropped,
 renamed, given another dtype or another shape, a stranger added, the
 config's values replaced by others of any JSON type.
 """
+import atexit
 import json
 import math
 import os
@@ -380,6 +381,7 @@ def _folder():
     if _TMP is None or not os.path.isdir(_TMP):
         base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
         _TMP = tempfile.mkdtemp(prefix="minifloat-fuzz-config-", dir=base)
+        atexit.register(shutil.rmtree, _TMP, True)
     for name in os.listdir(_TMP):
         p = os.path.join(_TMP, name)
         if os.path.isdir(p) and not os.path.islink(p):

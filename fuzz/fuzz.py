@@ -3,7 +3,8 @@
 
     python fuzz/fuzz.py TARGET [libFuzzer flags...]
 
-TARGET is one of tests/fuzz/_fuzz_targets.TARGETS (dlpack, npy, safetensors).
+TARGET is one of tests/fuzz/_fuzz_targets.TARGETS (dlpack, npy, safetensors,
+layouts, config).
 """
 import os
 import sys

@@ -916,7 +916,7 @@ def _check_quantized(src, lay, to):
     (re-quantizing comes later)."""
     for g in lay.groups.values():
         if not g.decoded:
-            what = ("an unknown quantized layout" if g.layout == "unknown"
+            what = (f"an {g.description}" if g.layout == "unknown"
                     else f"the quantized layout {g.description}")
             raise ValueError(f"{src}: holds {what} (e.g. tensor {g.name!r}: "
                              f"{' + '.join(g.tensors.values())}); converting this layout is not "

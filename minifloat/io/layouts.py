@@ -136,13 +136,15 @@ def _json_in(folder, name):
         with open(p, "rb") as fh:
             d = json.loads(fh.read().decode("utf-8"))
         return d if isinstance(d, dict) else None
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
+        # RecursionError: JSON nested deeper than the parser goes
         return None
 
 
 def read_configs(path):
     """config.json's quantization config and hf_quant_config.json next to
-    `path` (None where absent or unreadable)."""
+    `path`, a checkpoint file or index, or in `path`, a model folder (None
+    where absent, unreadable or not a JSON object)."""
     path = os.path.abspath(os.fspath(path))
     folder = path if os.path.isdir(path) else os.path.dirname(path)
     cfg = _json_in(folder, "config.json") or {}
@@ -152,20 +154,28 @@ def read_configs(path):
     return q, _json_in(folder, "hf_quant_config.json")
 
 
+def _dict(x):
+    """x where it is a JSON object, else an empty one: a config's field of
+    another type than its format says reads as absent."""
+    return x if isinstance(x, dict) else {}
+
+
 def _method(qcfg, hfq):
-    if hfq is not None and (hfq.get("producer") or {}).get("name") == "modelopt":
+    if _dict(_dict(hfq).get("producer")).get("name") == "modelopt":
         return "modelopt"
-    if qcfg is None:
+    if not isinstance(qcfg, dict):
         return None
     m = qcfg.get("quant_method")
+    if m is not None and not isinstance(m, str):
+        m = repr(m)
     if m is None and {"group_size", "bits"} & set(qcfg):
         return "mlx"
     return m
 
 
 def _block_size(qcfg):
-    b = (qcfg or {}).get("weight_block_size")
-    if isinstance(b, (list, tuple)) and len(b) == 2 and all(isinstance(v, int) and v > 0 for v in b):
+    b = _dict(qcfg).get("weight_block_size")
+    if isinstance(b, (list, tuple)) and len(b) == 2 and all(type(v) is int and v > 0 for v in b):
         return tuple(b)
     return DEFAULT_BLOCK
 
@@ -178,27 +188,52 @@ def detect(tensors, qcfg=None, hfq=None, metadata=None):
     tensors = {n: (d, tuple(s)) for n, (d, s) in tensors.items()}
     method = _method(qcfg, hfq)
     groups = {}
-    taken = set()
+    taken = {}             # stored name -> the logical tensor it belongs to
 
     def add(g):
+        # Each stored tensor belongs to one logical tensor at most, and a
+        # logical name is neither another logical tensor's nor a stored
+        # tensor's outside it (the dequantized view lists each name once).
+        # Where two readings claim the same tensors or the same name, the
+        # checkpoint is ambiguous: everything involved is one unknown
+        # logical tensor, never decoded, rather than one reading winning.
+        stored = list(dict.fromkeys(g.tensors.values()))
+        clash = {taken[t] for t in stored if t in taken}
+        if g.name in groups:
+            clash.add(g.name)
+        if g.name in taken:
+            clash.add(taken[g.name])
+        alien = g.name in tensors and g.name not in taken and g.name not in stored
+        if clash or alien or len(stored) != len(g.tensors):
+            for c in clash:
+                stored += groups.pop(c).tensors.values()
+            if alien:
+                stored.append(g.name)
+            stored = list(dict.fromkeys(stored))
+            roles = ["codes", "other"] + [f"other_{i}" for i in range(2, len(stored))]
+            g = Logical(g.name, "unknown", f"unknown quantized layout (ambiguous: "
+                        f"{', '.join(stored)} read as more than one quantized tensor)", None,
+                        dict(zip(roles, stored)))
         groups[g.name] = g
-        taken.update(g.tensors.values())
+        taken.update((t, g.name) for t in g.tensors.values())
 
     # minifloat's own block-scaled tensors, described by their metadata
     try:
-        info = json.loads((metadata or {}).get(_META_KEY, "{}"))
-    except ValueError:
+        info = json.loads(_dict(metadata).get(_META_KEY, "{}"))
+    except (TypeError, ValueError, RecursionError):
         info = {}
-    for name, i in (info if isinstance(info, dict) else {}).items():
-        if name not in tensors or not isinstance(i, dict):
+    for name, i in _dict(info).items():
+        if name not in tensors or name in taken or not isinstance(i, dict):
             continue
         parts = {"codes": name}
         for role in ("scale", "tensor_scale"):
-            if i.get(role) in tensors:
+            if isinstance(i.get(role), str) and i[role] in tensors:
                 parts[role] = i[role]
         shape = i.get("shape")
-        add(Logical(name, "minifloat_block", f"minifloat {i.get('format', 'block-scaled')}",
-                    tuple(shape) if isinstance(shape, list) else None, parts))
+        shape = tuple(shape) if isinstance(shape, list) and all(
+            type(d) is int and d >= 0 for d in shape) else None
+        fmt = i.get("format") if isinstance(i.get("format"), str) else "block-scaled"
+        add(Logical(name, "minifloat_block", f"minifloat {fmt}", shape, parts))
 
     # gpt-oss MXFP4: P_blocks U8 [..., G, 16] + P_scales U8 [..., G]
     for name, (dt, shape) in tensors.items():
@@ -241,8 +276,8 @@ def detect(tensors, qcfg=None, hfq=None, metadata=None):
             if "_scale" not in sib:
                 continue                                   # handled as unknown below
             parts = {"packed": name, **{s.lstrip("_"): n for s, n in sib.items()}}
-            fmt = (qcfg or {}).get("format") if method == "compressed-tensors" else None
-            block = None
+            fmt = _dict(qcfg).get("format") if method == "compressed-tensors" else None
+            block = why = None
             if dt == "I32":
                 lay, desc = "ct_pack_quantized", "compressed-tensors pack-quantized (int)"
                 lshape = None
@@ -252,16 +287,22 @@ def detect(tensors, qcfg=None, hfq=None, metadata=None):
             elif dt == "U8" and base + "_global_scale" in tensors:
                 lay, desc = "ct_nvfp4_pack", "compressed-tensors nvfp4-pack-quantized"
                 lshape = shape[:-1] + (shape[-1] * 2,) if shape else None
-                block = _fp4_block(shape, tensors[base + "_scale"], 16, ("F8_E4M3",),
-                                   tensors[base + "_global_scale"])
+                block, why = _fp4_block(shape, tensors[base + "_scale"], 16, ("F8_E4M3",),
+                                        tensors[base + "_global_scale"],
+                                        (base + "_scale", base + "_global_scale"))
             elif dt == "U8" and tensors[base + "_scale"][0] in ("U8", "F8_E8M0"):
                 lay, desc = "ct_mxfp4_pack", "compressed-tensors mxfp4-pack-quantized"
                 lshape = shape[:-1] + (shape[-1] * 2,) if shape else None
-                block = _fp4_block(shape, tensors[base + "_scale"], 32, ("U8", "F8_E8M0"))
+                block, why = _fp4_block(shape, tensors[base + "_scale"], 32, ("U8", "F8_E8M0"),
+                                        names=(base + "_scale", None))
             else:
                 lay, desc, lshape = "unknown", "unknown quantized layout", None
-            if fmt and lay != "unknown" and fmt not in desc:
+            if isinstance(fmt, str) and fmt and lay != "unknown" and fmt not in desc:
                 desc += f" ({fmt})"
+            if why is None and "zero_point" in parts and lay in ("ct_nvfp4_pack", "ct_mxfp4_pack"):
+                why = f"a zero point ({parts['zero_point']}) in an fp4 layout"
+            if why is not None:
+                desc += f" (not decoded: {why})"
             if block is not None and "zero_point" not in parts:
                 parts = {("codes" if r == "packed" else r): t for r, t in parts.items()}
                 add(Logical(base, lay, desc, lshape, parts, True, block))
@@ -300,34 +341,46 @@ def detect(tensors, qcfg=None, hfq=None, metadata=None):
     return Layouts(groups)
 
 
-def _fp4_block(shape, scale, block, scale_dtypes, tensor_scale=None):
-    """(block,) when packed e2m1 codes `shape` [N, K/2] with a scale
+def _fp4_block(shape, scale, block, scale_dtypes, tensor_scale=None, names=None):
+    """((block,), None) when packed e2m1 codes `shape` [N, K/2] with a scale
     (dtype, shape) [N, K/block] (and a one-value float32 tensor scale, where
-    the layout has one) are decoded, else None: whole blocks only (a ragged
-    K is left undecoded rather than guessed)."""
+    the layout has one) are decoded, else (None, why): whole blocks only (a
+    ragged K is left undecoded rather than guessed).  `names`: the scale's
+    and the tensor scale's stored names, for the reason."""
+    s_name, t_name = names or ("the scale", "the global scale")
     s_dt, s_shape = scale
-    if len(shape) != 2 or s_dt not in scale_dtypes:
-        return None
+    if len(shape) != 2:
+        return None, f"the codes are {list(shape)}, not 2-D [N, K/2]"
+    if s_dt not in scale_dtypes:
+        return None, f"{s_name} is {s_dt}, not {' or '.join(scale_dtypes)}"
     k = shape[1] * 2
-    if k % block or s_shape != (shape[0], k // block):
-        return None
-    if tensor_scale is not None and (tensor_scale[0] != "F32" or math.prod(tensor_scale[1]) != 1):
-        return None
-    return (block,)
+    if k % block:
+        return None, f"K = {k} is not a whole number of {block}-blocks"
+    if s_shape != (shape[0], k // block):
+        return None, (f"{s_name} is {list(s_shape)}; {list(shape)} codes in {block}-blocks "
+                      f"need [{shape[0]}, {k // block}]")
+    if tensor_scale is not None:
+        if tensor_scale[0] != "F32":
+            return None, f"{t_name} is {tensor_scale[0]}, not F32"
+        if math.prod(tensor_scale[1]) != 1:
+            return None, (f"{t_name} holds {math.prod(tensor_scale[1])} values "
+                          f"{list(tensor_scale[1])}, not a single one")
+    return (block,), None
 
 
 def _ct_bits(qcfg):
-    for g in ((qcfg or {}).get("config_groups") or {}).values():
-        w = (g or {}).get("weights") or {}
-        if isinstance(w.get("num_bits"), int) and 32 % w["num_bits"] == 0:
+    for g in _dict(_dict(qcfg).get("config_groups")).values():
+        w = _dict(_dict(g).get("weights"))
+        if type(w.get("num_bits")) is int and w["num_bits"] > 0 and 32 % w["num_bits"] == 0:
             return w["num_bits"]
     return None
 
 
 def _classify(name, dt, shape, sib, msib, tensors, method, qcfg, parts):
     """m.weight (codes) with its siblings: which layout."""
-    def unknown():
-        return Logical(name, "unknown", "unknown quantized layout", None, parts)
+    def unknown(why=None):
+        return Logical(name, "unknown", "unknown quantized layout"
+                       + (f" ({why})" if why else ""), None, parts)
 
     def dshape(n):
         return tensors[n]
@@ -335,20 +388,26 @@ def _classify(name, dt, shape, sib, msib, tensors, method, qcfg, parts):
     if "scales" in msib or "biases" in msib:
         if dt != "U32" or "scales" not in msib or sib:
             return unknown()
-        bits = (qcfg or {}).get("bits") if method == "mlx" else None
+        bits = _dict(qcfg).get("bits") if method == "mlx" else None
         lshape = (shape[:-1] + (shape[-1] * 32 // bits,)
-                  if isinstance(bits, int) and bits > 0 and shape else None)
-        mode = (qcfg or {}).get("mode", "affine") if method == "mlx" else "affine?"
+                  if type(bits) is int and bits > 0 and shape else None)
+        mode = _dict(qcfg).get("mode", "affine") if method == "mlx" else "affine?"
         return Logical(name, "mlx", f"mlx {mode}", lshape, parts)
     if "scale" in msib:
         return unknown()                                # DeepSeek-V4 style: not yet known here
     if "_scale_inv" in sib:
         s_dt, s_shape = dshape(sib["_scale_inv"])
         if set(sib) != {"_scale_inv"} or dt != "F8_E4M3" or s_dt != "F32" or len(shape) != 2:
-            return unknown()
+            return unknown(f"{name} {dt} {list(shape)} with {sib['_scale_inv']} {s_dt} "
+                           f"{list(s_shape)} is not DeepSeek's F8_E4M3 [N, K] with an F32 "
+                           f"[N/128, K/128] scale"
+                           + (f" ({', '.join(name + x for x in sib if x != '_scale_inv')} "
+                              f"too)" if set(sib) != {"_scale_inv"} else ""))
         bh, bw = _block_size(qcfg)
-        if s_shape != (-(-shape[0] // bh), -(-shape[1] // bw)):
-            return unknown()
+        want = (-(-shape[0] // bh), -(-shape[1] // bw))
+        if s_shape != want:
+            return unknown(f"{sib['_scale_inv']} is {list(s_shape)}; a {list(shape)} weight "
+                           f"in {bh}x{bw} blocks needs {list(want)}")
         return Logical(name, "fp8_block", f"fp8 block {bh}x{bw}", shape,
                        {"codes": name, "scale_inv": sib["_scale_inv"], **msib}, True, (bh, bw))
     if "_scale" not in sib:
@@ -358,16 +417,24 @@ def _classify(name, dt, shape, sib, msib, tensors, method, qcfg, parts):
     if dt == "U8" and len(shape) == 2:
         k = shape[1] * 2
         if s_dt == "F8_E4M3" and s_shape == (shape[0], k // 16) and "_scale_2" in sib:
-            block = _fp4_block(shape, (s_dt, s_shape), 16, ("F8_E4M3",), dshape(sib["_scale_2"]))
-            return Logical(name, "modelopt_nvfp4", "modelopt nvfp4 (16-blocks)", (shape[0], k),
+            block, why = _fp4_block(shape, (s_dt, s_shape), 16, ("F8_E4M3",),
+                                    dshape(sib["_scale_2"]), (sib["_scale"], sib["_scale_2"]))
+            return Logical(name, "modelopt_nvfp4", "modelopt nvfp4 (16-blocks)"
+                           + (f" (not decoded: {why})" if why else ""), (shape[0], k),
                            parts, block is not None and "_zero_point" not in sib, block)
         if s_dt in ("U8", "F8_E8M0") and s_shape == (shape[0], k // 32) and "_scale_2" not in sib:
-            block = _fp4_block(shape, (s_dt, s_shape), 32, ("U8", "F8_E8M0"))
-            return Logical(name, "quark_mxfp4", "amd quark mxfp4 (32-blocks)", (shape[0], k),
+            block, why = _fp4_block(shape, (s_dt, s_shape), 32, ("U8", "F8_E8M0"),
+                                    names=(sib["_scale"], None))
+            return Logical(name, "quark_mxfp4", "amd quark mxfp4 (32-blocks)"
+                           + (f" (not decoded: {why})" if why else ""), (shape[0], k),
                            parts, block is not None and "_zero_point" not in sib, block)
         return unknown()
     if dt not in ("F8_E4M3", "F8_E5M2") or "_scale_2" in sib or "_global_scale" in sib:
         return unknown()
+    if {"_packed", "_shape", "_g_idx"} & set(sib):
+        # siblings the FP8 layouts do not have: not a reading to guess past
+        return unknown(f"{', '.join(name + x for x in sib if x != '_scale')} next to the FP8 "
+                       f"weight and its scale")
     if len(shape) == 2 and len(s_shape) == 2 and s_shape[0] > 1 and s_shape[1] > 1:
         bh, bw = _block_size(qcfg)
         if s_shape == (-(-shape[0] // bh), -(-shape[1] // bw)):
@@ -401,7 +468,12 @@ def scan(f, path=None):
     config.json / hf_quant_config.json read when present)."""
     qcfg, hfq = read_configs(path if path is not None else f.path)
     tensors = {n: (f.info(n).dtype, f.info(n).shape) for n in f.keys()}
+    unlisted = f.unlisted() if hasattr(f, "unlisted") else {}
+    for n, (i, _) in unlisted.items():
+        tensors[n] = (i.dtype, i.shape)
     lay = detect(tensors, qcfg, hfq, f.metadata())
+    if unlisted:
+        lay = _without_unlisted(lay, unlisted)
     # packed integers (compressed-tensors pack-quantized, MLX): their bits,
     # group and logical K come from the config checked against the stored
     # shapes (and weight_shape's values): decoded where that succeeds, shown
@@ -422,6 +494,28 @@ def scan(f, path=None):
                 g.description = (f"compressed-tensors int{p.bits} {how}"
                                  f"{'' if p.symmetric else ' asymmetric'}")
     return lay
+
+
+def _without_unlisted(lay, unlisted):
+    """`lay` with the tensors a sharded checkpoint's shards hold but its
+    index does not list taken out: a logical tensor that needs one of them
+    (a weight whose scale the index forgot) is an unknown layout saying so,
+    never decoded without it nor its codes read as values."""
+    groups = {}
+    for g in lay.groups.values():
+        missing = [t for t in g.tensors.values() if t in unlisted]
+        if not missing:
+            groups[g.name] = g
+            continue
+        kept = [t for t in g.tensors.values() if t not in unlisted]
+        if not kept:
+            continue
+        roles = ["codes", "other"] + [f"other_{i}" for i in range(2, len(kept))]
+        where = ", ".join(f"{t} is in shard {unlisted[t][1]}" for t in missing)
+        groups[g.name] = Logical(g.name, "unknown", f"unknown quantized layout ({where}, "
+                                 f"which the index's weight_map does not list)", None,
+                                 dict(zip(roles, kept)))
+    return Layouts(groups)
 
 
 def logical_tensors(path):
@@ -482,11 +576,13 @@ def fp8_scaled_chunks(f, g, chunk_values=1 << 20):
     per-channel, FBGEMM FP8): float32(q) * float32(s), one float32
     multiplication (transformers integrations/fbgemm_fp8.py,
     compressed-tensors' dequantize, ModelOpt's FP8 weight).  Yields 2-D float32
-    arrays [rows, K] (a 1-D weight as one row)."""
+    arrays [rows, K] (the leading dimensions flattened; a 1-D weight as one row)."""
     q = f.get_tensor(g.tensors["codes"])
     s = np.asarray(f.get_tensor(g.tensors["scale"]), np.float32)
-    q2 = q.reshape(1, -1) if q.ndim != 2 else q
-    n, k = q2.shape
+    # [rows, K]: the leading dimensions flattened (a 0-d weight is one value)
+    k = q.shape[-1] if q.ndim else 1
+    q2 = q.reshape(math.prod(q.shape[:-1]) if q.ndim else 1, k)
+    n = q2.shape[0]
     if n == 0 or k == 0:
         return
     per_row = s.size != 1

@@ -82,26 +82,40 @@ def _info(f, g, role):
 
 def _ct_candidates(qcfg, module):
     """The config groups' weight arguments that may apply to `module`: every
-    int one, narrowed to those whose "re:" targets match where any does."""
-    out = []
-    for grp in ((qcfg or {}).get("config_groups") or {}).values():
-        w = (grp or {}).get("weights") if isinstance(grp, dict) else None
+    int one whose targets may name it (a class name such as "Linear" may:
+    the module's class is not in the checkpoint; a "re:" target must match
+    the name), narrowed to those whose "re:" targets match where any does;
+    and the targets of the int groups left out (for the error message)."""
+    out, missed = [], []
+    groups = qcfg.get("config_groups") if isinstance(qcfg, dict) else None
+    for grp in (groups.values() if isinstance(groups, dict) else ()):
+        w = grp.get("weights") if isinstance(grp, dict) else None
         if not isinstance(w, dict) or w.get("type", "int") != "int":
             continue
-        targets = grp.get("targets") or []
-        hit = any(isinstance(t, str) and t.startswith("re:") and re.match(t[3:], module)
-                  for t in targets)
+        targets = grp.get("targets")
+        targets = [t for t in targets if isinstance(t, str)] if isinstance(targets, list) else []
+        hit = False
+        for t in targets:
+            if t.startswith("re:"):
+                try:
+                    hit = hit or re.match(t[3:], module) is not None
+                except re.error as e:
+                    raise ValueError(f"{module}: config group target {t!r} is not a regular "
+                                     f"expression ({e})") from None
+        if targets and not hit and all(t.startswith("re:") for t in targets):
+            missed += targets
+            continue
         out.append((w, hit))
     if any(hit for _, hit in out):
         out = [(w, hit) for w, hit in out if hit]
-    return [w for w, _ in out]
+    return [w for w, _ in out], missed
 
 
 def _ct_try(w, f, g, pshape, k_given):
     """PackedParams for weight arguments `w`, or a string saying why they do
     not fit the stored tensors."""
     bits = w.get("num_bits")
-    if not isinstance(bits, int) or not 1 <= bits <= 8:
+    if type(bits) is not int or not 1 <= bits <= 8:
         return f"num_bits {bits!r} is not 1 to 8"
     strategy = w.get("strategy") or "tensor"
     symmetric = w.get("symmetric", True) is not False
@@ -112,7 +126,7 @@ def _ct_try(w, f, g, pshape, k_given):
         return f"the scale's dtype {sdt} is not F32, BF16 or F16"
     if strategy == "group":
         group = w.get("group_size")
-        if not isinstance(group, int) or group < 1:
+        if type(group) is not int or group < 1:
             return f"group strategy with group_size {group!r}"
         if len(sshape) != len(pshape) or sshape[:-1] != lead:
             return f"scale shape {list(sshape)} does not match the packed shape {list(pshape)}"
@@ -125,13 +139,13 @@ def _ct_try(w, f, g, pshape, k_given):
             return f"channel strategy, but the scale's shape is {list(sshape)}"
         if k_given is None:
             return "channel strategy without weight_shape: the packed width does not give K"
-        k = group = k_given
+        k, group = k_given, max(k_given, 1)      # one group: the whole row (even an empty one)
     elif strategy == "tensor":
         if math.prod(sshape) != 1:
             return f"tensor strategy, but the scale's shape is {list(sshape)}"
         if k_given is None:
             return "tensor strategy without weight_shape: the packed width does not give K"
-        k = group = k_given
+        k, group = k_given, max(k_given, 1)      # one group: the whole row (even an empty one)
     else:
         return f"strategy {strategy!r} is not group, channel or tensor"
     if width != -(-k * bits // 32):
@@ -165,13 +179,17 @@ def _ct_params(f, g, qcfg):
     k_given = None
     if "shape" in g.tensors:
         sh = np.asarray(f.get_tensor(g.tensors["shape"])).reshape(-1)
-        if sh.dtype.kind not in "iu" or tuple(int(v) for v in sh[:-1]) != pshape[:-1] \
-                or int(sh[-1]) < 0:
+        if sh.dtype.kind not in "iu" or sh.size == 0 \
+                or tuple(int(v) for v in sh[:-1]) != pshape[:-1] or int(sh[-1]) < 0:
             raise ValueError(f"{g.name}: weight_shape {sh.tolist()} does not match the packed "
                              f"shape {list(pshape)}")
         k_given = int(sh[-1])
     module = g.name[:-len(".weight")] if g.name.endswith(".weight") else g.name
-    cands = _ct_candidates(qcfg, module)
+    cands, missed = _ct_candidates(qcfg, module)
+    if not cands and missed:
+        raise ValueError(f"{g.name}: no config group of config.json's quantization_config "
+                         f"applies to {module!r} (the int groups target "
+                         f"{', '.join(missed)})")
     if not cands:
         raise ValueError(f"{g.name}: config.json has no quantization_config.config_groups with "
                          f"int weights (num_bits, strategy, group_size, symmetric)")
@@ -227,6 +245,8 @@ def ct_packed_chunks(f, g, qcfg, chunk_values=1 << 20):
     p = params(f, g, qcfg) if g.layout == "ct_pack_quantized" else None
     if p is None:
         raise ValueError(f"{g.name}: layout {g.layout!r} is not ct_pack_quantized")
+    if p.rows == 0 or p.k == 0:
+        return                   # no values (and a reshape of nothing to -1 is undefined)
     packed = f.get_tensor(g.tensors["packed"]).reshape(p.rows, -1)
     s = f.get_tensor(g.tensors["scale"])
     groups = -(-p.k // p.group) if p.k else 0
@@ -243,7 +263,7 @@ def _mlx_params(f, g, qcfg):
     if isinstance(cfg.get(module), dict):          # a per-layer override (mixed bits)
         cfg = {**cfg, **cfg[module]}
     bits, group = cfg.get("bits"), cfg.get("group_size")
-    if not isinstance(bits, int) or not isinstance(group, int):
+    if type(bits) is not int or type(group) is not int:
         raise ValueError(f"{g.name}: config.json's quantization has no integer bits and "
                          f"group_size (got bits={bits!r}, group_size={group!r})")
     mode = cfg.get("mode", "affine")
@@ -281,6 +301,8 @@ def mlx_chunks(f, g, qcfg, chunk_values=1 << 20):
     p = params(f, g, qcfg) if g.layout == "mlx" else None
     if p is None:
         raise ValueError(f"{g.name}: layout {g.layout!r} is not mlx")
+    if p.rows == 0 or p.k == 0:
+        return
     codes = f.get_tensor(g.tensors["codes"]).reshape(p.rows, -1)
     s = f.get_tensor(g.tensors["scales"]).reshape(p.rows, -1)
     b = f.get_tensor(g.tensors["biases"]).reshape(p.rows, -1)

@@ -319,6 +319,9 @@ class SafeOpen:
                 index = json.loads(f.read().decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise ValueError(f"{self.path}: not a safetensors index ({e})") from None
+        except RecursionError:
+            raise ValueError(f"{self.path}: not a safetensors index (JSON nested too "
+                             f"deeply)") from None
         wm = index.get("weight_map") if isinstance(index, dict) else None
         if not isinstance(wm, dict) or not all(isinstance(v, str) for v in wm.values()):
             raise ValueError(f"{self.path}: a safetensors index needs a \"weight_map\" of "
@@ -327,23 +330,45 @@ class SafeOpen:
         self._metadata = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in meta.items()} \
             if isinstance(meta, dict) else {}
         base = os.path.dirname(self.path)
-        for shard in dict.fromkeys(wm.values()):
+        first = {}                # shard -> the first tensor the index puts there
+        for name, shard in wm.items():
+            first.setdefault(shard, name)
+        for shard, name in first.items():
             sp = os.path.join(base, shard)
-            if os.path.isabs(shard) or ".." in shard.replace("\\", "/").split("/"):
-                raise ValueError(f"{self.path}: shard {shard!r} is not a path inside the "
-                                 f"index's folder")
-            self._open_file(sp)
+            if (os.path.isabs(shard) or ".." in shard.replace("\\", "/").split("/")
+                    or "\0" in shard or not shard):
+                raise ValueError(f"{self.path}: tensor {name!r}: shard {shard!r} is not a file "
+                                 f"name inside the index's folder")
+            try:
+                self._open_file(sp)
+            except FileNotFoundError:
+                # named as the user gave it: the index, and what it lists there
+                raise FileNotFoundError(errno.ENOENT, f"tensor {name!r}: the index puts it in "
+                                        f"{shard}, which does not exist", self.path) from None
+        self._unlisted = {}       # tensor name -> shard, for what the shards hold unlisted
         for name, shard in wm.items():
             sp = os.path.join(base, shard)
             if name not in self._files[sp][1]:
                 raise ValueError(f"{self.path}: tensor {name!r}: the index puts it in {shard}, "
                                  f"which has no such tensor")
             self._where[name] = sp
+        for shard in first:
+            for name in self._files[os.path.join(base, shard)][1]:
+                if name not in self._where:
+                    self._unlisted.setdefault(name, shard)
 
     # -- the safe_open API
     def keys(self):
         """Tensor names, in file order (shard by shard for an index)."""
         return list(self._where)
+
+    def unlisted(self):
+        """The tensors a sharded checkpoint's shards hold but its index's
+        weight_map does not list (name -> (TensorInfo, shard file name)):
+        not part of the checkpoint, but a quantized weight whose scale is
+        among them is named for what it is (minifloat.io.layouts.scan)."""
+        return {n: (self._files[os.path.join(os.path.dirname(self.path), s)][1][n], s)
+                for n, s in getattr(self, "_unlisted", {}).items()}
 
     def metadata(self):
         """The ``__metadata__`` dict (an index's "metadata", values as strings)."""
@@ -548,7 +573,7 @@ class DequantizedOpen:
                              f"stored tensors are codes and scales, not values (read them with "
                              f"dequantize=False)")
         out = np.empty(g.shape, np.float32)
-        flat = out.reshape(-1, g.shape[-1]) if out.size else out
+        flat = out.reshape(-1, g.shape[-1] if g.shape else 1) if out.size else out
         r = 0
         for c in layouts.chunks(self.stored, g):
             flat[r:r + c.shape[0]] = c

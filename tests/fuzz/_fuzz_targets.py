@@ -346,3 +346,13 @@ def check_safetensors(data):
 
 
 TARGETS = {"dlpack": check_dlpack, "npy": check_npy, "safetensors": check_safetensors}
+
+
+# ---------------------------------------------------------------------------
+# quantized layouts and the JSON files next to a checkpoint (_fuzz_layouts.py)
+# ---------------------------------------------------------------------------
+
+import _fuzz_layouts  # noqa: E402
+
+TARGETS["layouts"] = _fuzz_layouts.check_layouts
+TARGETS["config"] = _fuzz_layouts.check_config

@@ -592,12 +592,23 @@ def run_one(method, case, src, dst, manifest_path, cwd):
     return {"work": json.loads(res[-1][7:])["work"], "process": wall}
 
 
-def _compare(case, mine, other, method):
+def _compare(mine, other):
     """Compare each tensor of `other` with minifloat's output of the same
-    name (a dequantized weight, or a quantized layout's values decoded by
-    minifloat where the names match); returns a one-line summary."""
+    name: the values (a quantized layout's decoded by minifloat), or where
+    minifloat does not decode the other's layout (compressed-tensors' FP8
+    block) the stored tensors of the same name; a one-line summary."""
+    try:
+        return _compare_open(mine, other, True)
+    except ValueError as e:
+        if "does not decode" not in str(e):
+            raise
+        return "(stored tensors: values not decodable) " + _compare_open(mine, other, False)
+
+
+def _compare_open(mine, other, dequantize):
     import minifloat.io.safetensors as mst
-    with mst.open(mine, dequantize=True) as a, mst.open(other, dequantize=True) as b:
+    with mst.open(mine, dequantize=dequantize) as a, \
+            mst.open(other, dequantize=dequantize) as b:
         names = sorted(set(a.keys()) & set(b.keys()))
         miss = sorted(set(a.keys()) ^ set(b.keys()))
         same = diff = 0
@@ -698,9 +709,9 @@ def main(argv=None):
                     o = os.path.join(base, "out")
                     r = run_one(m, case, src, o, mpath, base)
                     if "error" not in r:
-                        print(f"  check {m}: {_compare(case, mine, o, m)}", flush=True)
+                        print(f"  check {m}: {_compare(mine, o)}", flush=True)
                 r = run_one("mf2", case, src, os.path.join(base, "out"), mpath, base)
-                print("  check mf2: " + _compare(case, mine, os.path.join(base, "out"), "mf2"))
+                print("  check mf2: " + _compare(mine, os.path.join(base, "out")))
                 shutil.rmtree(mine, ignore_errors=True)
             shutil.rmtree(os.path.join(base, "out"), ignore_errors=True)
             gib_in = manifest["in_bytes"] / GIB

@@ -132,6 +132,13 @@ decode_run(const red_job *J, const char *p, npy_intp s, float *dst, npy_intp n)
 static inline void
 store_and_reload(const mf_format *f, float *a, npy_intp n)
 {
+    int any = 0;
+    for (npy_intp i = 0; i < n; i++) {
+        any |= a[i] != a[i];
+    }
+    if (!any) {
+        return;
+    }
     for (npy_intp i = 0; i < n; i++) {
         if (a[i] != a[i]) {
             int ovf = 0;

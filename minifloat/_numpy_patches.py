@@ -22,6 +22,11 @@ MINIFLOAT_NO_NUMPY_PATCHES=1 (the holes then come back).
                  type number, which new-style dtypes do not have
     statistics   mean/var/std: accumulate in float32 and round once, as NumPy
                  already does for float16 means
+    fast_reductions
+                 ndarray.sum/prod/max/min and np.sum/prod/max/min of the
+                 float formats in one C call (src/umath/reduce.c: SIMD,
+                 threads, bit-identical to NumPy's route through the ufunc
+                 loops); a FastPath front, so NumPy arrays pay a type check
     reductions   sums and products of the integer formats (int4, ...) default
                  to int64/uint64, NumPy's rule for its small integers; the
                  C core does it with a (None, F, None) promoter, so this
@@ -428,6 +433,62 @@ def _patch_reductions():
         _replace(_methods, name, wrap(getattr(_methods, name)), "reductions")
 
 
+_REDUCE_OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3}
+
+
+def _patch_fast_reductions():
+    """NumPy reduces along an outer axis one row per inner-loop call, on one
+    thread; src/umath/reduce.c does the whole reduction in one call, with the
+    operations (and so the bits) NumPy's route gives each output element.  It
+    answers NotImplemented for what it does not cover (dtype=, initial=,
+    layouts other than C order, ...): then NumPy's own function runs.  Not a
+    hole of NumPy: no check, always applied (docs/design.md "Reductions")."""
+    reduce = _core._reduce
+    novalue = np._NoValue
+    ufunc_ops = {np.add: 0, np.multiply: 1, np.maximum: 2, np.minimum: 3}
+
+    def method(orig, op):
+        @functools.wraps(orig)
+        def red(a, axis=None, dtype=None, out=None, keepdims=False, initial=novalue, where=True):
+            if dtype is None and initial is novalue:
+                r = reduce(op, a, axis, out, keepdims, where)
+                if r is not NotImplemented:
+                    return r
+            return orig(a, axis, dtype, out, keepdims, initial, where)
+        return red
+
+    def extremum(orig, op):
+        @functools.wraps(orig)
+        def red(a, axis=None, out=None, keepdims=False, initial=novalue, where=True):
+            if initial is novalue:
+                r = reduce(op, a, axis, out, keepdims, where)
+                if r is not NotImplemented:
+                    return r
+            return orig(a, axis, out, keepdims, initial, where)
+        return red
+
+    orig_wrap = fromnumeric._wrapreduction
+
+    @functools.wraps(orig_wrap)
+    def _wrapreduction(obj, ufunc, method, axis, dtype, out, **kwargs):
+        op = ufunc_ops.get(ufunc)
+        if (op is not None and dtype is None and kwargs.get("initial", novalue) is novalue
+                and _REDUCE_OPS.get(method) == op):
+            keepdims = kwargs.get("keepdims", novalue)
+            where = kwargs.get("where", novalue)
+            r = reduce(op, obj, axis, out, False if keepdims is novalue else keepdims,
+                       True if where is novalue else where)
+            if r is not NotImplemented:
+                return r
+        return orig_wrap(obj, ufunc, method, axis, dtype, out, **kwargs)
+
+    _replace(fromnumeric, "_wrapreduction", _wrapreduction, "fast_reductions", fast=0)
+    for name, op in (("_sum", 0), ("_prod", 1)):
+        _replace(_methods, name, method(getattr(_methods, name), op), "fast_reductions", fast=0)
+    for name, op in (("_amax", 2), ("_amin", 3)):
+        _replace(_methods, name, extremum(getattr(_methods, name), op), "fast_reductions", fast=0)
+
+
 def _patch_iinfo():
     from numpy._core import getlimits
 
@@ -517,4 +578,5 @@ def apply():
     _patch_einsum()
     _patch_statistics()
     _patch_reductions()
+    _patch_fast_reductions()
     _patch_iinfo()

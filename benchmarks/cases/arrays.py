@@ -126,6 +126,28 @@ def build_sum(axis0, env):
     return Plan(runs, expected=exact, show_value=not axis0, nbytes=a.size * 2)
 
 
+def build_reduce(op, axis, env):
+    """A reduction along one axis of a 2-D bf16 array of rows of 4096 (the
+    shape of an activation or weight matrix): sum, max or mean."""
+    n = env.n
+    cols = 4096 if n >= 4096 * 16 else 256
+    a = env.coded("u", n, "bfloat16")
+    a = a[: n - n % cols].reshape(-1, cols)
+    how = f"a.{op}(axis={axis})"
+    exact = getattr(a.astype(np.float64), op)(axis=axis)
+    runs = [Run("minifloat", how, lambda: getattr(a, op)(axis=axis))]
+    if env.ml is not None:
+        am = env.as_ml(a)
+        runs.append(Run("ml_dtypes", how, lambda: getattr(am, op)(axis=axis)))
+    if env.torch is not None:
+        ta = env.as_torch(a)
+        top = {"sum": "sum", "max": "amax", "mean": "mean"}[op]
+        runs.append(Run("torch", f"a.{top}(dim={axis})", lambda: getattr(ta, top)(dim=axis)))
+    a32 = a.astype(np.float32)
+    runs.append(Run("numpy", f"float32 {how}", lambda: getattr(a32, op)(axis=axis)))
+    return Plan(runs, expected=exact, show_value=False, nbytes=a.size * 2)
+
+
 def build_dot(env):
     n = env.n_dot
     a, b = env.coded("x", n, "bfloat16"), env.coded("y", n, "bfloat16")

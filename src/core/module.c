@@ -386,6 +386,8 @@ py_kernel_reduce(PyObject *NPY_UNUSED(self), PyObject *args)
 /* matmul.c: test hook */
 PyObject *mf_py_gemm_f32acc(PyObject *self, PyObject *args);
 PyObject *mf_py_stats(PyObject *self, PyObject *args);
+/* umath/reduce.c: whole reductions for the Python entry points */
+PyObject *mf_py_reduce(PyObject *self, PyObject *args);
 
 static PyMethodDef module_methods[] = {
     {"formats", py_formats, METH_VARARGS,
@@ -416,6 +418,9 @@ static PyMethodDef module_methods[] = {
     {"_stats", mf_py_stats, METH_VARARGS,
      "_stats(acc, x, target, rel, y=None, out=None, moments=True): inspect's statistics of chunk "
      "x into acc (float64[14]; minifloat/io/checkpoint.py); moments=False: the error sums (err2, ref2) only."},
+    {"_reduce", mf_py_reduce, METH_VARARGS,
+     "_reduce(op, a, axis, out, keepdims, where): sum/prod/max/min (op 0..3) of a float format in one "
+     "call, bit-identical to NumPy's route through the ufunc loops, or NotImplemented (src/umath/reduce.c)."},
     {"_link_ml_dtypes", mf_py_link_ml_dtypes, METH_O,
      "_link_ml_dtypes(ml_dtypes) -> names: casts and promoters with ml_dtypes' DTypes (once)."},
     {NULL, NULL, 0, NULL},

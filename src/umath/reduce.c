@@ -1,0 +1,772 @@
+/*
+ * Whole reductions in one call: sum, prod, max and min of a float format
+ * along any axes, SIMD and threaded, for the entry points NumPy's Python
+ * layer calls (ndarray.sum/prod/max/min, np.sum/prod/max/min; the wrappers
+ * are in minifloat/_numpy_patches.py, patch "fast_reductions").
+ *
+ * The results are those of NumPy's own route through our ufunc loops
+ * (np.add.reduce etc., loops.c and accumulate.c), bit for bit: every output
+ * element goes through exactly the operations that route gives it, in the
+ * same order, whatever the number of threads.  NumPy's iterator walks a
+ * C-ordered array in C order, drops axes of length 1 and merges neighbouring
+ * axes whose strides allow it; the loops then compute:
+ *
+ *  - "column" mode, when the innermost axis is kept (axis 0, a middle axis):
+ *    each call adds a row into the outputs, so each output element is the
+ *    float32 chain over the reduced indices in C order (the partials that
+ *    accumulate.c keeps), rounded once at the end.  Here each thread takes
+ *    blocks of output columns and runs all rows over them with the
+ *    accumulators in cache; the float32 operation is NumPy's own float32
+ *    loop, as in loops.c.
+ *  - "row" mode, when the innermost (merged) axis is reduced: each call
+ *    reduces one run of the input into one output element, starting from
+ *    the element's float32 partial.  Sums: the partial plus the kernel sum of
+ *    the run in float64 (contiguous runs: the kernels' order; strided runs:
+ *    blocks of 512 gathered), the stored code rounded from that float64;
+ *    products, max, min: NumPy's float32 reduce loop on blocks of 512.
+ *    Threads take whole output elements.
+ *
+ * With where=, NumPy's masked loop calls ours on each run of True, which is
+ * what is done here.  max/min have no initial value: NumPy copies the first
+ * element along the (single) reduced axis into the output and reduces the
+ * rest; the general loop stores each step's result into the output's
+ * format, and so does this (a NaN becomes the format's NaN of its sign).
+ *
+ * Returns NotImplemented for what it does not cover (then the caller runs
+ * NumPy's route): arrays that are not C-ordered (strides decreasing and
+ * positive, after dropping axes of length 1), byte-swapped or unaligned,
+ * dtype=, initial=, out= that is not C-contiguous of the format or overlaps
+ * the input, formats without zero, empty arrays and reductions, max/min with
+ * where= or over several axes, and more than 2^24 column-mode outputs
+ * (beyond which accumulate.c stops keeping partials).
+ */
+#include <fenv.h>
+#include <math.h>
+#include "umath.h"
+#include "../kernels/scalar_ops.h"
+#include "../kernels/parallel.h"
+
+enum { RED_SUM = 0, RED_PROD, RED_MAX, RED_MIN, RED_NUM };
+
+/* the same block size as the loops (loops.c): run sums of strided data and
+ * the float32 reduce loop see the same pieces */
+#define RBLOCK 512
+/* columns of a column-mode task (a multiple of RBLOCK): accumulators and
+ * one decoded row in L1 */
+#define COLS_MAX 1024
+#define SHADOW_MAX ((npy_intp)1 << 24)
+
+typedef struct {
+    int op;
+    const mf_format *f;
+    const mf_kernels *k;
+    PyUFuncGenericFunction fn;   /* NumPy's float32 loop of the operation */
+    void *fndata;
+    const char *in;
+    const char *mask;            /* NULL: no where= */
+    char *out;                   /* nout codes, C order of the kept axes */
+    npy_intp isz;
+    /* kept axes (outer to inner; column mode: the innermost is the vector axis) */
+    int nk;
+    npy_intp kshape[NPY_MAXDIMS], kis[NPY_MAXDIMS], kms[NPY_MAXDIMS];
+    /* reduced axes (row mode: without the merged innermost run) */
+    int nr;
+    npy_intp rshape[NPY_MAXDIMS], ris[NPY_MAXDIMS], rms[NPY_MAXDIMS];
+    npy_intp R;                  /* product of rshape */
+    int column;
+    /* column mode: the vector axis */
+    npy_intp K, ks, kms_inner, cols, ncolblocks, A;
+    /* row mode: the innermost run */
+    npy_intp L, ls, lms;
+    npy_intp nout;
+    int first_copied;            /* max/min: the first element along the axis is the start */
+    npy_intp ntasks, per_task;
+    npy_intp next;
+    fenv_t env;
+    int flags;
+    int nomem;                   /* a task could not get its scratch memory */
+} red_job;
+
+static inline npy_intp
+offset_of(npy_intp idx, int n, const npy_intp *shape, const npy_intp *str)
+{
+    npy_intp off = 0;
+    for (int d = n - 1; d >= 0; d--) {
+        npy_intp i = idx % shape[d];
+        idx /= shape[d];
+        off += i * str[d];
+    }
+    return off;
+}
+
+/* the reduced multi-index after r, as offsets of input and mask (C order) */
+static inline void
+next_r(const red_job *J, npy_intp *ctr, npy_intp *ioff, npy_intp *moff)
+{
+    for (int d = J->nr - 1; d >= 0; d--) {
+        if (++ctr[d] < J->rshape[d]) {
+            *ioff += J->ris[d];
+            *moff += J->rms[d];
+            return;
+        }
+        ctr[d] = 0;
+        *ioff -= (J->rshape[d] - 1) * J->ris[d];
+        *moff -= (J->rshape[d] - 1) * J->rms[d];
+    }
+}
+
+static inline void
+decode_run(const red_job *J, const char *p, npy_intp s, float *dst, npy_intp n)
+{
+    if (s == J->isz && ((uintptr_t)p % (uintptr_t)J->isz) == 0) {
+        J->k->decode_f32(J->f, p, dst, n);
+        return;
+    }
+    for (npy_intp i = 0; i < n; i++, p += s) {
+        dst[i] = mf_dec_code(J->f, mf_load_code(J->f, p));
+    }
+}
+
+/* max/min: the general loop stores each step in the format and reads it
+ * back; that is the identity except on NaN, which becomes the format's NaN */
+static inline void
+store_and_reload(const mf_format *f, float *a, npy_intp n)
+{
+    int any = 0;
+    for (npy_intp i = 0; i < n; i++) {
+        any |= a[i] != a[i];
+    }
+    if (!any) {
+        return;
+    }
+    for (npy_intp i = 0; i < n; i++) {
+        if (a[i] != a[i]) {
+            int ovf = 0;
+            a[i] = mf_dec_code(f, mf_enc1_ovf(f, a[i], &ovf));
+        }
+    }
+}
+
+static inline void
+call_fn(const red_job *J, float *acc, const float *x, npy_intp n, npy_intp acc_step)
+{
+    char *args[3] = {(char *)acc, (char *)x, (char *)acc};
+    npy_intp steps[3] = {acc_step, sizeof(float), acc_step};
+    J->fn(args, &n, steps, J->fndata);
+}
+
+/* column mode: output row a, columns [j0, j0 + n) */
+static void
+column_task(const red_job *J, npy_intp a, npy_intp j0, npy_intp n)
+{
+    float stack_acc[COLS_MAX], stack_x[COLS_MAX];
+    float *acc = stack_acc, *x = stack_x;
+    if (n > COLS_MAX) {
+        /* a masked row: whole (runs must not be cut) */
+        acc = (float *)malloc(sizeof(float) * (size_t)n * 2);
+        if (acc == NULL) {
+            __atomic_store_n((int *)&J->nomem, 1, __ATOMIC_RELAXED);
+            return;
+        }
+        x = acc + n;
+    }
+    npy_intp ctr[NPY_MAXDIMS] = {0};
+    npy_intp abase = offset_of(a, J->nk - 1, J->kshape, J->kis) + j0 * J->ks;
+    npy_intp mbase = J->mask ? offset_of(a, J->nk - 1, J->kshape, J->kms) + j0 * J->kms_inner : 0;
+    npy_intp ioff = 0, moff = 0;
+    npy_intp r0 = 0;
+    int minmax = J->op == RED_MAX || J->op == RED_MIN;
+    if (J->first_copied) {
+        decode_run(J, J->in + abase, J->ks, acc, n);
+        r0 = 1;
+        next_r(J, ctr, &ioff, &moff);
+    }
+    else {
+        float init = J->op == RED_PROD ? 1.0f : 0.0f;
+        for (npy_intp j = 0; j < n; j++) {
+            acc[j] = init;
+        }
+    }
+    for (npy_intp r = r0; r < J->R; r++) {
+        const char *p = J->in + abase + ioff;
+        decode_run(J, p, J->ks, x, n);
+        if (J->mask == NULL) {
+            /* pieces of RBLOCK from the row's start, as loops.c calls
+             * NumPy's loop (whose vector body and tail may treat NaN
+             * operands differently); j0 is a multiple of RBLOCK */
+            for (npy_intp s = 0; s < n; s += RBLOCK) {
+                call_fn(J, acc + s, x + s, n - s < RBLOCK ? n - s : RBLOCK, sizeof(float));
+            }
+            if (minmax) {
+                store_and_reload(J->f, acc, n);
+            }
+        }
+        else {
+            const char *m = J->mask + mbase + moff;
+            npy_intp j = 0;
+            while (j < n) {
+                while (j < n && !m[j * J->kms_inner]) {
+                    j++;
+                }
+                npy_intp s = j;
+                while (j < n && m[j * J->kms_inner]) {
+                    j++;
+                }
+                for (npy_intp c = s; c < j; c += RBLOCK) {
+                    call_fn(J, acc + c, x + c, j - c < RBLOCK ? j - c : RBLOCK, sizeof(float));
+                }
+            }
+        }
+        next_r(J, ctr, &ioff, &moff);
+    }
+    char *o = J->out + (a * J->K + j0) * J->isz;
+    J->k->encode_f32(J->f, acc, o, n);
+    if (acc != stack_acc) {
+        free(acc);
+    }
+}
+
+/* acc + x with acc the first operand: x86 returns the first operand's NaN,
+ * and loops.c's `acc += sum` keeps the partial's NaN that way */
+static inline double
+add_first(double acc, double x)
+{
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+    __asm__("addsd %[b], %[r]" : [r] "+x"(acc) : [b] "x"(x));
+    return acc;
+#else
+    return acc + x;
+#endif
+}
+
+/* row mode, sums: the partial plus the run's sum in float64 */
+static inline double
+sum_run(const red_job *J, double acc, const char *p, npy_intp n)
+{
+    if (J->ls == J->isz && ((uintptr_t)p % (uintptr_t)J->isz) == 0) {
+        return add_first(J->k->sum(J->f, p, n), acc);
+    }
+    char codes[RBLOCK * 2];
+    for (npy_intp s = 0; s < n; s += RBLOCK) {
+        npy_intp len = n - s < RBLOCK ? n - s : RBLOCK;
+        for (npy_intp i = 0; i < len; i++) {
+            memcpy(codes + i * J->isz, p + (s + i) * J->ls, J->isz);
+        }
+        acc = add_first(J->k->sum(J->f, codes, len), acc);
+    }
+    return acc;
+}
+
+/* row mode, products, max, min: NumPy's float32 reduce loop on blocks */
+static inline void
+fold_run(const red_job *J, float *acc, const char *p, npy_intp n)
+{
+    float x[RBLOCK];
+    for (npy_intp s = 0; s < n; s += RBLOCK) {
+        npy_intp len = n - s < RBLOCK ? n - s : RBLOCK;
+        decode_run(J, p + s * J->ls, J->ls, x, len);
+        call_fn(J, acc, x, len, 0);
+    }
+}
+
+static void
+row_task(const red_job *J, npy_intp o)
+{
+    const mf_format *f = J->f;
+    npy_intp ibase = offset_of(o, J->nk, J->kshape, J->kis);
+    npy_intp mbase = J->mask ? offset_of(o, J->nk, J->kshape, J->kms) : 0;
+    npy_intp ctr[NPY_MAXDIMS] = {0};
+    npy_intp ioff = 0, moff = 0;
+    char *out = J->out + o * J->isz;
+    int ovf = 0;
+    if (J->op == RED_SUM) {
+        float p = 0.0f;
+        double last = 0.0;
+        int any = 0;
+        for (npy_intp r = 0; r < J->R; r++) {
+            const char *in = J->in + ibase + ioff;
+            if (J->mask == NULL) {
+                last = sum_run(J, (double)p, in, J->L);
+                p = (float)last;
+                any = 1;
+            }
+            else {
+                const char *m = J->mask + mbase + moff;
+                npy_intp j = 0;
+                while (j < J->L) {
+                    while (j < J->L && !m[j * J->lms]) {
+                        j++;
+                    }
+                    npy_intp s = j;
+                    while (j < J->L && m[j * J->lms]) {
+                        j++;
+                    }
+                    if (j > s) {
+                        last = sum_run(J, (double)p, in + s * J->ls, j - s);
+                        p = (float)last;
+                        any = 1;
+                    }
+                }
+            }
+            next_r(J, ctr, &ioff, &moff);
+        }
+        mf_store_code(f, out, any ? mf_encode_f64_ovf(f, last, &ovf) : mf_encode_f64(f, 0.0));
+    }
+    else {
+        float p;
+        npy_intp skip = 0;
+        if (J->first_copied) {
+            p = mf_dec_code(f, mf_load_code(f, J->in + ibase));
+            skip = 1;
+        }
+        else {
+            p = J->op == RED_PROD ? 1.0f : 0.0f;
+        }
+        for (npy_intp r = 0; r < J->R; r++) {
+            const char *in = J->in + ibase + ioff;
+            if (J->mask == NULL) {
+                fold_run(J, &p, in + skip * J->ls, J->L - skip);
+            }
+            else {
+                const char *m = J->mask + mbase + moff;
+                npy_intp j = 0;
+                while (j < J->L) {
+                    while (j < J->L && !m[j * J->lms]) {
+                        j++;
+                    }
+                    npy_intp s = j;
+                    while (j < J->L && m[j * J->lms]) {
+                        j++;
+                    }
+                    if (j > s) {
+                        fold_run(J, &p, in + s * J->ls, j - s);
+                    }
+                }
+            }
+            next_r(J, ctr, &ioff, &moff);
+        }
+        mf_store_code(f, out, mf_enc1_ovf(f, p, &ovf));
+    }
+    if (ovf) {
+        mf_raise_overflow();
+    }
+}
+
+static void
+run_task(const red_job *J, npy_intp t)
+{
+    if (J->column) {
+        npy_intp a = t / J->ncolblocks, b = t % J->ncolblocks;
+        npy_intp j0 = b * J->cols;
+        npy_intp n = J->K - j0 < J->cols ? J->K - j0 : J->cols;
+        column_task(J, a, j0, n);
+        return;
+    }
+    npy_intp o0 = t * J->per_task;
+    npy_intp o1 = o0 + J->per_task < J->nout ? o0 + J->per_task : J->nout;
+    for (npy_intp o = o0; o < o1; o++) {
+        row_task(J, o);
+    }
+}
+
+static void
+red_worker(void *ctx, int w)
+{
+    red_job *J = (red_job *)ctx;
+    fenv_t saved;
+    if (w != 0) {
+        fegetenv(&saved);
+        fesetenv(&J->env);
+        feclearexcept(FE_ALL_EXCEPT);
+    }
+    for (;;) {
+        npy_intp t = __atomic_fetch_add(&J->next, 1, __ATOMIC_RELAXED);
+        if (t >= J->ntasks) {
+            break;
+        }
+        run_task(J, t);
+    }
+    if (w != 0) {
+        int fl = fetestexcept(FE_ALL_EXCEPT);
+        if (fl) {
+            __atomic_fetch_or(&J->flags, fl, __ATOMIC_RELAXED);
+        }
+        fesetenv(&saved);
+    }
+}
+
+static void
+red_run(red_job *J)
+{
+    npy_intp bytes = (J->column ? J->A * J->K : J->nout * J->L) * J->R * J->isz;
+    int T = 1;
+    if (bytes >= MF_PAR_MIN_REDUCE_BYTES) {
+        T = mf_get_num_threads();
+        npy_intp most = bytes / MF_PAR_THREAD_BYTES;
+        if (most < T) {
+            T = (int)most;
+        }
+        if (T < 1) {
+            T = 1;
+        }
+    }
+    if (J->column) {
+        /* narrower column blocks when there are few, so that every thread
+         * gets several tasks */
+        npy_intp cols = COLS_MAX;
+        if (J->mask != NULL) {
+            cols = J->K;        /* a run of True must not be cut */
+        }
+        else if (J->A * ((J->K + cols - 1) / cols) < 4 * (npy_intp)T) {
+            cols = RBLOCK;
+        }
+        J->cols = cols;
+        J->ncolblocks = (J->K + cols - 1) / cols;
+        J->ntasks = J->A * J->ncolblocks;
+    }
+    else {
+        /* about 4 tasks per thread, of at least 64 KiB of input */
+        npy_intp per = J->nout / (4 * (npy_intp)T);
+        npy_intp least = ((npy_intp)64 << 10) / (J->L * J->R * J->isz + 1) + 1;
+        if (per < least) {
+            per = least;
+        }
+        J->per_task = per;
+        J->ntasks = (J->nout + per - 1) / per;
+    }
+    J->next = 0;
+    J->flags = 0;
+    fegetenv(&J->env);
+    if (T <= 1 || mf_pool_run(red_worker, J, T) == 0) {
+        red_worker(J, 0);
+    }
+    if (J->flags) {
+        feraiseexcept(J->flags);
+    }
+}
+
+/* the float32 loop NumPy's ufunc has for the operation (loops.c found it) */
+static int
+f32_loop_of(int op, PyUFuncGenericFunction *fn, void **data)
+{
+    static const char *names[RED_NUM] = {"add", "multiply", "maximum", "minimum"};
+    for (int d = 0; d < mf_num_ufunc_defs; d++) {
+        const mf_ufunc_def *def = &mf_ufunc_defs[d];
+        if (def->kind != MF_LOOP_INT && strcmp(def->ufunc, names[op]) == 0
+                && strcmp(def->sig, "MM->M") == 0 && mf_f32_fns[d] != NULL) {
+            *fn = mf_f32_fns[d];
+            *data = mf_f32_data[d];
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int
+fpe_bits(int fl)
+{
+    return ((fl & FE_DIVBYZERO) ? NPY_FPE_DIVIDEBYZERO : 0) | ((fl & FE_OVERFLOW) ? NPY_FPE_OVERFLOW : 0)
+           | ((fl & FE_UNDERFLOW) ? NPY_FPE_UNDERFLOW : 0) | ((fl & FE_INVALID) ? NPY_FPE_INVALID : 0);
+}
+
+/* axis argument -> flags; 0 ok, -1 not handled (NumPy will say why) */
+static int
+parse_axes(PyObject *axis, int nd, int *red, int *naxes)
+{
+    for (int d = 0; d < nd; d++) {
+        red[d] = axis == Py_None;
+    }
+    *naxes = axis == Py_None ? nd : 0;
+    if (axis == Py_None) {
+        return 0;
+    }
+    PyObject *seq = PyTuple_Check(axis) ? axis : NULL;
+    Py_ssize_t n = seq ? PyTuple_GET_SIZE(seq) : 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = seq ? PyTuple_GET_ITEM(seq, i) : axis;
+        if (!PyLong_CheckExact(item)) {
+            return -1;
+        }
+        long v = PyLong_AsLong(item);
+        if (v == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return -1;
+        }
+        if (v < 0) {
+            v += nd;
+        }
+        if (v < 0 || v >= nd || red[v]) {
+            return -1;
+        }
+        red[v] = 1;
+    }
+    *naxes = (int)n;
+    return 0;
+}
+
+/*
+ * _reduce(op, a, axis, out, keepdims, where): op 0..3 = sum, prod, max,
+ * min.  Returns the result, or NotImplemented.  The caller has checked that
+ * dtype= and initial= were not given.
+ */
+PyObject *
+mf_py_reduce(PyObject *NPY_UNUSED(self), PyObject *args)
+{
+    int op, keepdims;
+    PyObject *a_obj, *axis, *out_obj, *where;
+    if (!PyArg_ParseTuple(args, "iOOOpO:_reduce", &op, &a_obj, &axis, &out_obj, &keepdims, &where)) {
+        return NULL;
+    }
+    if (op < 0 || op >= RED_NUM || !PyArray_CheckExact(a_obj)) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    PyArrayObject *a = (PyArrayObject *)a_obj;
+    PyArray_Descr *descr = PyArray_DESCR(a);
+    int fid = mf_dtype_index(NPY_DTYPE(descr));
+    if (fid < 0 || mf_formats[fid].kind != MF_KIND_FLOAT || !mf_has_zero(&mf_formats[fid])
+            || mf_descr_swapped(descr) || !PyArray_ISALIGNED(a) || PyArray_SIZE(a) == 0
+            || !PyArray_IS_C_CONTIGUOUS(a)) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    const mf_format *f = &mf_formats[fid];
+    int nd = PyArray_NDIM(a);
+    int red[NPY_MAXDIMS];
+    int naxes;
+    if (nd == 0 || parse_axes(axis, nd, red, &naxes) < 0) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    const npy_intp *shape = PyArray_SHAPE(a), *strides = PyArray_STRIDES(a);
+    int minmax = op == RED_MAX || op == RED_MIN;
+    if (minmax && naxes != 1) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+
+    /* where= : True, or a bool array broadcast to a's shape */
+    PyArrayObject *mask = NULL;
+    if (where != Py_True) {
+        if (minmax || !PyArray_Check(where) || PyArray_TYPE((PyArrayObject *)where) != NPY_BOOL
+                || PyArray_NDIM((PyArrayObject *)where) > nd) {
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+        /* a mask of a's shape in a's layout: NumPy's iterator treats it as
+         * it treats a (broadcast masks change its axis merging and buffering) */
+        PyArrayObject *w = (PyArrayObject *)where;
+        if (PyArray_NDIM(w) != nd || !PyArray_IS_C_CONTIGUOUS(w)) {
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+        for (int d = 0; d < nd; d++) {
+            if (PyArray_DIM(w, d) != shape[d]) {
+                Py_RETURN_NOTIMPLEMENTED;
+            }
+        }
+        mask = w;
+    }
+    npy_intp mstr[NPY_MAXDIMS];
+    for (int d = 0; d < nd; d++) {
+        mstr[d] = 0;
+        if (mask) {
+            int off = nd - PyArray_NDIM(mask);
+            if (d >= off && PyArray_DIM(mask, d - off) != 1) {
+                mstr[d] = PyArray_STRIDE(mask, d - off);
+            }
+        }
+    }
+
+    red_job J;
+    memset(&J, 0, sizeof(J));
+    J.op = op;
+    J.f = f;
+    J.isz = f->itemsize;
+    J.in = PyArray_BYTES(a);
+    J.mask = mask ? PyArray_BYTES(mask) : NULL;
+    /* axes of length > 1, C-ordered: strides positive and decreasing (so
+     * that NumPy's iterator keeps C order) */
+    npy_intp last = -1;
+    int lastred = -1;
+    npy_intp nout = 1;
+    int any_red = 0;
+    for (int d = 0; d < nd; d++) {
+        if (!red[d]) {
+            nout *= shape[d];
+        }
+        if (shape[d] == 1) {
+            continue;
+        }
+        if (strides[d] <= 0 || (last >= 0 && strides[d] >= last)) {
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+        if (mask && mstr[d] < 0) {
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+        last = strides[d];
+        lastred = red[d];
+        if (red[d]) {
+            any_red = 1;
+            J.rshape[J.nr] = shape[d];
+            J.ris[J.nr] = strides[d];
+            J.rms[J.nr] = mstr[d];
+            J.nr++;
+        }
+        else {
+            J.kshape[J.nk] = shape[d];
+            J.kis[J.nk] = strides[d];
+            J.kms[J.nk] = mstr[d];
+            J.nk++;
+        }
+    }
+    if (!any_red) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    J.column = !lastred;
+    J.nout = nout;
+    if (J.column) {
+        if (nout > SHADOW_MAX) {
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+        /* the kept axes after the last reduced one merge into one row (a and
+         * the mask are C-contiguous): NumPy's loop calls get whole rows */
+        int i = J.nk - 1;
+        J.K = J.kshape[i];
+        J.ks = J.kis[i];
+        J.kms_inner = J.kms[i];
+        int ntrail = 0;
+        for (int d = nd - 1; d >= 0 && (shape[d] == 1 || !red[d]); d--) {
+            ntrail += shape[d] != 1;
+        }
+        while (ntrail > 1 && i > 0 && J.kis[i - 1] == J.K * J.ks) {
+            J.K *= J.kshape[i - 1];
+            i--;
+            ntrail--;
+        }
+        J.nk = i + 1;
+        J.kshape[i] = J.K;
+        J.A = nout / J.K;
+    }
+    else {
+        /* the innermost run: reduced axes merged while input and mask strides
+         * allow (NumPy's coalescing) */
+        int i = J.nr - 1;
+        J.L = J.rshape[i];
+        J.ls = J.ris[i];
+        J.lms = J.rms[i];
+        /* only trailing reduced axes that are adjacent in a's order merge:
+         * the reduced axes after the last kept one */
+        int ntrail = 1;
+        {
+            /* count trailing reduced axes among the length > 1 axes */
+            int cnt = 0;
+            for (int d = nd - 1; d >= 0; d--) {
+                if (shape[d] == 1) {
+                    continue;
+                }
+                if (!red[d]) {
+                    break;
+                }
+                cnt++;
+            }
+            ntrail = cnt;
+        }
+        while (ntrail > 1 && i > 0 && J.ris[i - 1] == J.L * J.ls
+               && (!mask || J.rms[i - 1] == J.L * J.lms)) {
+            J.L *= J.rshape[i - 1];
+            i--;
+            ntrail--;
+        }
+        J.nr = i;    /* the outer reduced axes */
+        /* several calls per output keep the partial in accumulate.c, which
+         * holds up to 2^24 outputs */
+        if (J.nr > 0 && nout > SHADOW_MAX) {
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+    }
+    J.R = 1;
+    for (int d = 0; d < J.nr; d++) {
+        J.R *= J.rshape[d];
+    }
+    J.first_copied = minmax;
+    if (f32_loop_of(op, &J.fn, &J.fndata) < 0) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+
+    /* the result: out=, or a new C-ordered array of the kept shape */
+    npy_intp rshape_out[NPY_MAXDIMS];
+    int rnd = 0;
+    for (int d = 0; d < nd; d++) {
+        if (!red[d]) {
+            rshape_out[rnd++] = shape[d];
+        }
+        else if (keepdims) {
+            rshape_out[rnd++] = 1;
+        }
+    }
+    PyArrayObject *res;
+    if (out_obj != Py_None) {
+        if (!PyArray_CheckExact(out_obj)) {
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+        PyArrayObject *o = (PyArrayObject *)out_obj;
+        if (!PyArray_EquivTypes(PyArray_DESCR(o), descr) || !PyArray_IS_C_CONTIGUOUS(o)
+                || !PyArray_ISALIGNED(o) || !PyArray_ISWRITEABLE(o) || PyArray_NDIM(o) != rnd) {
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+        for (int d = 0; d < rnd; d++) {
+            if (PyArray_DIM(o, d) != rshape_out[d]) {
+                Py_RETURN_NOTIMPLEMENTED;
+            }
+        }
+        /* the input's memory extent against the output's */
+        char *lo = PyArray_BYTES(a), *hi = PyArray_BYTES(a) + J.isz;
+        for (int d = 0; d < nd; d++) {
+            hi += (shape[d] - 1) * strides[d];
+        }
+        char *olo = PyArray_BYTES(o), *ohi = olo + PyArray_NBYTES(o);
+        if (olo < hi && lo < ohi) {
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+        if (mask) {
+            char *mlo = PyArray_BYTES(mask), *mhi = mlo + 1;
+            for (int d = 0; d < PyArray_NDIM(mask); d++) {
+                if (PyArray_STRIDE(mask, d) < 0) {
+                    Py_RETURN_NOTIMPLEMENTED;
+                }
+                mhi += (PyArray_DIM(mask, d) - 1) * PyArray_STRIDE(mask, d);
+            }
+            if (olo < mhi && mlo < ohi) {
+                Py_RETURN_NOTIMPLEMENTED;
+            }
+        }
+        Py_INCREF(o);
+        res = o;
+    }
+    else {
+        Py_INCREF(descr);
+        res = (PyArrayObject *)PyArray_NewFromDescr(&PyArray_Type, descr, rnd, rshape_out, NULL,
+                                                    NULL, 0, NULL);
+        if (res == NULL) {
+            return NULL;
+        }
+    }
+    J.out = PyArray_BYTES(res);
+    J.k = mf_k;
+
+    int fl;
+    Py_BEGIN_ALLOW_THREADS
+    feclearexcept(FE_ALL_EXCEPT);
+    red_run(&J);
+    fl = fetestexcept(FE_ALL_EXCEPT);
+    feclearexcept(FE_ALL_EXCEPT);
+    Py_END_ALLOW_THREADS
+    if (J.nomem) {
+        Py_DECREF(res);
+        return PyErr_NoMemory();
+    }
+    int fpe = fpe_bits(fl);
+    if (fpe && PyUFunc_GiveFloatingpointErrors("reduce", fpe) < 0) {
+        Py_DECREF(res);
+        return NULL;
+    }
+    if (out_obj != Py_None) {
+        return (PyObject *)res;
+    }
+    return PyArray_Return(res);
+}

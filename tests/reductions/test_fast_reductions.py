@@ -1,0 +1,254 @@
+"""Whole reductions in one C call (src/umath/reduce.c, patch "fast_reductions").
+
+ndarray.sum/prod/max/min and np.sum/prod/max/min of the float formats run
+in one call, threaded; np.add.reduce (np.multiply/maximum/minimum.reduce)
+is NumPy's route through the ufunc loops, untouched, and is the reference:
+every result must be bit-identical to it, at every kernel level and thread
+count, for every layout, axis, where=, out= and keepdims.  Random real data
+(orders matter) and NaN/inf are included.  Where the one-call path does not
+apply (dtype=, initial=, F order, ...) NumPy's route runs, which these
+tests check too: same bits either way.
+"""
+import itertools
+import warnings
+
+import numpy as np
+import pytest
+
+import minifloat
+from minifloat import _core
+
+from conftest import LEVELS, kernel_level, mf_type
+
+FORMATS = ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float16"]
+FORMATS = [n for n in FORMATS if hasattr(minifloat, n)]
+UFUNC = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
+OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3}
+
+
+def bits(x):
+    x = np.asarray(x)
+    return x.view(np.uint16 if x.dtype.itemsize == 2 else np.uint8)
+
+
+def same(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(bits(a), bits(b))
+
+
+def data(shape, fmt, seed=0, special=False, op="sum"):
+    rng = np.random.default_rng(seed)
+    if op == "prod":
+        x = rng.choice([0.5, 0.75, 1.0, 1.25, 1.5, 2.0, -1.0, 1.0625], size=shape).astype(np.float32)
+        x *= (1 + rng.standard_normal(shape).astype(np.float32) / 64)
+    else:
+        x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)
+    if special and x.size > 4:
+        flat = x.reshape(-1)
+        idx = rng.choice(flat.size, size=max(1, flat.size // 50), replace=False)
+        flat[idx[::3]] = np.nan
+        flat[idx[1::3]] = np.inf
+        flat[idx[2::3]] = -np.inf
+        flat[idx[:1]] = -np.nan
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return x.astype(mf_type(fmt))
+
+
+def layouts(a):
+    yield "C", a
+    if a.ndim >= 1 and a.shape[-1] > 2:
+        yield "step2_last", a[..., ::2]
+    if a.shape[0] > 2:
+        yield "step3_first", a[::3]
+        yield "offset", a[1:]
+    if a.ndim >= 2:
+        yield "F", np.asfortranarray(a)
+        yield "T", a.T
+    yield "rev", a[::-1]
+
+
+def axes_of(nd):
+    out = [None] + list(range(nd)) + [-1]
+    out += [c for k in range(2, nd + 1) for c in itertools.combinations(range(nd), k)]
+    return out
+
+
+def reference(op, x, **kw):
+    with np.errstate(all="ignore"):
+        return UFUNC[op].reduce(x, **kw)
+
+
+def fast(op, x, **kw):
+    with np.errstate(all="ignore"):
+        return getattr(x, op)(**kw)
+
+
+SHAPES = [(7,), (5000,), (33, 17), (300, 130), (9, 4500), (4500, 9), (3, 5, 7), (6, 40, 70),
+          (2, 1, 300), (4, 3, 2, 65)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("op", ["sum", "prod", "max", "min"])
+def test_same_bits_as_numpys_route(shape, op, each_level):
+    for fmt in FORMATS:
+        for special in (False, True):
+            base = data(shape, fmt, special=special, op=op)
+            for name, x in layouts(base):
+                for ax in axes_of(x.ndim):
+                    if op in ("max", "min") and isinstance(ax, tuple):
+                        continue
+                    for kd in (False, True):
+                        want = reference(op, x, axis=ax, keepdims=kd)
+                        got = fast(op, x, axis=ax, keepdims=kd)
+                        assert same(got, want), (fmt, special, name, ax, kd)
+                        assert type(got) is type(want)
+                        if x.ndim and kd is False:
+                            with np.errstate(all="ignore"):
+                                got2 = getattr(np, op)(x, axis=ax)
+                            assert same(got2, want), (fmt, special, name, ax, "np." + op)
+
+
+@pytest.mark.parametrize("op", ["sum", "prod"])
+def test_where(op, each_level):
+    rng = np.random.default_rng(3)
+    for fmt in ("bfloat16", "float8_e4m3fn"):
+        for shape in [(5000,), (40, 300), (300, 40), (5, 6, 70), (3, 4500)]:
+            x = data(shape, fmt, seed=5, special=True, op=op)
+            masks = [rng.random(shape) < 0.7, rng.random(shape[-1:]) < 0.5,
+                     np.ones(shape, bool), np.zeros(shape, bool)]
+            if len(shape) > 1:
+                masks.append(rng.random(shape[:1] + (1,) * (len(shape) - 1)) < 0.5)
+                # runs: long stretches of True
+                m = np.zeros(shape, bool)
+                m.reshape(-1)[100:3000] = True
+                masks.append(m)
+            for m in masks:
+                for ax in axes_of(len(shape)):
+                    for kd in (False, True):
+                        want = reference(op, x, axis=ax, keepdims=kd, where=m)
+                        got = fast(op, x, axis=ax, keepdims=kd, where=m)
+                        assert same(got, want), (fmt, shape, m.shape, ax, kd)
+                        got = getattr(np, op)(x, axis=ax, keepdims=kd, where=m)
+                        assert same(got, want), (fmt, shape, m.shape, ax, kd, "np")
+
+
+@pytest.mark.parametrize("op", ["sum", "prod", "max", "min"])
+def test_out(op, each_level):
+    x = data((50, 300), "bfloat16", special=True, op=op)
+    for ax, keep in [(0, False), (1, False), (0, True), (-1, True)]:
+        want = reference(op, x, axis=ax, keepdims=keep)
+        out = np.full(want.shape, 7, x.dtype)
+        r = fast(op, x, axis=ax, out=out, keepdims=keep)
+        assert r is out and same(out, want)
+        out2 = np.full(want.shape, 7, x.dtype)
+        r = getattr(np, op)(x, axis=ax, out=out2, keepdims=keep)
+        assert r is out2 and same(out2, want)
+    # outputs the one-call path leaves to NumPy: strided, float32, 0-d
+    want = reference(op, x, axis=0)
+    big = np.zeros((2, 300), x.dtype)
+    assert same(fast(op, x, axis=0, out=big[1]), want) and same(big[1], want)
+    strided = np.zeros(600, x.dtype)[::2]
+    fast(op, x, axis=0, out=strided)
+    assert same(strided, want)
+    o32 = np.zeros(300, np.float32)
+    fast(op, x, axis=0, out=o32)
+    assert np.array_equal(o32, reference(op, x, axis=0, out=np.zeros(300, np.float32)), equal_nan=True)
+    o0 = np.zeros((), x.dtype)
+    y = x[0]
+    assert same(fast(op, y, axis=0, out=o0), reference(op, y, axis=0))
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("op", ["sum", "prod", "max", "min"])
+def test_thread_counts(threads, op):
+    prev = _core.set_num_threads(threads)
+    try:
+        for level in LEVELS:
+            with kernel_level(level):
+                for fmt in ("bfloat16", "float8_e5m2"):
+                    for shape, ax in [((1024, 1024), 0), ((1024, 1024), 1), ((1 << 20,), None),
+                                      ((16, 64, 600), 1), ((1500, 700), -1), ((700, 1500), 0),
+                                      ((8, 128, 512), (1, 2)), ((128, 8, 512), (0, 1))]:
+                        if op in ("max", "min") and isinstance(ax, tuple):
+                            continue
+                        x = data(shape, fmt, seed=11, special=True, op=op)
+                        want = reference(op, x, axis=ax)
+                        assert same(fast(op, x, axis=ax), want), (level, fmt, shape, ax)
+                        if op in ("sum", "prod"):
+                            m = np.random.default_rng(1).random(shape) < 0.8
+                            want = reference(op, x, axis=ax, where=m)
+                            assert same(fast(op, x, axis=ax, where=m), want), (level, fmt, shape, ax)
+    finally:
+        _core.set_num_threads(prev)
+
+
+def test_one_call_path_is_taken():
+    # the cases that must not fall back to NumPy's route
+    x = data((64, 96), "bfloat16")
+    for op, ax in [("sum", 0), ("sum", 1), ("sum", None), ("sum", (0, 1)), ("prod", 0),
+                   ("max", 0), ("min", -1)]:
+        r = _core._reduce(OPS[op], x, ax, None, False, True)
+        assert r is not NotImplemented and same(r, reference(op, x, axis=ax))
+    m = np.ones(x.shape, bool)
+    assert _core._reduce(0, x, 0, None, False, m) is not NotImplemented
+    assert _core._reduce(0, x, 0, None, False, m[0]) is NotImplemented     # broadcast mask
+    assert _core._reduce(0, x[:, ::2], 1, None, True, True) is NotImplemented   # not C-contiguous
+    # what it leaves to NumPy
+    assert _core._reduce(0, np.asfortranarray(x), 0, None, False, True) is NotImplemented
+    assert _core._reduce(2, x, (0, 1), None, False, True) is NotImplemented
+    assert _core._reduce(0, np.zeros((0, 3), x.dtype), 0, None, False, True) is NotImplemented
+    assert _core._reduce(0, x.astype(np.float32), 0, None, False, True) is NotImplemented
+    assert _core._reduce(0, x, 5, None, False, True) is NotImplemented
+
+
+def test_errors_warnings_and_fallbacks():
+    bf = mf_type("bfloat16")
+    big = np.full((4, 8), 3e38, np.float32).astype(bf)
+    for ax in (0, 1, None):
+        with np.errstate(over="raise"):
+            with pytest.raises(FloatingPointError, match="overflow encountered in reduce"):
+                big.sum(axis=ax)
+            with pytest.raises(FloatingPointError, match="overflow encountered in reduce"):
+                np.add.reduce(big, axis=ax)
+    inf = np.array([[np.inf, -np.inf]] * 3, np.float32).astype(bf)
+    for y, ax in ((inf, 1), (inf.T.copy(), 0), (inf, None)):
+        with np.errstate(invalid="raise"):
+            with pytest.raises(FloatingPointError, match="invalid value"):
+                np.add.reduce(y, axis=ax)
+            with pytest.raises(FloatingPointError, match="invalid value"):
+                y.sum(axis=ax)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.ones((3, 4), bf).sum(axis=0)
+    # NumPy's errors for bad arguments are NumPy's own
+    x = np.ones((3, 4), bf)
+    with pytest.raises(np.exceptions.AxisError):
+        x.sum(axis=2)
+    with pytest.raises(ValueError):
+        x.sum(axis=(0, 0))
+    with pytest.raises(ValueError):
+        x.max(axis=0, where=np.ones((3, 4), bool))
+    # arguments handled by NumPy's route: same bits
+    y = data((30, 40), "bfloat16")
+    assert same(y.sum(axis=0, dtype=y.dtype), reference("sum", y, axis=0))
+    assert same(y.sum(axis=0, initial=1), reference("sum", y, axis=0, initial=1))
+    assert same(y.max(axis=1, initial=-1), reference("max", y, axis=1, initial=-1))
+    assert y.sum(axis=0, dtype=np.float32).dtype == np.float32
+    assert same(y.sum(axis=np.int64(0)), reference("sum", y, axis=0))
+    # zero-size arrays and empty reductions
+    for shape, ax in [((0, 3), 0), ((3, 0), 1), ((0, 3), 1), ((0,), None)]:
+        z = np.zeros(shape, bf)
+        assert same(z.sum(axis=ax), reference("sum", z, axis=ax))
+        assert same(z.prod(axis=ax), reference("prod", z, axis=ax))
+    with pytest.raises(ValueError):
+        np.zeros((0, 3), bf).max(axis=0)
+
+
+def test_plain_numpy_untouched():
+    from numpy._core import _methods, fromnumeric
+    assert isinstance(_methods._sum, _core.FastPath)
+    assert isinstance(fromnumeric._wrapreduction, _core.FastPath)
+    a = np.arange(12.0).reshape(3, 4)
+    assert np.array_equal(a.sum(axis=0), [12, 15, 18, 21])
+    assert np.sum([1, 2, 3]) == 6 and np.max([[1, 5]], axis=1)[0] == 5

@@ -408,6 +408,7 @@ def test_jobs_and_dask_scheduler_give_the_same_folder(tmp_path):
 def test_progress_bars_on_a_terminal(tmp_path):
     """On a terminal, convert of a folder shows an overall bar and one per
     shard (tqdm); with output to a pipe, none."""
+    pytest.importorskip("tqdm")          # a dependency; a --no-deps install may lack it
     import pty
     src = tmp_path / "big"
     src.mkdir()

@@ -33,7 +33,8 @@ reference code defines them:
                integrations/mxfp4.py convert_moe_packed_tensors).  DECODED.
   ct_*         compressed-tensors (neuralmagic/compressed-tensors,
                compressors/): float-quantized (weight F8 + weight_scale;
-               per tensor / per channel DECODED), pack-quantized
+               per tensor / per channel DECODED; block, with the config
+               group's block_structure, DECODED like fp8_block), pack-quantized
                (weight_packed I32 + weight_scale (+ weight_zero_point,
                weight_shape)), nvfp4/mxfp4-pack-quantized (weight_packed U8
                + weight_scale (+ weight_global_scale): e2m1 *
@@ -55,6 +56,7 @@ reference code defines them:
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -376,6 +378,37 @@ def _ct_bits(qcfg):
     return None
 
 
+def _ct_block_structures(qcfg, module):
+    """The distinct [rows, cols] block structures of compressed-tensors'
+    config groups with block-strategy weights that may apply to `module`
+    (a "re:" target must match it; a class name such as "Linear" may)."""
+    out = []
+    for g in _dict(_dict(qcfg).get("config_groups")).values():
+        w = _dict(_dict(g).get("weights"))
+        if w.get("strategy") != "block":
+            continue
+        targets = _dict(g).get("targets")
+        targets = [t for t in targets if isinstance(t, str)] if isinstance(targets, list) else []
+        res = [t[3:] for t in targets if t.startswith("re:")]
+        if res and len(res) == len(targets) and not any(_re_match(r, module) for r in res):
+            continue
+        b = w.get("block_structure")
+        if isinstance(b, str):          # compressed-tensors still reads "128x128"
+            b = b.split("x")
+            b = [int(v) for v in b] if all(v.isdigit() for v in b) else None
+        if isinstance(b, list) and len(b) == 2 and all(type(v) is int and v > 0 for v in b) \
+                and tuple(b) not in out:
+            out.append(tuple(b))
+    return out
+
+
+def _re_match(pattern, name):
+    try:
+        return re.match(pattern, name) is not None
+    except re.error:
+        return False
+
+
 def _classify(name, dt, shape, sib, msib, tensors, method, qcfg, parts):
     """m.weight (codes) with its siblings: which layout."""
     def unknown(why=None):
@@ -436,9 +469,27 @@ def _classify(name, dt, shape, sib, msib, tensors, method, qcfg, parts):
         return unknown(f"{', '.join(name + x for x in sib if x != '_scale')} next to the FP8 "
                        f"weight and its scale")
     if len(shape) == 2 and len(s_shape) == 2 and s_shape[0] > 1 and s_shape[1] > 1:
+        # compressed-tensors' block strategy: the block comes from the config
+        # group's block_structure; the scale's shape alone does not give it
+        module = name[:-len(".weight")] if name.endswith(".weight") else name
+        given = _ct_block_structures(qcfg, module)
+        fits = [b for b in given if s_shape == (-(-shape[0] // b[0]), -(-shape[1] // b[1]))]
+        plain = "_zero_point" not in sib and s_dt in ("F32", "BF16", "F16")
+        if len(fits) == 1:
+            bh, bw = fits[0]
+            return Logical(name, "ct_fp8_block", f"compressed-tensors fp8 block {bh}x{bw}"
+                           + ("" if plain else " (not decoded: a zero point or a scale "
+                              f"of dtype {s_dt})"), shape, parts, plain, fits[0])
+        if given:
+            return unknown(f"{sib['_scale']} is {list(s_shape)}; the config's block_structure "
+                           + " or ".join(f"{b[0]}x{b[1]}" for b in given) + f" for a "
+                           f"{list(shape)} weight needs "
+                           + " or ".join(str([-(-shape[0] // b[0]), -(-shape[1] // b[1])])
+                                         for b in given))
         bh, bw = _block_size(qcfg)
         if s_shape == (-(-shape[0] // bh), -(-shape[1] // bw)):
-            return Logical(name, "ct_fp8_block", f"compressed-tensors fp8 block {bh}x{bw}",
+            return Logical(name, "ct_fp8_block", f"compressed-tensors fp8 block {bh}x{bw}? "
+                           f"(not decoded: no config group gives a block_structure)",
                            shape, parts)
         return unknown()
     # w = float32(q) * s with one scale per tensor or per row: decoded where
@@ -555,7 +606,7 @@ def describe(g, example=True):
 def chunks(f, g, chunk_values=1 << 20):
     """The float32 values of a decoded logical tensor `g` (``g.decoded``),
     whole rows at a time (about `chunk_values` values per step)."""
-    if g.layout == "fp8_block":
+    if g.layout in ("fp8_block", "ct_fp8_block"):
         return fp8_block_chunks(f, g, chunk_values)
     if g.layout == "gpt_oss_mxfp4":
         return gpt_oss_chunks(f, g, chunk_values)
@@ -607,7 +658,7 @@ def fp8_block_chunks(f, g, chunk_values=1 << 20):
     one float32 multiplication as deepseek-ai/DeepSeek-V3's weight_dequant
     does (the codes widen exactly).  Yields 2-D float32 arrays [rows, K]."""
     q = f.get_tensor(g.tensors["codes"])
-    s = np.asarray(f.get_tensor(g.tensors["scale_inv"]), np.float32)
+    s = np.asarray(f.get_tensor(g.tensors.get("scale_inv", g.tensors.get("scale"))), np.float32)
     n, k = q.shape
     if n == 0 or k == 0:
         return

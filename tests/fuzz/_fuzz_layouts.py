@@ -94,12 +94,18 @@ def template(r):
         t = {base + "_blocks": ("U8", (e, n, g, 16)), base + "_scales": ("U8", (e, n, g))}
         cfg = {"quant_method": "mxfp4"}
     elif kind in (2, 3):                            # compressed-tensors float / fp8 block
-        sshape = r.pick([(n, 1), (n,), (1,), (), (_cdiv(n, 128), _cdiv(k, 128))])
+        bh, bw = r.pick([1, 2, 3, 128]), r.pick([1, 2, 5, 128])
+        sshape = r.pick([(n, 1), (n,), (1,), (), (_cdiv(n, bh), _cdiv(k, bw))])
         t = {w: (r.pick(["F8_E4M3", "F8_E5M2"]), (n, k)),
              w + "_scale": (r.pick(["F32", "BF16", "F16"]), sshape)}
         if r.flag():
             t[w.rsplit("weight", 1)[0] + "input_scale"] = ("F32", (1,))
         cfg = {"quant_method": "compressed-tensors", "format": "float-quantized"}
+        if r.flag():                                # the FP8_BLOCK preset's config group
+            cfg["config_groups"] = {"group_0": {
+                "targets": r.pick([["Linear"], ["re:.*weight"], ["re:nothing"], ["re:("]]),
+                "weights": {"num_bits": 8, "type": "float", "strategy": "block",
+                            "block_structure": r.pick([[bh, bw], f"{bh}x{bw}", [bh], "x"])}}}
     elif kind in (4, 5):                            # compressed-tensors pack-quantized
         bits = r.pick([4, 8, 2, 3])
         strategy = r.pick(["group", "channel", "tensor"])
@@ -232,7 +238,7 @@ def mutate(r, t, cfg, hfq, meta, vals):
             for grp in cg.values():
                 if isinstance(grp, dict) and isinstance(grp.get("weights"), dict):
                     grp["weights"][r.pick(["num_bits", "strategy", "group_size", "symmetric",
-                                           "type"])] = _junk(r)
+                                           "type", "block_structure"])] = _junk(r)
                     if r.flag():
                         grp["targets"] = _junk(r)
             cfg = {**cfg, "config_groups": cg}
@@ -303,10 +309,11 @@ def _check_decoded_shape(g, tensors):
     """A decoded logical tensor's shape follows from its stored shapes."""
     assert g.shape is not None, g.name
     shp = {role: tensors[n][1] for role, n in g.tensors.items()}
-    if g.layout == "fp8_block":
+    if g.layout in ("fp8_block", "ct_fp8_block"):
         bh, bw = g.block
         n, k = shp["codes"]
-        assert g.shape == (n, k) and shp["scale_inv"] == (_cdiv(n, bh), _cdiv(k, bw))
+        scale = shp["scale_inv" if g.layout == "fp8_block" else "scale"]
+        assert g.shape == (n, k) and scale == (_cdiv(n, bh), _cdiv(k, bw))
     elif g.layout == "gpt_oss_mxfp4":
         e, n, grp, b = shp["blocks"]
         assert b == 16 and g.shape == (e, grp * 32, n) and shp["scales"] == (e, n, grp)

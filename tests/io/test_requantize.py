@@ -185,6 +185,55 @@ def test_ct_fp8_matches_compressed_tensors(tmp_path, dtype, n, k):
     assert (np.abs(got - w) <= np.abs(w) * (2.0 ** -4 + 2.0 ** -7) + sf * 2.0 ** -9).all()
 
 
+@pytest.mark.parametrize("dtype", ["BF16", "F32"])
+@pytest.mark.parametrize("n,k,block", [(300, 200, [128, 128]), (64, 96, "32x64")])
+def test_ct_fp8_block_decodes_as_compressed_tensors(tmp_path, dtype, n, k, block):
+    """compressed-tensors' FP8_BLOCK layout (weight_scale on a block grid,
+    ragged edge blocks), written by its own compressor and read back: the
+    decoded values are its decompress()'s bits, in float32 and rounded to
+    bf16 by convert."""
+    scheme = _ct("FP8_BLOCK")
+    from compressed_tensors.compressors.naive_quantized.base import FloatQuantizationCompressor
+    from compressed_tensors.quantization.utils import calculate_qparams
+    scheme.weights.block_structure = [int(v) for v in block.split("x")] \
+        if isinstance(block, str) else block
+    bh, bw = scheme.weights.block_structure
+    w = _weight((n, k), dtype, (slice(1, 2), slice(None)), huge=300.0)
+    wt = torch.from_numpy(w.astype(np.float32)).to(_TORCH[dtype])
+    rows, cols = -(-n // bh), -(-k // bw)
+    pad = torch.zeros(rows * bh, cols * bw, dtype=wt.dtype)
+    pad[:n, :k] = wt
+    blocks = pad.reshape(rows, bh, cols, bw).transpose(1, 2).reshape(rows, cols, -1)
+    s, _ = calculate_qparams(blocks.amin(-1), blocks.amax(-1), scheme.weights)
+    s = s.to(wt.dtype)
+    out = FloatQuantizationCompressor.compress({"weight": wt, "weight_scale": s}, scheme)
+    assert tuple(out["weight"].shape) == (n, k) and tuple(s.shape) == (rows, cols)
+    weights = scheme.weights.model_dump(mode="json")
+    weights["block_structure"] = block
+    cfg = {"quantization_config": {"quant_method": "compressed-tensors", "format": "float-quantized",
+                                   "config_groups": {"group_0": {"targets": ["Linear"],
+                                                                 "weights": weights}}}}
+    folder = tmp_path / "ct"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(cfg))
+    p = folder / "model.safetensors"
+    mst.save(p, {"m.weight": _u8(out["weight"]).reshape(n, k).view(mf.float8_e4m3fn),
+                 "m.weight_scale": s.float().numpy().astype(_NP[dtype])})
+    g, got = _decoded(p, "m.weight")
+    assert (g.layout, g.block) == ("ct_fp8_block", (bh, bw))
+    back = FloatQuantizationCompressor.decompress(
+        {"weight": out["weight"], "weight_scale": s}, scheme)["weight"]
+    np.testing.assert_array_equal(_to_dtype_bits(got, dtype), _bits(back.to(_TORCH[dtype])))
+    if dtype == "F32":
+        np.testing.assert_array_equal(got.view(np.uint32), _bits(back))
+    # a scale grid the config's block does not fit: listed, never decoded
+    cfg["quantization_config"]["config_groups"]["group_0"]["weights"]["block_structure"] = [16, 16]
+    (folder / "config.json").write_text(json.dumps(cfg))
+    with mst.open(p) as f:
+        g = layouts.scan(f, p).groups["m.weight"]
+    assert g.layout == "unknown" and not g.decoded and "block_structure 16x16" in g.description
+
+
 def _unpack_int4(packed, k):
     u = packed.view(np.uint32)
     nib = (u[:, :, None] >> (np.arange(8, dtype=np.uint32) * 4)) & 15

@@ -206,6 +206,208 @@ independent_elements(const mf_loop_aux *aux, int nin, int nargs, char *const dat
     return 1;
 }
 
+/* ------------------------------------------ unary ufuncs by table */
+
+/*
+ * A unary ufunc of a format of at most 16 bits is a function of the stored
+ * code: for large calls its results for every code are computed once, by
+ * the path above (decode, NumPy's float32 loop, one rounding), and kept, so
+ * that every later element is a table look-up: the same bits by
+ * construction, and less work than NumPy's float32 loop for any ufunc but
+ * the sign operations (docs/design.md).
+ *
+ * Floating-point errors stay NumPy's: the codes whose computation raises a
+ * flag (exp's overflow, log of a negative, sqrt of -1, a signalling NaN)
+ * are found when the table is made, each computed alone, and their flags
+ * kept next to the result; a call raises the flags of the codes it met.
+ * The table holds the results of round-to-nearest without flush-to-zero;
+ * in any other floating-point mode the direct path runs.
+ */
+
+/* entry c: the result's code, and in bits 16-19 the floating-point flags
+ * that computing code c raises (one load per element tells both) */
+typedef uint32_t mf_lut;
+#define LUT_FLAGS (FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID)
+
+static uint32_t
+lut_flag_bits(int fe)
+{
+    return ((fe & FE_DIVBYZERO) ? 1u << 16 : 0) | ((fe & FE_OVERFLOW) ? 1u << 17 : 0)
+           | ((fe & FE_UNDERFLOW) ? 1u << 18 : 0) | ((fe & FE_INVALID) ? 1u << 19 : 0);
+}
+
+static int
+lut_fe(uint32_t bits)
+{
+    return ((bits & (1u << 16)) ? FE_DIVBYZERO : 0) | ((bits & (1u << 17)) ? FE_OVERFLOW : 0)
+           | ((bits & (1u << 18)) ? FE_UNDERFLOW : 0) | ((bits & (1u << 19)) ? FE_INVALID : 0);
+}
+
+#define LUT_DEFS 128
+static mf_lut *luts[LUT_DEFS][MF_NUM_FORMATS];
+
+/* run the direct path on codes [start, start + len) into `res`; the flags */
+static int
+lut_compute(const mf_loop_aux *aux, char *codes, char *res, npy_intp start, npy_intp len)
+{
+    npy_intp sz = aux->fmt->itemsize;
+    char *data[2] = {codes, res};
+    npy_intp strides[2] = {sz, sz};
+    feclearexcept(FE_ALL_EXCEPT);
+    via_f32_block(aux, 1, 2, data, strides, start, len);
+    return fetestexcept(LUT_FLAGS);
+}
+
+/* the flags of each code of a range that raised some, halving it (the
+ * results go to `scratch`: the table keeps those of whole blocks) */
+static void
+lut_flags(const mf_loop_aux *aux, char *codes, char *scratch, npy_intp start, npy_intp len,
+          mf_lut *L)
+{
+    int fe = lut_compute(aux, codes, scratch, start, len);
+    if (!fe) {
+        return;
+    }
+    if (len == 1) {
+        L[start] = lut_flag_bits(fe);
+        return;
+    }
+    lut_flags(aux, codes, scratch, start, len / 2, L);
+    lut_flags(aux, codes, scratch, start + len / 2, len - len / 2, L);
+}
+
+static mf_lut *
+lut_build(const mf_loop_aux *aux)
+{
+    npy_intp sz = aux->fmt->itemsize, ncodes = (npy_intp)1 << (8 * sz);
+    mf_lut *L = (mf_lut *)calloc((size_t)ncodes, sizeof(mf_lut));
+    char *codes = (char *)malloc((size_t)(ncodes * sz));
+    char *res = (char *)malloc((size_t)(2 * ncodes * sz));
+    if (L == NULL || codes == NULL || res == NULL) {
+        free(L);
+        free(codes);
+        free(res);
+        return NULL;
+    }
+    for (npy_intp c = 0; c < ncodes; c++) {
+        if (sz == 2) {
+            ((uint16_t *)codes)[c] = (uint16_t)c;
+        }
+        else {
+            ((uint8_t *)codes)[c] = (uint8_t)c;
+        }
+    }
+    /* the caller's flags are kept aside: the table's making raises none */
+    fenv_t saved;
+    feholdexcept(&saved);
+    for (npy_intp c = 0; c < ncodes; c += EW_BLOCK) {
+        npy_intp len = ncodes - c < EW_BLOCK ? ncodes - c : EW_BLOCK;
+        if (lut_compute(aux, codes, res, c, len)) {
+            lut_flags(aux, codes, res + ncodes * sz, c, len, L);
+        }
+    }
+    fesetenv(&saved);
+    for (npy_intp c = 0; c < ncodes; c++) {
+        L[c] |= sz == 2 ? ((uint16_t *)res)[c] : ((uint8_t *)res)[c];
+    }
+    free(codes);
+    free(res);
+    return L;
+}
+
+/* round-to-nearest and no flush of subnormals (inputs or results) to zero:
+ * the mode the tables are made and valid in */
+static int
+default_fp_mode(void)
+{
+    if (fegetround() != FE_TONEAREST) {
+        return 0;
+    }
+    fexcept_t flags;
+    fegetexceptflag(&flags, FE_ALL_EXCEPT);
+    volatile float sub = 1e-40f, one = 1.0f, mn = FLT_MIN, half = 0.5f;
+    int ok = sub * one != 0.0f && mn * half != 0.0f;
+    fesetexceptflag(&flags, FE_ALL_EXCEPT);
+    return ok;
+}
+
+/* the table of a unary call of n elements, or NULL: made on a call large
+ * enough to pay for it (as many elements as codes, times 4), kept for the
+ * life of the process (256 KiB per ufunc and 16-bit format, 1 KiB for 8 bits) */
+static const mf_lut *
+lut_for(const mf_loop_aux *aux, int def_index, npy_intp n)
+{
+    const mf_format *f = aux->fmt;
+    if (f->itemsize > 2 || def_index < 0 || def_index >= LUT_DEFS
+            || n < ((npy_intp)4 << (8 * f->itemsize)) || !default_fp_mode()) {
+        return NULL;
+    }
+    mf_lut **slot = &luts[def_index][f->id];
+    mf_lut *L = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (L != NULL) {
+        return L;
+    }
+    L = lut_build(aux);
+    if (L == NULL) {
+        return NULL;
+    }
+    mf_lut *expected = NULL;
+    if (!__atomic_compare_exchange_n(slot, &expected, L, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        free(L);                    /* another thread made it first */
+        L = expected;
+    }
+    return L;
+}
+
+typedef struct {
+    const mf_loop_aux *aux;
+    const mf_lut *lut;
+    char *const *data;
+    const npy_intp *strides;
+} lut_job;
+
+#define LUT_LOOKUP(T)                                                                     \
+    if (is == (npy_intp)sizeof(T) && os == (npy_intp)sizeof(T)) {                         \
+        const T *a = (const T *)in;                                                       \
+        T *o = (T *)out;                                                                  \
+        for (npy_intp i = 0; i < len; i++) {                                              \
+            mf_lut v = lut[a[i]];                                                         \
+            hit |= v;                                                                     \
+            o[i] = (T)v;                                                                  \
+        }                                                                                 \
+    }                                                                                     \
+    else {                                                                                \
+        const char *p = in;                                                               \
+        char *q = out;                                                                    \
+        for (npy_intp i = 0; i < len; i++, p += is, q += os) {                            \
+            mf_lut v = lut[*(const T *)p];                                                \
+            hit |= v;                                                                     \
+            *(T *)q = (T)v;                                                               \
+        }                                                                                 \
+    }
+
+/* elements [start, start + len) of a unary call by table; the flags of the
+ * codes met are raised (on this thread: a worker's reach the caller) */
+static void
+lut_range(void *ctx, mf_intp start, mf_intp len)
+{
+    const lut_job *J = (const lut_job *)ctx;
+    const mf_lut *lut = J->lut;
+    npy_intp is = J->strides[0], os = J->strides[1];
+    const char *in = J->data[0] + start * is;
+    char *out = J->data[1] + start * os;
+    mf_lut hit = 0;
+    if (J->aux->fmt->itemsize == 2) {
+        LUT_LOOKUP(uint16_t)
+    }
+    else {
+        LUT_LOOKUP(uint8_t)
+    }
+    if (hit >> 16) {
+        feraiseexcept(lut_fe(hit));
+    }
+}
+
 /*
  * A general elementwise call: large ones are split between the threads
  * (NumPy's float32 loops are plain C; each element is computed on its own,
@@ -219,6 +421,18 @@ via_f32_elementwise(const mf_loop_aux *aux, int nin, int nargs, char *const data
     if (n >= 2 && !independent_elements(aux, nin, nargs, data, strides, n)) {
         ew_range(&J, 0, n);
         return;
+    }
+    npy_intp sz = aux->fmt->itemsize;
+    if (nin == 1 && nargs == 2 && strcmp(aux->def->sig, "M->M") == 0
+            && (uintptr_t)data[0] % (uintptr_t)sz == 0 && strides[0] % sz == 0
+            && (uintptr_t)data[1] % (uintptr_t)sz == 0 && strides[1] % sz == 0) {
+        const mf_lut *L = lut_for(aux, (int)(aux->def - mf_ufunc_defs), n);
+        if (L != NULL) {
+            lut_job LJ = {aux, L, data, strides};
+            /* a look-up moves the element's bytes only: split by those */
+            mf_par_range(lut_range, &LJ, n, EW_BLOCK, 2 * sz);
+            return;
+        }
     }
     mf_par_range(ew_range, &J, n, EW_BLOCK, (mf_intp)sizeof(float));
 }

@@ -301,3 +301,56 @@ def test_errstate_divide_and_invalid_warn(threads, t):
     with np.errstate(divide="raise"):
         with pytest.raises(FloatingPointError, match="divide by zero encountered in power"):
             np.power(_at(N, [N - 1], 0.0), _at(N, [], 0.0, fill=-1.0))
+
+
+# ------------------------------------------------------------------ tables
+
+TABLE_UNARY = ["exp", "log", "sqrt", "tanh", "sin", "arccos", "reciprocal", "rint", "sign",
+               "log1p", "cosh"]
+
+
+def _direct(ufunc, x, chunk=1000):
+    """ufunc on pieces too small for the table (or threads): the direct path."""
+    out = np.empty_like(x)
+    seen = set()
+    with np.errstate(all="call", call=lambda kind, flag: seen.add(kind)):
+        for i in range(0, x.size, chunk):
+            ufunc(x[i:i + chunk], out=out[i:i + chunk])
+    return out, frozenset(seen)
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2fnuz",
+                                  "float8_e8m0fnu", "float4_e2m1fn"])
+@pytest.mark.parametrize("uname", TABLE_UNARY)
+def test_every_code_by_table(threads, name, uname):
+    """Every stored code (signalling NaNs, and for the formats of under 8
+    bits bytes with bits above the code set), repeated past the size from
+    which large unary calls use a table of the results of every code: the
+    bits and the FP errors of the direct path, on 1 and 3 threads."""
+    dt = np.dtype(getattr(mf, name))
+    raw = np.arange(256 ** dt.itemsize, dtype=np.uint16 if dt.itemsize == 2 else np.uint8)
+    reps = -(-(1 << 20) // raw.size) + 1
+    x = np.tile(raw, reps)[5:].view(dt)
+    ufunc = getattr(np, uname)
+    threads(1)
+    want, fl_want = _direct(ufunc, x)
+    for t in (1, 3):
+        threads(t)
+        got, fl = run_flags(lambda: ufunc(x))
+        assert np.array_equal(bits(got), bits(want)), t
+        assert fl == fl_want, t
+        # in place, and strided
+        y = x.copy()
+        ufunc(y, out=y)
+        assert np.array_equal(bits(y), bits(want)), t
+        z = np.zeros(2 * x.size, dt)
+        ufunc(x, out=z[::2])
+        assert np.array_equal(bits(z[::2]), bits(want)), t
+    # errors by kind, from whichever thread met them
+    if uname == "log" and name != "float8_e8m0fnu":
+        threads(3)
+        with np.errstate(invalid="raise"):
+            with pytest.raises(FloatingPointError, match="invalid value encountered in log"):
+                ufunc(x)
+        with pytest.warns(RuntimeWarning, match="divide by zero encountered in log"):
+            ufunc(x)

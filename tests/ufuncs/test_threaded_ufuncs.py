@@ -325,8 +325,9 @@ def _direct(ufunc, x, chunk=1000):
 def test_every_code_by_table(threads, name, uname):
     """Every stored code (signalling NaNs, and for the formats of under 8
     bits bytes with bits above the code set), repeated past the size from
-    which large unary calls use a table of the results of every code: the
-    bits and the FP errors of the direct path, on 1 and 3 threads."""
+    which large unary calls use a table of the results of every code, before
+    and after the table is made: the bits and the FP errors of the direct
+    path, on 1 and 3 threads."""
     dt = np.dtype(getattr(mf, name))
     raw = np.arange(256 ** dt.itemsize, dtype=np.uint16 if dt.itemsize == 2 else np.uint8)
     reps = -(-(1 << 20) // raw.size) + 1
@@ -334,11 +335,16 @@ def test_every_code_by_table(threads, name, uname):
     ufunc = getattr(np, uname)
     threads(1)
     want, fl_want = _direct(ufunc, x)
+    # the table is made once the large calls of a ufunc and format have
+    # brought 256 elements per code: call until then, and after
+    calls = -(-256 * raw.size // x.size) + 1
+    for i in range(calls):
+        threads(3 if i % 2 else 1)
+        got, fl = run_flags(lambda: ufunc(x))
+        assert np.array_equal(bits(got), bits(want)), i
+        assert fl == fl_want, i
     for t in (1, 3):
         threads(t)
-        got, fl = run_flags(lambda: ufunc(x))
-        assert np.array_equal(bits(got), bits(want)), t
-        assert fl == fl_want, t
         # in place, and strided
         y = x.copy()
         ufunc(y, out=y)

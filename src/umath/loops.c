@@ -348,9 +348,8 @@ static npy_intp lut_direct[LUT_DEFS][MF_NUM_FORMATS];
  * call included): making it costs about half of computing that many (the
  * codes that raise a flag, up to half of them, are each computed alone,
  * 10 ms for bfloat16 on one Cascade Lake core), so the work done before it
- * pays for it, and every later call gains.  Kept for
- * the life of the process (256 KiB per ufunc and 16-bit format, 1 KiB for 8
- * bits).
+ * pays for it, and every later call gains.  Kept for the life of the
+ * process (256 KiB per ufunc and 16-bit format, 1 KiB for 8 bits).
  */
 static const mf_lut *
 lut_for(const mf_loop_aux *aux, int def_index, npy_intp n)
@@ -389,6 +388,7 @@ typedef struct {
     const npy_intp *strides;
 } lut_job;
 
+/* out = table[in], and the or of the entries met (their flags) */
 #define LUT_LOOKUP(T)                                                                     \
     if (is == (npy_intp)sizeof(T) && os == (npy_intp)sizeof(T)) {                         \
         const T *a = (const T *)in;                                                       \

@@ -55,6 +55,10 @@ def _register_all():
              lambda env: matmul.build_matmul(env.mm_sizes[1], env),
              size=lambda env: f"{env.mm_sizes[1]}^3")
     register("exp bf16", "exp of a bf16 array into a preallocated array", arrays.build_exp)
+    register("log bf16", "log of a bf16 array (|x|) into a preallocated array",
+             lambda env: arrays.build_unary("log", env))
+    register("tanh bf16", "tanh of a bf16 array into a preallocated array",
+             lambda env: arrays.build_unary("tanh", env))
     register("dlpack import bf16", "DLPack import of a 1024-element bf16 tensor (torch's, "
              "else JAX's)",
              arrays.build_dlpack, available=arrays.dlpack_producer, size=lambda env: "")

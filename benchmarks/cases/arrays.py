@@ -1,5 +1,5 @@
 """Cases on arrays: casts to and from bf16/float8, elementwise add and multiply,
-sums, the dot product, exp, and the DLPack import of a bf16 tensor."""
+sums, the dot product, exp, log and tanh, and the DLPack import of a bf16 tensor."""
 import numpy as np
 
 import minifloat as mf
@@ -170,25 +170,34 @@ def build_dot(env):
     return Plan(runs, expected=exact, show_value=True, flops=2.0 * n, nbytes=4.0 * n)
 
 
-def build_exp(env):
+def build_unary(name, env):
+    """np.<name> of a bf16 array into a preallocated array (log: of |x|)."""
     n = env.n
     a = env.coded("x", n, "bfloat16")
+    if name == "log":
+        a = np.abs(a)
     o = np.empty_like(a)
-    runs = [Run("minifloat", "np.exp(a, out=o)", lambda: np.exp(a, out=o))]
+    f = getattr(np, name)
+    runs = [Run("minifloat", f"np.{name}(a, out=o)", lambda: f(a, out=o))]
     if env.ml is not None:
         am = env.as_ml(a)
         om = np.empty_like(am)
-        runs.append(Run("ml_dtypes", "np.exp(a, out=o)", lambda: np.exp(am, out=om)))
+        runs.append(Run("ml_dtypes", f"np.{name}(a, out=o)", lambda: f(am, out=om)))
     if env.torch is not None:
         ta = env.as_torch(a)
         to = env.torch.empty_like(ta)
-        runs.append(Run("torch", "torch.exp(a, out=o)", lambda: env.torch.exp(ta, out=to)))
+        tf = getattr(env.torch, name)
+        runs.append(Run("torch", f"torch.{name}(a, out=o)", lambda: tf(ta, out=to)))
     a32 = a.astype(np.float32)
     o32 = np.empty_like(a32)
-    runs.append(Run("numpy", "float32 np.exp(a, out=o)", lambda: np.exp(a32, out=o32)))
+    runs.append(Run("numpy", f"float32 np.{name}(a, out=o)", lambda: f(a32, out=o32)))
     if env.nk is not None:
-        runs.append(Run("numkong", "no exp", None))
+        runs.append(Run("numkong", f"no {name}", None))
     return Plan(runs, nbytes=n * 4)
+
+
+def build_exp(env):
+    return build_unary("exp", env)
 
 
 def dlpack_producer():

@@ -214,7 +214,7 @@ mf_pool_run(mf_pool_fn fn, void *ctx, int T)
 
 /* ------------------------------------------------------- streaming kernels */
 
-typedef enum { PAR_DECODE, PAR_ENCODE, PAR_BINARY, PAR_SUM, PAR_DOT, PAR_CONVERT } par_kind;
+typedef enum { PAR_DECODE, PAR_ENCODE, PAR_BINARY, PAR_SUM, PAR_DOT, PAR_CONVERT, PAR_RANGE } par_kind;
 
 typedef struct {
     par_kind kind;
@@ -231,6 +231,8 @@ typedef struct {
     mf_intp ntasks;
     mf_intp next;              /* the next task, taken atomically */
     double *partials;          /* sum, dot: one per MF_SUM_BLOCK block */
+    mf_range_fn fn;            /* range: the caller's work */
+    void *fn_ctx;
     int stream;
     fenv_t env;                /* the caller's */
     int flags;                 /* FP flags the workers raised, or-ed atomically */
@@ -242,6 +244,10 @@ par_task(par_job *J, mf_intp t)
     mf_intp i0 = t == 0 ? 0 : J->head + (t - 1) * J->chunk;
     mf_intp want = t == 0 ? J->head : J->chunk;
     mf_intp len = J->n - i0 < want ? J->n - i0 : want;
+    if (J->kind == PAR_RANGE) {
+        J->fn(J->fn_ctx, i0, len);
+        return;
+    }
     const char *a = J->a + i0 * J->isz;
     switch (J->kind) {
         case PAR_DECODE:
@@ -255,6 +261,8 @@ par_task(par_job *J, mf_intp t)
             break;
         case PAR_CONVERT:
             mf_convert_codes_f32(J->k, J->f, a, J->g, J->out + i0 * J->osz, len);
+            break;
+        case PAR_RANGE:
             break;
         case PAR_SUM:
         case PAR_DOT:
@@ -347,7 +355,7 @@ par_run(par_job *J, int T, mf_intp unit, mf_intp bytes_per_elem)
     J->ntasks = J->n <= J->head ? 1 : 1 + (J->n - J->head + chunk - 1) / chunk;
     J->next = 0;
     J->flags = 0;
-    J->stream = J->n * J->osz >= ((mf_intp)8 << 20);
+    J->stream = J->kind != PAR_RANGE && J->n * J->osz >= ((mf_intp)8 << 20);
     fegetenv(&J->env);
     if (mf_pool_run(par_worker, J, T) == 0) {
         par_worker(J, 0);      /* the pool is busy: this thread does it all */
@@ -477,4 +485,19 @@ double
 mf_par_dot(const mf_format *f, const void *a, const void *b, mf_intp n)
 {
     return par_reduce(PAR_DOT, f, a, b, n);
+}
+
+void
+mf_par_range(mf_range_fn fn, void *ctx, mf_intp n, mf_intp unit, mf_intp bytes_per_elem)
+{
+    int T = par_threads(n * bytes_per_elem, MF_PAR_MIN_BYTES);
+    if (T <= 1) {
+        fn(ctx, 0, n);
+        return;
+    }
+    /* no output pointer: the work's own stores decide how they write (a
+     * piece is not a stream of the whole output's kind) */
+    par_job J = {.kind = PAR_RANGE, .n = n, .isz = 0, .osz = bytes_per_elem, .fn = fn,
+                 .fn_ctx = ctx};
+    par_run(&J, T, unit, bytes_per_elem);
 }

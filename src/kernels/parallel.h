@@ -78,6 +78,19 @@ void mf_par_convert_codes(const mf_format *fa, const void *in, const mf_format *
                           mf_intp n);
 double mf_par_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
 
+/*
+ * Elementwise work of any kind: fn(ctx, start, len) over pieces covering
+ * [0, n), each piece a whole number of `unit`s (but the last), on up to
+ * mf_get_num_threads() threads when n * bytes_per_elem (the bytes the work
+ * streams through, e.g. the float32 operands of a ufunc) reaches
+ * MF_PAR_MIN_BYTES, else fn(ctx, 0, n) on the calling thread.  fn must
+ * compute each element on its own (then the result does not depend on the
+ * split) and must not touch Python.  Floating-point flags raised by the
+ * workers are raised again in the calling thread.
+ */
+typedef void (*mf_range_fn)(void *ctx, mf_intp start, mf_intp len);
+void mf_par_range(mf_range_fn fn, void *ctx, mf_intp n, mf_intp unit, mf_intp bytes_per_elem);
+
 /* Set for the duration of a parallel streaming call in every thread that
  * runs part of it: the whole array is large, so the kernels may use
  * non-temporal stores on pieces smaller than MF_STREAM_BYTES. */

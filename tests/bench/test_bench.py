@@ -62,7 +62,7 @@ def test_registry():
                  "cast f32->e4m3fn astype",
                  "cast e5m2->f32 out", "add bf16", "multiply bf16", "sum bf16",
                  "sum bf16 axis=0", "dot bf16", "matmul bf16 small", "matmul bf16 large",
-                 "exp bf16", "dlpack import bf16", "block matmul"):
+                 "exp bf16", "log bf16", "tanh bf16", "dlpack import bf16", "block matmul"):
         assert want in names
     assert [c.name for c in cases.select_cases("matmul")] == ["matmul bf16 small",
                                                               "matmul bf16 large",

@@ -1,0 +1,362 @@
+"""Ufuncs computed through NumPy's float32 loops, split between threads.
+
+Large calls (from 512 KiB of float32 operands: MF_PAR_MIN_BYTES in
+src/kernels/parallel.h) are computed block by block on every thread of the
+pool; each element is computed on its own, so the result is the same bits
+whatever the thread count, and the same as "decode to float32, NumPy's
+float32 loop on a contiguous array, round once" (the contract of
+docs/design.md, which the single-threaded path has always met).
+Floating-point errors met by the workers reach np.errstate on the calling
+thread.  Strided, offset, overlapping and masked (where=) operands, out=,
+in-place calls, several outputs and Python threads calling at once are
+covered.  No timing is asserted.
+"""
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+import minifloat as mf
+from minifloat import _core
+
+from conftest import LEVELS, kernel_level
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+FORMATS = ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz"]
+UNARY = ["exp", "log", "tanh", "sin", "sqrt"]
+BINARY = ["power", "arctan2"]
+# above the threshold for 3 threads (at least 64 Ki elements each), with a
+# tail that is not a whole block
+N = 3 * (1 << 17) + 777
+COUNTS = (2, 3)
+
+
+@pytest.fixture
+def threads():
+    """set_num_threads for the test, restored after."""
+    prev = _core.set_num_threads(None)
+    _core.set_num_threads(prev)
+    yield mf.set_num_threads
+    mf.set_num_threads(prev)
+
+
+def bits(a):
+    a = np.asarray(a)
+    return a.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.itemsize])
+
+
+def values(n, seed):
+    """float32 values over a wide range with NaN, +-inf, +-0, subnormals of
+    float32 and of the formats, and values past every format's range,
+    spread over the array and at both ends (so every thread meets some)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(n).astype(np.float32) * np.float32(2.0) ** rng.integers(
+        -12, 8, n).astype(np.float32)
+    special = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40,
+                        9.2e-41, 2.0 ** -133, 2.0 ** -10, -(2.0 ** -9), 2.0 ** -17,
+                        3.4e38, -3.4e38, 100.0, -100.0, 1.0, -1.0], np.float32)
+    if n < 100 * special.size:
+        x[: min(n, special.size)] = special[:n]
+        return x
+    idx = rng.choice(n, 40 * special.size, replace=False)
+    x[idx] = np.tile(special, 40)
+    x[:special.size] = special
+    x[-special.size:] = special
+    return x
+
+
+def run_flags(fn):
+    """fn() and the set of NumPy FP errors it reported."""
+    seen = set()
+    with np.errstate(all="call", call=lambda kind, flag: seen.add(kind)):
+        out = fn()
+    return out, frozenset(seen)
+
+
+def operands(name, nin, n=N):
+    dt = np.dtype(getattr(mf, name))
+    return [values(n, seed).astype(dt) for seed in range(nin)]
+
+
+def reference(ufunc, args):
+    """Today's contract: NumPy's float32 loop on the decoded values, rounded once."""
+    return ufunc(*[a.astype(np.float32) for a in args]).astype(args[0].dtype)
+
+
+# ------------------------------------------------------------------ same bits
+
+@pytest.mark.parametrize("name", FORMATS)
+@pytest.mark.parametrize("uname", UNARY + BINARY)
+def test_same_bits_any_thread_count(threads, name, uname):
+    ufunc = getattr(np, uname)
+    args = operands(name, ufunc.nin)
+    threads(1)
+    r1, fl1 = run_flags(lambda: ufunc(*args))
+    assert np.array_equal(bits(r1), bits(reference(ufunc, args)))
+    for t in COUNTS:
+        threads(t)
+        o = np.empty_like(args[0])
+        rt, flt = run_flags(lambda: ufunc(*args, out=o))
+        assert rt is o
+        assert np.array_equal(bits(r1), bits(o)), t
+        assert fl1 == flt, t
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("uname", ["exp", "power"])
+def test_same_bits_every_level(threads, level, uname):
+    ufunc = getattr(np, uname)
+    for name in ("bfloat16", "float8_e4m3fn"):
+        args = operands(name, ufunc.nin)
+        threads(1)
+        with kernel_level("serial"):
+            ref, fl_ref = run_flags(lambda: ufunc(*args))
+        threads(3)
+        with kernel_level(level):
+            r, fl = run_flags(lambda: ufunc(*args))
+        assert np.array_equal(bits(ref), bits(r)), name
+        assert fl_ref == fl, name
+
+
+@pytest.mark.parametrize("n", [1, 2047, 2048, 2049, (1 << 17) - 1, 1 << 17, (1 << 17) + 1])
+def test_sizes_around_block_and_threshold(threads, n):
+    args = operands("bfloat16", 1, n)
+    threads(1)
+    r1 = np.tanh(*args)
+    threads(2)
+    assert np.array_equal(bits(r1), bits(np.tanh(*args)))
+    assert np.array_equal(bits(r1), bits(reference(np.tanh, args)))
+
+
+# ------------------------------------------------------------------ layouts
+
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e5m2"])
+@pytest.mark.parametrize("uname", ["exp", "arctan2"])
+def test_strided_and_offset_views(threads, name, uname):
+    ufunc = getattr(np, uname)
+    dt = np.dtype(getattr(mf, name))
+    big = [values(3 * N, seed).astype(dt) for seed in range(ufunc.nin)]
+    views = [big[0][1::3], big[1][::-3] if ufunc.nin == 2 else None][:ufunc.nin]
+    assert views[0].size == N
+    contiguous = [v.copy() for v in views]
+    threads(1)
+    want = ufunc(*contiguous)
+    for t in (1,) + COUNTS:
+        threads(t)
+        assert np.array_equal(bits(ufunc(*views)), bits(want)), t
+        out = np.zeros(2 * views[0].size + 1, dt)
+        ufunc(*views, out=out[1::2])
+        assert np.array_equal(bits(out[1::2]), bits(want)), t
+        assert not bits(out[::2]).any(), t
+    # an unaligned bfloat16 view (odd byte offset)
+    if dt.itemsize == 2:
+        raw = np.zeros(N * 2 + 1, np.uint8)
+        un = raw[1:].view(dt)
+        un[...] = contiguous[0]
+        threads(3)
+        assert np.array_equal(bits(ufunc(un, *contiguous[1:])), bits(want))
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn"])
+def test_two_dimensional_and_broadcast(threads, name):
+    dt = np.dtype(getattr(mf, name))
+    # rows of N elements: NumPy calls the loop once per row (strided rows)
+    a = values(4 * N, 0).astype(dt).reshape(2, 2 * N)[:, ::2]
+    col = values(2, 1).astype(dt)[:, None]
+    threads(1)
+    want_t, want_p = np.exp(a.T.copy()), np.power(a.copy(), col)
+    threads(3)
+    assert np.array_equal(bits(np.exp(a.T)), bits(want_t))
+    assert np.array_equal(bits(np.power(a, col)), bits(want_p))
+    assert np.array_equal(bits(np.power(a, dt.type(1.5))),
+                          bits(reference(np.power, [a, np.full_like(a, 1.5)])))
+
+
+def test_in_place_and_overlapping(threads):
+    x = values(N + 1, 0).astype(mf.bfloat16)
+    threads(1)
+    want = np.sin(x)
+    want_shift = np.sin(x[:-1])
+    threads(3)
+    y = x.copy()
+    np.sin(y, out=y)
+    assert np.array_equal(bits(y), bits(want))
+    # partial overlap: NumPy computes as if from a copy of the input
+    y = x.copy()
+    np.sin(y[:-1], out=y[1:])
+    assert np.array_equal(bits(y[1:]), bits(want_shift))
+    y = x.copy()
+    np.arctan2(y[1:], y[:-1], out=y[:-1])
+    threads(1)
+    assert np.array_equal(bits(y[:-1]), bits(np.arctan2(x[1:], x[:-1])))
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn"])
+@pytest.mark.parametrize("uname", ["log", "power"])
+def test_where(threads, name, uname):
+    ufunc = getattr(np, uname)
+    args = operands(name, ufunc.nin)
+    rng = np.random.default_rng(5)
+    # long runs of True (large inner calls) and scattered ones
+    mask = np.zeros(N, bool)
+    mask[1000:N // 2 + 3] = True
+    mask[N // 2 + 3:] = rng.random(N - N // 2 - 3) < 0.5
+    fill = np.full(N, 7.0, np.float32).astype(args[0].dtype)
+    threads(1)
+    want = ufunc(*args, out=fill.copy(), where=mask)
+    for t in COUNTS:
+        threads(t)
+        got = ufunc(*args, out=fill.copy(), where=mask)
+        assert np.array_equal(bits(got), bits(want)), t
+        assert np.array_equal(bits(got[~mask]), bits(fill[~mask])), t
+        assert np.array_equal(bits(got[mask]), bits(reference(ufunc, [a[mask] for a in args])))
+
+
+@pytest.mark.parametrize("uname", ["modf", "frexp", "divmod", "ldexp", "isnan", "less",
+                                   "maximum", "clip", "logaddexp"])
+def test_other_signatures(threads, uname):
+    """Several outputs, bool and int operands: same bits on 1 and 3 threads."""
+    ufunc = getattr(np, uname)
+    a, b, c = operands("bfloat16", 3)
+    args = {"ldexp": (a, np.arange(N, dtype=np.int32) % 40 - 20), "clip": (a, b, c),
+            "modf": (a,), "frexp": (a,), "isnan": (a,)}.get(uname, (a, b))
+    threads(1)
+    r1, fl1 = run_flags(lambda: ufunc(*args))
+    threads(3)
+    r3, fl3 = run_flags(lambda: ufunc(*args))
+    for x, y in zip(r1 if isinstance(r1, tuple) else (r1,), r3 if isinstance(r3, tuple) else (r3,)):
+        assert x.dtype == y.dtype
+        assert np.array_equal(bits(x), bits(y))
+    assert fl1 == fl3
+
+
+def test_python_threads_at_once(threads):
+    """Several Python threads calling at once (one owns the pool, the others
+    compute on their own thread): every result is the one-thread result."""
+    xs = operands("bfloat16", 4)
+    threads(1)
+    want = [np.exp(x) for x in xs]
+    threads(2)
+    got = [None] * 4
+    errors = []
+
+    def work(i):
+        try:
+            for _ in range(3):
+                got[i] = np.exp(xs[i])
+                assert np.array_equal(bits(got[i]), bits(want[i]))
+        except Exception as e:       # noqa: BLE001 - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors
+
+
+# ------------------------------------------------------------------ FP errors
+
+def _at(n, positions, value, fill=0.5, dtype=mf.bfloat16):
+    x = np.full(n, fill, np.float32)
+    x[positions] = value
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("t", (1,) + COUNTS)
+def test_errstate_over_raise(threads, t):
+    threads(t)
+    for pos in (0, N // 2, N - 1):                # whichever thread meets it
+        x = _at(N, [pos], 100.0)
+        with np.errstate(over="raise"):
+            with pytest.raises(FloatingPointError, match="overflow encountered in exp"):
+                np.exp(x)
+    with np.errstate(over="raise"):
+        np.exp(_at(N, [], 0.0))                  # none: no error
+    # the float32 result is finite but past the format's range: the rounding
+    # overflows (float8_e5m2's largest is 57344)
+    x = _at(N, [N - 1], 11.0, dtype=mf.float8_e5m2)
+    with np.errstate(over="raise"):
+        with pytest.raises(FloatingPointError, match="overflow"):
+            np.exp(x)
+
+
+@pytest.mark.parametrize("t", (1,) + COUNTS)
+def test_errstate_divide_and_invalid_warn(threads, t):
+    threads(t)
+    x = _at(N, [N - 3], 0.0)
+    with pytest.warns(RuntimeWarning, match="divide by zero encountered in log"):
+        r = np.log(x)
+    assert np.isneginf(r[N - 3].astype(np.float32))
+    with np.errstate(divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.log(x)
+    x = _at(N, [N // 3], -1.0)
+    with np.errstate(invalid="raise"):
+        with pytest.raises(FloatingPointError, match="invalid value encountered in log"):
+            np.log(x)
+    with np.errstate(divide="raise"):
+        with pytest.raises(FloatingPointError, match="divide by zero encountered in power"):
+            np.power(_at(N, [N - 1], 0.0), _at(N, [], 0.0, fill=-1.0))
+
+
+# ------------------------------------------------------------------ tables
+
+TABLE_UNARY = ["exp", "log", "sqrt", "tanh", "sin", "arccos", "reciprocal", "rint", "sign",
+               "log1p", "cosh"]
+
+
+def _direct(ufunc, x, chunk=1000):
+    """ufunc on pieces too small for the table (or threads): the direct path."""
+    out = np.empty_like(x)
+    seen = set()
+    with np.errstate(all="call", call=lambda kind, flag: seen.add(kind)):
+        for i in range(0, x.size, chunk):
+            ufunc(x[i:i + chunk], out=out[i:i + chunk])
+    return out, frozenset(seen)
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2fnuz",
+                                  "float8_e8m0fnu", "float4_e2m1fn"])
+@pytest.mark.parametrize("uname", TABLE_UNARY)
+def test_every_code_by_table(threads, name, uname):
+    """Every stored code (signalling NaNs, and for the formats of under 8
+    bits bytes with bits above the code set), repeated past the size from
+    which large unary calls use a table of the results of every code, before
+    and after the table is made: the bits and the FP errors of the direct
+    path, on 1 and 3 threads."""
+    dt = np.dtype(getattr(mf, name))
+    raw = np.arange(256 ** dt.itemsize, dtype=np.uint16 if dt.itemsize == 2 else np.uint8)
+    reps = -(-(1 << 20) // raw.size) + 1
+    x = np.tile(raw, reps)[5:].view(dt)
+    ufunc = getattr(np, uname)
+    threads(1)
+    want, fl_want = _direct(ufunc, x)
+    # the table is made once the large calls of a ufunc and format have
+    # brought 256 elements per code: call until then, and after
+    calls = -(-256 * raw.size // x.size) + 1
+    for i in range(calls):
+        threads(3 if i % 2 else 1)
+        got, fl = run_flags(lambda: ufunc(x))
+        assert np.array_equal(bits(got), bits(want)), i
+        assert fl == fl_want, i
+    for t in (1, 3):
+        threads(t)
+        # in place, and strided
+        y = x.copy()
+        ufunc(y, out=y)
+        assert np.array_equal(bits(y), bits(want)), t
+        z = np.zeros(2 * x.size, dt)
+        ufunc(x, out=z[::2])
+        assert np.array_equal(bits(z[::2]), bits(want)), t
+    # errors by kind, from whichever thread met them
+    if uname == "log" and name != "float8_e8m0fnu":
+        threads(3)
+        with np.errstate(invalid="raise"):
+            with pytest.raises(FloatingPointError, match="invalid value encountered in log"):
+                ufunc(x)
+        with pytest.warns(RuntimeWarning, match="divide by zero encountered in log"):
+            ufunc(x)

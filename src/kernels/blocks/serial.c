@@ -143,6 +143,20 @@ mf_finite_amax(const float *x, mf_intp n)
     return mf_bits_f32(mf_kb->finite_amax(x, n));
 }
 
+float
+mf_finite_amax_codes(const mf_format *f, const void *x, mf_intp n)
+{
+    float buf[CHUNK];
+    uint32_t m = 0;
+    for (mf_intp i = 0; i < n; i += CHUNK) {
+        mf_intp len = n - i < CHUNK ? n - i : CHUNK;
+        mf_k->decode_f32(f, (const char *)x + i * f->itemsize, buf, len);
+        uint32_t t = mf_kb->finite_amax(buf, len);
+        m = t > m ? t : m;          /* magnitudes order as their bits */
+    }
+    return mf_bits_f32(m);
+}
+
 static void
 quantize_row(const mf_block_params *p, const mf_block_ops *ops, const float *x, mf_intp k,
              mf_intp blo, mf_intp bhi, uint8_t *codes, uint8_t *scales, float *buf,
@@ -376,6 +390,26 @@ mf_block_dequantize(const mf_block_params *p, const uint8_t *codes, const uint8_
     j.s_dec = s_dec;
     j.out = out;
     run_blocks(&j, rows);
+}
+
+/* The round trip of a run of whole blocks, for inspect's fused statistics
+ * (kernels/stats/common.c): quantize_row then dequantize_row of blocks
+ * [0, nb) of a row of k elements that starts at x (a row's blocks start
+ * every B elements from its start, so a run that starts at a block of a
+ * longer row is such a row), on this thread, into y[0, min(nb * B, k)).
+ * Every block is the one mf_block_quantize and mf_block_dequantize give. */
+void
+mf_block_round_trip(const mf_block_params *p, const float *x, mf_intp k, mf_intp nb,
+                    float s_dec, float *y)
+{
+    float buf[CHUNK];
+    uint8_t cbuf[CHUNK];
+    uint32_t amax[CHUNK / 8];
+    float mul[CHUNK / 8];
+    uint8_t codes[MF_BLOCK_RUN_MAX], scales[MF_BLOCK_RUN_MAX / 2];
+    const mf_block_ops *ops = mf_kb;
+    quantize_row(p, ops, x, k, 0, nb, codes, scales, buf, cbuf, amax, mul);
+    dequantize_row(p, ops, codes, scales, k, 0, nb, s_dec, y);
 }
 
 /* blocks [blo, bhi) of one row (of k elements): their elements [blo * B,

@@ -423,6 +423,171 @@ mf_stats_run(mf_stats_acc *a, const mf_format *src, const void *x, mf_intp n,
     fesetexceptflag(&flags, FE_ALL_EXCEPT);
 }
 
+/* ---- a block-scaled target: quantize, dequantize and the statistics in
+ * one pass over the values.  The windows (the stats blocks) are those the
+ * statistics of the whole dequantized chunks give, so the result is that
+ * of quantizing each chunk, dequantizing it and running mf_stats_run_f32y
+ * over it; each window's round trip is computed from the whole blocks it
+ * touches (a block cut by a window's end is quantized in both windows,
+ * with the same result). */
+
+/* window [s, s + n) of the flattened (rows, kk) values at x */
+static void
+block_window(const mf_kernels *k, mf_stats_block *b, const mf_format *src, const void *x,
+             mf_intp kk, mf_intp s, mf_intp n, const mf_block_params *p, float s_dec,
+             double rel)
+{
+    const mf_intp B = p->block;
+    float xb[MF_STATS_BLOCK + 512], yb[MF_STATS_BLOCK + 512];
+    mf_intp r0 = s / kk, r1 = (s + n - 1) / kk;
+    mf_intp a0 = (s - r0 * kk) / B * B;                 /* the first block's column */
+    mf_intp z1 = (s + n - r1 * kk + B - 1) / B * B;     /* the last block's end column */
+    z1 = z1 < kk ? z1 : kk;
+    mf_intp e0 = r0 * kk + a0, e1 = r1 * kk + z1;       /* whole blocks: at most B - 1 more
+                                                         * values at either end */
+    const float *xe;
+    if (src == NULL) {
+        xe = (const float *)x + e0;
+    }
+    else {
+        k->decode_f32(src, (const char *)x + e0 * src->itemsize, xb, e1 - e0);
+        xe = xb;
+    }
+    for (mf_intp r = r0; r <= r1; r++) {
+        mf_intp a = r == r0 ? a0 : 0, z = r == r1 ? z1 : kk;
+        mf_intp off = r * kk + a - e0;
+        mf_block_round_trip(p, xe + off, kk - a, (z - a + B - 1) / B, s_dec, yb + off);
+    }
+    k->stats_f32(b, xe + (s - e0), yb + (s - e0), rel, n, 1);
+}
+
+typedef struct {
+    const mf_kernels *k;
+    const mf_format *src;
+    const void *x;
+    mf_intp kk, nwin, ntasks, per_task;
+    const mf_intp *win;        /* start, length of each window */
+    const mf_block_params *p;
+    float s_dec;
+    double rel;
+    mf_stats_block *blocks;
+    mf_intp next;
+    fenv_t env;
+} block_stats_job;
+
+static void
+block_stats_worker(void *ctx, int w)
+{
+    block_stats_job *J = (block_stats_job *)ctx;
+    fenv_t saved;
+    if (w != 0) {
+        fegetenv(&saved);
+        fesetenv(&J->env);
+    }
+    for (;;) {
+        mf_intp t = __atomic_fetch_add(&J->next, 1, __ATOMIC_RELAXED);
+        if (t >= J->ntasks) {
+            break;
+        }
+        mf_intp w0 = t * J->per_task;
+        mf_intp w1 = w0 + J->per_task < J->nwin ? w0 + J->per_task : J->nwin;
+        for (mf_intp i = w0; i < w1; i++) {
+            block_window(J->k, &J->blocks[i], J->src, J->x, J->kk, J->win[2 * i],
+                         J->win[2 * i + 1], J->p, J->s_dec, J->rel);
+        }
+    }
+    if (w != 0) {
+        fesetenv(&saved);
+    }
+}
+
+/* the windows of values [p0, p1): MF_STATS_BLOCK values from p0 on */
+static mf_intp
+add_windows(mf_intp *win, mf_intp nw, mf_intp p0, mf_intp p1)
+{
+    for (mf_intp s = p0; s < p1; s += MF_STATS_BLOCK) {
+        if (win != NULL) {
+            win[2 * nw] = s;
+            win[2 * nw + 1] = p1 - s < MF_STATS_BLOCK ? p1 - s : MF_STATS_BLOCK;
+        }
+        nw++;
+    }
+    return nw;
+}
+
+/* the windows of the chunks checkpoint.py's _block_chunks cuts (whole rows
+ * of about `chunk` values, or a long row in runs of whole blocks); chunk
+ * <= 0: x is one chunk */
+static mf_intp
+list_windows(mf_intp *win, mf_intp rows, mf_intp kk, mf_intp chunk, mf_intp B)
+{
+    mf_intp n = rows * kk, nw = 0;
+    if (chunk <= 0) {
+        return add_windows(win, 0, 0, n);
+    }
+    if (kk <= chunk) {
+        mf_intp step = chunk / kk * kk;
+        for (mf_intp i = 0; i < n; i += step) {
+            nw = add_windows(win, nw, i, n - i < step ? n : i + step);
+        }
+        return nw;
+    }
+    mf_intp piece = chunk - chunk % B > B ? chunk - chunk % B : B;
+    for (mf_intp r = 0; r < n; r += kk) {
+        for (mf_intp j = 0; j < kk; j += piece) {
+            nw = add_windows(win, nw, r + j, r + (kk - j < piece ? kk : j + piece));
+        }
+    }
+    return nw;
+}
+
+/* values per thread, at least, of the block-scaled statistics (a round
+ * trip costs several times a plain pass) */
+#define BLOCK_STATS_THREAD_VALUES ((mf_intp)1 << 16)
+
+int
+mf_stats_run_blocks(mf_stats_acc *a, const mf_format *src, const void *x, mf_intp rows,
+                    mf_intp kk, mf_intp chunk, const mf_block_params *p, float s_dec,
+                    double rel)
+{
+    const mf_kernels *k = mf_k;
+    if (rows <= 0 || kk <= 0) {
+        return 0;
+    }
+    mf_intp nwin = list_windows(NULL, rows, kk, chunk, p->block);
+    mf_intp *win = malloc((size_t)nwin * 2 * sizeof *win);
+    mf_stats_block *blocks = malloc((size_t)nwin * sizeof *blocks);
+    if (win == NULL || blocks == NULL) {
+        free(win);
+        free(blocks);
+        return -1;
+    }
+    list_windows(win, rows, kk, chunk, p->block);
+    fexcept_t flags;
+    fegetexceptflag(&flags, FE_ALL_EXCEPT);
+    block_stats_job J = {.k = k, .src = src, .x = x, .kk = kk, .nwin = nwin, .win = win,
+                         .p = p, .s_dec = s_dec, .rel = rel, .blocks = blocks, .next = 0};
+    mf_intp n = rows * kk;
+    int T = mf_get_num_threads();
+    if ((mf_intp)T > n / BLOCK_STATS_THREAD_VALUES) {
+        T = (int)(n / BLOCK_STATS_THREAD_VALUES);
+    }
+    J.per_task = 8;
+    J.ntasks = (nwin + J.per_task - 1) / J.per_task;
+    fegetenv(&J.env);
+    if (T <= 1 || mf_pool_run(block_stats_worker, &J, T) == 0) {
+        block_stats_worker(&J, 0);
+    }
+    /* merged in order on this thread: the same result for any number of threads */
+    for (mf_intp i = 0; i < nwin; i++) {
+        mf_stats_merge(a, &blocks[i], win[2 * i + 1]);
+    }
+    free(win);
+    free(blocks);
+    fesetexceptflag(&flags, FE_ALL_EXCEPT);
+    return 0;
+}
+
 void
 mf_stats_run_f64(mf_stats_acc *a, const double *x, const double *y, mf_intp n, double rel)
 {

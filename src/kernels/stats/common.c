@@ -217,37 +217,54 @@ mf_stats_finish_second(mf_stats_block *s, const float *x, const float *y, mf_int
     s->gt = gt;
 }
 
+/* zeros of n values of type T masked with M, counted in ZW lanes of type
+ * T (a lane takes at most `run / ZW` ones, then the lanes are summed): the
+ * compiler makes whole-vector compares and subtracts of it, where one
+ * int64_t count widened every element first */
+#define ZW 32
+#define COUNT_ZEROS(T, u, M, n, z)                                                     \
+    do {                                                                               \
+        const mf_intp run_ = (mf_intp)ZW * (T)~(T)0;                                   \
+        for (mf_intp i0_ = 0; i0_ < (n); i0_ += run_) {                                \
+            mf_intp e_ = (n) - i0_ < run_ ? (n) : i0_ + run_;                          \
+            mf_intp ew_ = i0_ + (e_ - i0_) / ZW * ZW;                                  \
+            T lane_[ZW] = {0};                                                         \
+            for (mf_intp i_ = i0_; i_ < ew_; i_ += ZW) {                               \
+                for (int j_ = 0; j_ < ZW; j_++) {                                      \
+                    lane_[j_] += (T)(((u)[i_ + j_] & (M)) == 0);                       \
+                }                                                                      \
+            }                                                                          \
+            for (int j_ = 0; j_ < ZW; j_++) {                                          \
+                (z) += lane_[j_];                                                      \
+            }                                                                          \
+            for (mf_intp i_ = ew_; i_ < e_; i_++) {                                    \
+                (z) += ((u)[i_] & (M)) == 0;                                           \
+            }                                                                          \
+        }                                                                              \
+    } while (0)
+
 /* zeros among n values: codes of `f` (+-0; a fnuz format's one zero), or
- * float32 values where f is NULL.  Plain loops the compiler vectorizes. */
+ * float32 values where f is NULL */
 static int64_t
 count_zeros(const mf_format *f, const void *v, mf_intp n)
 {
     int64_t z = 0;
     if (f == NULL) {
-        const uint32_t *u = (const uint32_t *)v;
-        for (mf_intp i = 0; i < n; i++) {
-            z += (u[i] & 0x7FFFFFFFu) == 0;
-        }
+        COUNT_ZEROS(uint32_t, (const uint32_t *)v, 0x7FFFFFFFu, n, z);
         return z;
     }
     uint32_t mask = f->special == MF_SPECIAL_FNUZ ? mf_code_mask(f)
                                                   : (mf_code_mask(f) & ~mf_sign_bit(f));
     if (f->itemsize == 2) {
-        const uint16_t *u = (const uint16_t *)v;
-        uint16_t m = (uint16_t)mask;
-        for (mf_intp i = 0; i < n; i++) {
-            z += (u[i] & m) == 0;
-        }
+        COUNT_ZEROS(uint16_t, (const uint16_t *)v, (uint16_t)mask, n, z);
     }
     else {
-        const uint8_t *u = (const uint8_t *)v;
-        uint8_t m = (uint8_t)mask;
-        for (mf_intp i = 0; i < n; i++) {
-            z += (u[i] & m) == 0;
-        }
+        COUNT_ZEROS(uint8_t, (const uint8_t *)v, (uint8_t)mask, n, z);
     }
     return z;
 }
+#undef COUNT_ZEROS
+#undef ZW
 
 int
 mf_cast_err_finish(mf_stats_block *s, double *le, double *lr, const mf_format *src,

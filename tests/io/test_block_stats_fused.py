@@ -133,3 +133,19 @@ def test_finite_amax_of_codes(src):
         want = float(_core._finite_amax(x.astype(np.float32)))
     assert float(_core._finite_amax(x)) == want
     assert float(_core._finite_amax(x[:0])) == 0.0
+
+
+def test_finite_amax_of_codes_threads():
+    """Split between threads (tasks of 2^16 values): the same maximum."""
+    x = source((1 << 20) + 17, "bfloat16", seed=8)
+    x[-1] = np.float32(3e38).astype(x.dtype)          # the largest finite value, last
+    with np.errstate(invalid="ignore"):
+        want = float(_core._finite_amax(x.astype(np.float32)))
+    prev = _core.set_num_threads(None)
+    _core.set_num_threads(prev)
+    try:
+        for t in (1, 2, 4):
+            minifloat.set_num_threads(t)
+            assert float(_core._finite_amax(x)) == want
+    finally:
+        minifloat.set_num_threads(prev)

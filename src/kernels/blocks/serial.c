@@ -143,18 +143,57 @@ mf_finite_amax(const float *x, mf_intp n)
     return mf_bits_f32(mf_kb->finite_amax(x, n));
 }
 
+/* values per task of mf_finite_amax_codes: tasks taken from a counter by
+ * the pool's threads, each task's largest bits merged with an atomic max
+ * (a maximum is the same in any order) */
+#define AMAX_TASK ((mf_intp)1 << 16)
+
+typedef struct {
+    const mf_format *f;
+    const char *x;
+    mf_intp n, ntasks, next;
+    uint32_t m;
+} amax_job;
+
+static void
+amax_worker(void *ctx, int w)
+{
+    amax_job *J = (amax_job *)ctx;
+    float buf[CHUNK];
+    (void)w;
+    for (;;) {
+        mf_intp t = __atomic_fetch_add(&J->next, 1, __ATOMIC_RELAXED);
+        if (t >= J->ntasks) {
+            break;
+        }
+        mf_intp i1 = (t + 1) * AMAX_TASK < J->n ? (t + 1) * AMAX_TASK : J->n;
+        uint32_t m = 0;
+        for (mf_intp i = t * AMAX_TASK; i < i1; i += CHUNK) {
+            mf_intp len = i1 - i < CHUNK ? i1 - i : CHUNK;
+            mf_k->decode_f32(J->f, J->x + i * J->f->itemsize, buf, len);
+            uint32_t b = mf_kb->finite_amax(buf, len);
+            m = b > m ? b : m;          /* magnitudes order as their bits */
+        }
+        uint32_t cur = __atomic_load_n(&J->m, __ATOMIC_RELAXED);
+        while (m > cur && !__atomic_compare_exchange_n(&J->m, &cur, m, 0, __ATOMIC_RELAXED,
+                                                       __ATOMIC_RELAXED)) {
+        }
+    }
+}
+
 float
 mf_finite_amax_codes(const mf_format *f, const void *x, mf_intp n)
 {
-    float buf[CHUNK];
-    uint32_t m = 0;
-    for (mf_intp i = 0; i < n; i += CHUNK) {
-        mf_intp len = n - i < CHUNK ? n - i : CHUNK;
-        mf_k->decode_f32(f, (const char *)x + i * f->itemsize, buf, len);
-        uint32_t t = mf_kb->finite_amax(buf, len);
-        m = t > m ? t : m;          /* magnitudes order as their bits */
+    amax_job J = {.f = f, .x = (const char *)x, .n = n, .next = 0, .m = 0};
+    J.ntasks = (n + AMAX_TASK - 1) / AMAX_TASK;
+    int T = mf_get_num_threads();
+    if ((mf_intp)T > J.ntasks / 4) {
+        T = (int)(J.ntasks / 4);       /* at least four tasks a thread */
     }
-    return mf_bits_f32(m);
+    if (T <= 1 || mf_pool_run(amax_worker, &J, T) == 0) {
+        amax_worker(&J, 0);
+    }
+    return mf_bits_f32(J.m);
 }
 
 static void

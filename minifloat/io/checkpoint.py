@@ -118,6 +118,20 @@ def _flat_reader(f, name):
     return read
 
 
+def _block_cuts(n, k, block, chunk):
+    """Where _block_chunks cuts n values (rows of k): (i0, i1, rows) for each
+    chunk, rows -1 for whole rows, 1 for a run of one row."""
+    if k <= chunk:
+        step = (chunk // k) * k
+        for i in range(0, n, step):
+            yield i, min(n, i + step), -1
+        return
+    piece = max(block, chunk - chunk % block)
+    for r in range(0, n, k):
+        for j in range(0, k, piece):
+            yield r + j, r + min(k, j + piece), 1
+
+
 def _block_chunks(f, name, block, chunk=None):
     """The tensor's values as 2-D chunks a block format can quantize on their
     own with the result it gives the whole tensor (blocked along the last
@@ -131,15 +145,8 @@ def _block_chunks(f, name, block, chunk=None):
     if n == 0:
         return
     read = _flat_reader(f, name)
-    if k <= chunk:
-        step = (chunk // k) * k
-        for i in range(0, n, step):
-            yield read(i, min(n, i + step)).reshape(-1, k)
-        return
-    piece = max(block, chunk - chunk % block)
-    for r in range(0, n, k):
-        for j in range(0, k, piece):
-            yield read(r + j, r + min(k, j + piece)).reshape(1, -1)
+    for i0, i1, rows in _block_cuts(n, k, block, chunk):
+        yield read(i0, i1).reshape(rows, -1 if rows == 1 else k)
 
 
 def _block_spans(f, name, block, chunk=None, span=None):
@@ -164,16 +171,8 @@ def _block_spans(f, name, block, chunk=None, span=None):
 
 def _block_chunks_of(x, k, block, chunk):
     """_block_chunks of whole rows `x` (flat, rows of k values) in memory."""
-    n = x.size
-    if k <= chunk:
-        step = (chunk // k) * k
-        for i in range(0, n, step):
-            yield x[i:i + step].reshape(-1, k)
-        return
-    piece = max(block, chunk - chunk % block)
-    for r in range(0, n, k):
-        for j in range(0, k, piece):
-            yield x[r + j:r + min(k, j + piece)].reshape(1, -1)
+    for i0, i1, rows in _block_cuts(x.size, k, block, chunk):
+        yield x[i0:i1].reshape(rows, -1 if rows == 1 else k)
 
 
 def _finite_amax(f, name, block):

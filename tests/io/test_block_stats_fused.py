@@ -149,3 +149,29 @@ def test_finite_amax_of_codes_threads():
             assert float(_core._finite_amax(x)) == want
     finally:
         minifloat.set_num_threads(prev)
+
+
+@pytest.mark.parametrize("src", ["bfloat16", "float16", "float32", "float8_e5m2"])
+def test_convert_mode_zero_counts(src):
+    """convert's fused mode (moments=False) counts the zeros of the codes and
+    of x (its flush-to-zero count is their difference) at every level, the
+    blocks of finite values through the level's cast_err included."""
+    rng = np.random.default_rng(11)
+    n = 3 * 2048 + 31
+    with np.errstate(over="ignore", invalid="ignore"):
+        x = (rng.standard_normal(n) * np.exp2(rng.integers(-24, 3, n))).astype(np.float32)
+        x[rng.integers(0, n, 300)] = 0.0
+        x[rng.integers(0, n, 100)] = -0.0
+        x = x.astype(dtype_of(src))
+    xv = x.astype(np.float64)
+    for target in ["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "bfloat16",
+                   "float6_e2m3fn", "float4_e2m1fn"]:
+        with np.errstate(over="ignore", invalid="ignore"):
+            y = xv.astype(dtype_of(target)).astype(np.float64)
+        want = (int(np.count_nonzero(y == 0)), int(np.count_nonzero(xv == 0)))
+        for level in LEVELS:
+            acc = fresh()
+            out = np.empty(n, dtype_of(target))
+            with kernel_level(level), np.errstate(over="ignore", invalid="ignore"):
+                _core._stats(acc, x, target, 0.25, None, out, False)
+            assert (int(acc[ck._A_ZY]), int(acc[ck._A_ZX])) == want, (level, target)

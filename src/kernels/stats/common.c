@@ -353,45 +353,76 @@ stats_one_block(const mf_kernels *k, mf_stats_block *b, const mf_format *src, co
     }
 }
 
+/* The pool's side of the statistics drivers: items (blocks, windows) in
+ * tasks of per_task taken from a counter, each stored in its own slot, run
+ * in the caller's floating-point environment (its rounding mode); the
+ * workers' flags are dropped: the caller raises none.  A job embeds this
+ * first and `item` finds the job from it. */
+typedef struct stats_tasks {
+    void (*item)(struct stats_tasks *t, mf_intp i);
+    mf_intp nitems, per_task, ntasks, next;
+    fenv_t env;
+} stats_tasks;
+
+static void
+stats_tasks_worker(void *ctx, int w)
+{
+    stats_tasks *T = (stats_tasks *)ctx;
+    fenv_t saved;
+    if (w != 0) {
+        fegetenv(&saved);
+        fesetenv(&T->env);
+    }
+    for (;;) {
+        mf_intp t = __atomic_fetch_add(&T->next, 1, __ATOMIC_RELAXED);
+        if (t >= T->ntasks) {
+            break;
+        }
+        mf_intp i0 = t * T->per_task;
+        mf_intp i1 = i0 + T->per_task < T->nitems ? i0 + T->per_task : T->nitems;
+        for (mf_intp i = i0; i < i1; i++) {
+            T->item(T, i);
+        }
+    }
+    if (w != 0) {
+        fesetenv(&saved);
+    }
+}
+
+/* all items on up to T threads (here alone if T <= 1 or the pool is busy) */
+static void
+stats_tasks_run(stats_tasks *t, mf_intp nitems, mf_intp per_task, int T)
+{
+    t->nitems = nitems;
+    t->per_task = per_task;
+    t->ntasks = (nitems + per_task - 1) / per_task;
+    t->next = 0;
+    fegetenv(&t->env);
+    if (T <= 1 || mf_pool_run(stats_tasks_worker, t, T) == 0) {
+        stats_tasks_worker(t, 0);
+    }
+}
+
 typedef struct {
+    stats_tasks tasks;
     const mf_kernels *k;
     const mf_format *src, *tgt;
     const void *x;
-    mf_intp n, nblocks, ntasks, per_task;
+    mf_intp n;
     double rel;
     void *codes_out;
     int moments;
     mf_stats_block *blocks;
-    mf_intp next;
-    fenv_t env;
 } stats_job;
 
 static void
-stats_worker(void *ctx, int w)
+stats_item(stats_tasks *t, mf_intp b)
 {
-    stats_job *J = (stats_job *)ctx;
-    fenv_t saved;
-    if (w != 0) {
-        fegetenv(&saved);
-        fesetenv(&J->env);
-    }
-    for (;;) {
-        mf_intp t = __atomic_fetch_add(&J->next, 1, __ATOMIC_RELAXED);
-        if (t >= J->ntasks) {
-            break;
-        }
-        mf_intp b0 = t * J->per_task, b1 = b0 + J->per_task < J->nblocks ? b0 + J->per_task
-                                                                           : J->nblocks;
-        for (mf_intp b = b0; b < b1; b++) {
-            mf_intp start = b * MF_STATS_BLOCK;
-            mf_intp len = J->n - start < MF_STATS_BLOCK ? J->n - start : MF_STATS_BLOCK;
-            stats_one_block(J->k, &J->blocks[b], J->src, J->x, start, len, J->tgt, J->rel,
-                            J->codes_out, J->moments);
-        }
-    }
-    if (w != 0) {
-        fesetenv(&saved);      /* the workers' flags are dropped: the caller raises none */
-    }
+    stats_job *J = (stats_job *)t;
+    mf_intp start = b * MF_STATS_BLOCK;
+    mf_intp len = J->n - start < MF_STATS_BLOCK ? J->n - start : MF_STATS_BLOCK;
+    stats_one_block(J->k, &J->blocks[b], J->src, J->x, start, len, J->tgt, J->rel,
+                    J->codes_out, J->moments);
 }
 
 /* Large chunks are split between the pool's threads at block boundaries;
@@ -412,16 +443,11 @@ mf_stats_run(mf_stats_acc *a, const mf_format *src, const void *x, mf_intp n,
     mf_intp nblocks = (n + MF_STATS_BLOCK - 1) / MF_STATS_BLOCK;
     mf_stats_block *blocks = T > 1 ? malloc((size_t)nblocks * sizeof *blocks) : NULL;
     if (blocks != NULL) {
-        stats_job J = {.k = k, .src = src, .tgt = tgt, .x = x, .n = n, .nblocks = nblocks,
-                       .rel = rel, .codes_out = codes_out, .moments = moments,
-                       .blocks = blocks, .next = 0};
+        stats_job J = {.tasks = {.item = stats_item}, .k = k, .src = src, .tgt = tgt, .x = x,
+                       .n = n, .rel = rel, .codes_out = codes_out, .moments = moments,
+                       .blocks = blocks};
         /* tasks of 16 blocks (32768 values), at least four per thread */
-        J.per_task = 16;
-        J.ntasks = (nblocks + J.per_task - 1) / J.per_task;
-        fegetenv(&J.env);
-        if (mf_pool_run(stats_worker, &J, T) == 0) {
-            stats_worker(&J, 0);       /* the pool is busy: this thread does it all */
-        }
+        stats_tasks_run(&J.tasks, nblocks, 16, T);
         for (mf_intp b = 0; b < nblocks; b++) {
             mf_intp len = n - b * MF_STATS_BLOCK < MF_STATS_BLOCK ? n - b * MF_STATS_BLOCK
                                                                   : MF_STATS_BLOCK;
@@ -479,43 +505,24 @@ block_window(const mf_kernels *k, mf_stats_block *b, const mf_format *src, const
 }
 
 typedef struct {
+    stats_tasks tasks;
     const mf_kernels *k;
     const mf_format *src;
     const void *x;
-    mf_intp kk, nwin, ntasks, per_task;
+    mf_intp kk;
     const mf_intp *win;        /* start, length of each window */
     const mf_block_params *p;
     float s_dec;
     double rel;
     mf_stats_block *blocks;
-    mf_intp next;
-    fenv_t env;
 } block_stats_job;
 
 static void
-block_stats_worker(void *ctx, int w)
+block_stats_item(stats_tasks *t, mf_intp i)
 {
-    block_stats_job *J = (block_stats_job *)ctx;
-    fenv_t saved;
-    if (w != 0) {
-        fegetenv(&saved);
-        fesetenv(&J->env);
-    }
-    for (;;) {
-        mf_intp t = __atomic_fetch_add(&J->next, 1, __ATOMIC_RELAXED);
-        if (t >= J->ntasks) {
-            break;
-        }
-        mf_intp w0 = t * J->per_task;
-        mf_intp w1 = w0 + J->per_task < J->nwin ? w0 + J->per_task : J->nwin;
-        for (mf_intp i = w0; i < w1; i++) {
-            block_window(J->k, &J->blocks[i], J->src, J->x, J->kk, J->win[2 * i],
-                         J->win[2 * i + 1], J->p, J->s_dec, J->rel);
-        }
-    }
-    if (w != 0) {
-        fesetenv(&saved);
-    }
+    block_stats_job *J = (block_stats_job *)t;
+    block_window(J->k, &J->blocks[i], J->src, J->x, J->kk, J->win[2 * i], J->win[2 * i + 1],
+                 J->p, J->s_dec, J->rel);
 }
 
 /* the windows of values [p0, p1): MF_STATS_BLOCK values from p0 on */
@@ -582,19 +589,15 @@ mf_stats_run_blocks(mf_stats_acc *a, const mf_format *src, const void *x, mf_int
     list_windows(win, rows, kk, chunk, p->block);
     fexcept_t flags;
     fegetexceptflag(&flags, FE_ALL_EXCEPT);
-    block_stats_job J = {.k = k, .src = src, .x = x, .kk = kk, .nwin = nwin, .win = win,
-                         .p = p, .s_dec = s_dec, .rel = rel, .blocks = blocks, .next = 0};
+    block_stats_job J = {.tasks = {.item = block_stats_item}, .k = k, .src = src, .x = x,
+                         .kk = kk, .win = win, .p = p, .s_dec = s_dec, .rel = rel,
+                         .blocks = blocks};
     mf_intp n = rows * kk;
     int T = mf_get_num_threads();
     if ((mf_intp)T > n / BLOCK_STATS_THREAD_VALUES) {
         T = (int)(n / BLOCK_STATS_THREAD_VALUES);
     }
-    J.per_task = 8;
-    J.ntasks = (nwin + J.per_task - 1) / J.per_task;
-    fegetenv(&J.env);
-    if (T <= 1 || mf_pool_run(block_stats_worker, &J, T) == 0) {
-        block_stats_worker(&J, 0);
-    }
+    stats_tasks_run(&J.tasks, nwin, 8, T);
     /* merged in order on this thread: the same result for any number of threads */
     for (mf_intp i = 0; i < nwin; i++) {
         mf_stats_merge(a, &blocks[i], win[2 * i + 1]);

@@ -319,8 +319,9 @@ class Stats:
         tensor's `global_amax`), dequantized, and compared in float64 by the
         same kernel and definitions as an element target's cast.  float32,
         float16 and float-format chunks take the fused kernel (one pass:
-        _core._stats with a block target); with `quantized`, the
-        BlockScaled chunk is returned (quantized again for it)."""
+        _core._stats with a block target) and None is returned; with
+        `quantized` (convert, which writes the codes), the chunk is quantized
+        and dequantized as arrays and its BlockScaled returned."""
         dt = chunk.dtype
         if not quantized and (dt == np.float16 or _kernel_source(dt)) and dt != np.float64:
             k = chunk.shape[-1] if chunk.ndim else 1

@@ -86,6 +86,9 @@ def _register_all():
     register("ckpt inspect bf16 mxfp4", "the same with --target mxfp4 (quantize, dequantize "
              "and the error, in whole-block chunks)",
              lambda env: checkpoints.build_inspect_block("mxfp4", env))
+    register("ckpt inspect bf16 nvfp4", "the same with --target nvfp4 (the tensor's amax "
+             "first, then quantize, dequantize and the error)",
+             lambda env: checkpoints.build_inspect_block("nvfp4", env))
 
 
 _register_all()

@@ -61,7 +61,6 @@ def _torch_loaded(env, path):
 
 def build_inspect(target, env):
     from minifloat.io import checkpoint
-    from minifloat.io import safetensors as mst
     path = _ckpt(env)
     how = "checkpoint.inspect_file(p" + (f", {target!r})" if target else ")")
     runs = [Run("minifloat", how, lambda: checkpoint.inspect_file(path, target),
@@ -95,27 +94,51 @@ def build_inspect(target, env):
 
         runs.append(Run("torch", "the same statistics on the loaded tensors",
                         torch_stats, note="in memory, float32"))
-    # the memory yardstick: NumPy reading the same bytes once
-    views = [v.view(np.uint16) for v in mst.load(path).values()]
-    runs.append(Run("numpy u16", "uint16 .sum() of the same bytes", lambda: [v.sum() for v in
-                                                                            views],
-                    note="reading the bytes: memory speed"))
+    runs.append(_u16_run(path))
     return Plan(runs, nbytes=os.path.getsize(path))
+
+
+def _u16_run(path):
+    """The memory yardstick: NumPy reading the file's bytes once (a uint16
+    .sum() of the mapped tensors)."""
+    from minifloat.io import safetensors as mst
+    views = [v.view(np.uint16) for v in mst.load(path).values()]
+    return Run("numpy u16", "uint16 .sum() of the same bytes", lambda: [v.sum() for v in views],
+               note="reading the bytes: memory speed")
+
+
+def _torch_convert_run(env, path, what=""):
+    """torch's convert: load_file, .to(float8_e4m3fn), save_file (timed at 1
+    and at all threads by the harness), or None without torch."""
+    stt = _st_peer(env, "torch") if env.torch is not None else None
+    if stt is None:
+        return None
+    torch = env.torch
+    out_t = os.path.join(os.path.dirname(path), "out-torch.safetensors")
+
+    def torch_convert():
+        d = stt.load_file(path)
+        stt.save_file({k: v.to(torch.float8_e4m3fn) for k, v in d.items()}, out_t,
+                      metadata={"format": "pt"})
+
+    return Run("torch", what + ".to(float8_e4m3fn) + safetensors.torch.save_file",
+               torch_convert)
 
 
 def build_inspect_block(fmt, env):
     from minifloat.io import checkpoint
-    from minifloat.io import safetensors as mst
     path = _ckpt(env)
     runs = [Run("minifloat", f"checkpoint.inspect_file(p, {fmt!r})",
                 lambda: checkpoint.inspect_file(path, fmt), note="reads the file")]
     if env.ml is not None:
         runs.append(Run("ml_dtypes", "no block-scaled formats", None))
     runs.append(Run("numpy", "no bf16 dtype", None))
-    views = [v.view(np.uint16) for v in mst.load(path).values()]
-    runs.append(Run("numpy u16", "uint16 .sum() of the same bytes", lambda: [v.sum() for v in
-                                                                            views],
-                    note="reading the bytes: memory speed"))
+    # torch has no block-scaled cast: its element convert of the same file
+    # is the yardstick of a pass over it that casts and writes
+    t = _torch_convert_run(env, path, "no block formats; yardstick: ")
+    if t is not None:
+        runs.append(t)
+    runs.append(_u16_run(path))
     return Plan(runs, nbytes=os.path.getsize(path))
 
 
@@ -128,17 +151,9 @@ def build_convert(env):
                 note="+ RMS error")]
     if env.ml is not None:
         runs.append(Run("ml_dtypes", "no checkpoint writer", None))
-    stt = _st_peer(env, "torch") if env.torch is not None else None
-    if stt is not None:
-        torch = env.torch
-        out_t = os.path.join(os.path.dirname(path), "out-torch.safetensors")
-
-        def torch_convert():
-            d = stt.load_file(path)
-            stt.save_file({k: v.to(torch.float8_e4m3fn) for k, v in d.items()}, out_t,
-                          metadata={"format": "pt"})
-
-        runs.append(Run("torch", ".to(float8_e4m3fn) + safetensors.torch.save_file",
-                        torch_convert))
+    t = _torch_convert_run(env, path)
+    if t is not None:
+        runs.append(t)
+    runs.append(_u16_run(path))
     return Plan(runs, nbytes=os.path.getsize(path))
 

@@ -118,6 +118,20 @@ def _flat_reader(f, name):
     return read
 
 
+def _block_cuts(n, k, block, chunk):
+    """Where _block_chunks cuts n values (rows of k): (i0, i1, rows) for each
+    chunk, rows -1 for whole rows, 1 for a run of one row."""
+    if k <= chunk:
+        step = (chunk // k) * k
+        for i in range(0, n, step):
+            yield i, min(n, i + step), -1
+        return
+    piece = max(block, chunk - chunk % block)
+    for r in range(0, n, k):
+        for j in range(0, k, piece):
+            yield r + j, r + min(k, j + piece), 1
+
+
 def _block_chunks(f, name, block, chunk=None):
     """The tensor's values as 2-D chunks a block format can quantize on their
     own with the result it gives the whole tensor (blocked along the last
@@ -131,15 +145,34 @@ def _block_chunks(f, name, block, chunk=None):
     if n == 0:
         return
     read = _flat_reader(f, name)
-    if k <= chunk:
-        step = (chunk // k) * k
-        for i in range(0, n, step):
-            yield read(i, min(n, i + step)).reshape(-1, k)
+    for i0, i1, rows in _block_cuts(n, k, block, chunk):
+        yield read(i0, i1).reshape(rows, -1 if rows == 1 else k)
+
+
+def _block_spans(f, name, block, chunk=None, span=None):
+    """The tensor's values as flat runs of whole rows of the flattened
+    (rows, last axis) tensor, about `span` values each, cut where
+    _block_chunks(f, name, block, chunk) cuts a chunk (so the fused kernel,
+    told `chunk`, restarts its windows where that route's chunks start);
+    yields (values, k)."""
+    chunk = CHUNK if chunk is None else chunk
+    span = KCHUNK if span is None else span
+    shape = f.info(name).shape
+    k = shape[-1]
+    n = math.prod(shape)
+    if n == 0:
         return
-    piece = max(block, chunk - chunk % block)
-    for r in range(0, n, k):
-        for j in range(0, k, piece):
-            yield read(r + j, r + min(k, j + piece)).reshape(1, -1)
+    read = _flat_reader(f, name)
+    unit = (chunk // k) * k if k <= chunk else k
+    step = unit * max(1, span // unit)
+    for i in range(0, n, step):
+        yield read(i, min(n, i + step)), k
+
+
+def _block_chunks_of(x, k, block, chunk):
+    """_block_chunks of whole rows `x` (flat, rows of k values) in memory."""
+    for i0, i1, rows in _block_cuts(x.size, k, block, chunk):
+        yield x[i0:i1].reshape(rows, -1 if rows == 1 else k)
 
 
 def _finite_amax(f, name, block):
@@ -147,6 +180,11 @@ def _finite_amax(f, name, block):
     computes for NVFP4's tensor scale), chunk by chunk."""
     amax = 0.0
     for c in _block_chunks(f, name, block, KCHUNK):
+        if _kernel_source(c.dtype) and c.dtype != np.float64 or c.dtype == np.float16:
+            # float32, float16 and the float formats: read as they are (no
+            # float32 copy; the kernel decodes a tile at a time, exactly)
+            amax = max(amax, float(_core._finite_amax(np.require(c, requirements="CA"))))
+            continue
         x = _as_real(c, "amax")
         if x.dtype != np.float32:
             with np.errstate(over="ignore"):
@@ -243,13 +281,54 @@ class Stats:
                 np.copyto(y, x.astype(self.tdtype), casting="unsafe")
         self._run(x, self.target, y)
 
-    def add_block(self, chunk, global_amax=None):
+    def _block_target(self, global_amax, k, chunk):
+        """_core._stats's block target tuple, or None where the fused route
+        does not apply (NVFP4 without the tensor's amax)."""
+        spec = _blocks.BLOCK_FORMATS[self.target]
+        s_enc = s_dec = 1.0
+        if spec.kind == _blocks._KIND_NV:
+            if global_amax is None:
+                return None
+            enc = _blocks._nvfp4_encode_scale(global_amax)
+            s_enc, s_dec = float(enc), float(np.float32(np.float32(1.0) / enc))
+        return (spec.kind, spec.elem_id, spec.block, _blocks._SCALE_MODES["floor"], s_enc,
+                s_dec, k, chunk)
+
+    def add_block_rows(self, x, k, global_amax=None, chunk=None):
+        """Add whole rows (flat, of k values) of a tensor against the
+        block-scaled target, in one pass of the fused kernel: the result of
+        add_block on each chunk _block_chunks(..., chunk) would cut from
+        them, bit for bit (the rows must start at such a chunk)."""
+        chunk = CHUNK if chunk is None else chunk
+        dt = x.dtype
+        t = self._block_target(global_amax, k, chunk)
+        if t is None or not (dt == np.float16 or _kernel_source(dt)) or dt == np.float64:
+            for c in _block_chunks_of(x, k, self.block_size(), chunk):
+                self.add_block(c, global_amax)
+            return
+        self._run(np.require(x.reshape(-1), requirements="CA"), t, None)
+
+    def block_size(self):
+        return _blocks.BLOCK_FORMATS[self.target].block
+
+    def add_block(self, chunk, global_amax=None, quantized=False):
         """Add a chunk of whole blocks of a tensor (a 2-D array: whole rows of
         the flattened tensor, or a run of whole blocks of one row, the row's
         last block possibly short) against the block-scaled target: quantized
         as minifloat.quantize quantizes the whole tensor (NVFP4: with the
         tensor's `global_amax`), dequantized, and compared in float64 by the
-        same kernel and definitions as an element target's cast."""
+        same kernel and definitions as an element target's cast.  float32,
+        float16 and float-format chunks take the fused kernel (one pass:
+        _core._stats with a block target) and None is returned; with
+        `quantized` (convert, which writes the codes), the chunk is quantized
+        and dequantized as arrays and its BlockScaled returned."""
+        dt = chunk.dtype
+        if not quantized and (dt == np.float16 or _kernel_source(dt)) and dt != np.float64:
+            k = chunk.shape[-1] if chunk.ndim else 1
+            t = self._block_target(global_amax, k, 0)
+            if t is not None and chunk.size:
+                self._run(np.require(chunk.reshape(-1), requirements="CA"), t, None)
+                return None
         if chunk.dtype == np.float64:
             x = _buf("bx", np.float64, chunk.size)
             np.copyto(x, chunk.reshape(-1))
@@ -431,8 +510,8 @@ def inspect_file(path, target=None, progress=None, bins=None):
             if block and is_float:
                 spec = _blocks.BLOCK_FORMATS[target]
                 amax = _finite_amax(f, name, spec.block) if spec.kind == _blocks._KIND_NV else None
-                for c in _block_chunks(f, name, spec.block):
-                    s.add_block(c, amax)
+                for c, k in _block_spans(f, name, spec.block):
+                    s.add_block_rows(c, k, amax)
                     if progress is not None:
                         progress(c.size * st._BITS[info.dtype] // 8)
             else:
@@ -1026,7 +1105,7 @@ class _BlockTensor:
         s = Stats(self.spec.name)
         amax = self.amax()
         for c in _block_chunks(self.f, self.name, self.spec.block):
-            q = s.add_block(c, amax)
+            q = s.add_block(c, amax, quantized=True)
             yield memoryview(np.ascontiguousarray(q.scales).view(np.uint8).reshape(-1))
         err2 = s.err2 if s._acc is not None else 0.0
         ref2 = s.ref2 if s._acc is not None else 0.0

@@ -5,8 +5,8 @@
 #include "../core/minifloat.h"
 #include "../kernels/blocks/blocks.h"
 
-static int
-parse_params(mf_block_params *p, int kind, int elem_id, int block, int mode, double s_enc)
+int
+mf_block_params_from(mf_block_params *p, int kind, int elem_id, int block, int mode, double s_enc)
 {
     if (kind < MF_BLOCK_MX || kind > MF_BLOCK_NV || block <= 0 || block % 2
         || 256 % block || mode < 0 || mode > MF_SCALE_RCEIL) {
@@ -65,7 +65,7 @@ py_block_quantize(PyObject *NPY_UNUSED(self), PyObject *args)
         return NULL;
     }
     mf_block_params p;
-    if (parse_params(&p, kind, elem_id, block, mode, s_enc) < 0
+    if (mf_block_params_from(&p, kind, elem_id, block, mode, s_enc) < 0
         || check(x, NPY_FLOAT32, 2, "x") < 0 || check(codes, NPY_UINT8, 2, "codes") < 0
         || check(scales, NPY_UINT8, 2, "scales") < 0) {
         return NULL;
@@ -99,7 +99,7 @@ py_block_dequantize(PyObject *NPY_UNUSED(self), PyObject *args)
         return NULL;
     }
     mf_block_params p;
-    if (parse_params(&p, kind, elem_id, block, 0, 1.0) < 0
+    if (mf_block_params_from(&p, kind, elem_id, block, 0, 1.0) < 0
         || check(out, NPY_FLOAT32, 2, "out") < 0 || check(codes, NPY_UINT8, 2, "codes") < 0
         || check(scales, NPY_UINT8, 2, "scales") < 0) {
         return NULL;
@@ -157,8 +157,8 @@ py_block_matmul(PyObject *NPY_UNUSED(self), PyObject *args)
         return NULL;
     }
     mf_block_params pa, pb;
-    if (parse_params(&pa, akind, aelem, ablock, 0, 1.0) < 0
-        || parse_params(&pb, bkind, belem, bblock, 0, 1.0) < 0
+    if (mf_block_params_from(&pa, akind, aelem, ablock, 0, 1.0) < 0
+        || mf_block_params_from(&pb, bkind, belem, bblock, 0, 1.0) < 0
         || check(out, NPY_FLOAT32, 2, "out") < 0) {
         return NULL;
     }
@@ -193,14 +193,19 @@ py_finite_amax(PyObject *NPY_UNUSED(self), PyObject *arg)
         return NULL;
     }
     PyArrayObject *x = (PyArrayObject *)arg;
-    if (PyArray_TYPE(x) != NPY_FLOAT32 || !PyArray_IS_C_CONTIGUOUS(x) || !PyArray_ISALIGNED(x)) {
-        PyErr_SetString(PyExc_ValueError, "x: expected an aligned C-contiguous float32 array");
+    const mf_format *f = PyArray_TYPE(x) == NPY_FLOAT32 ? NULL
+                                                       : mf_float_format_of(PyArray_DESCR(x));
+    if ((PyArray_TYPE(x) != NPY_FLOAT32 && f == NULL) || !PyArray_IS_C_CONTIGUOUS(x)
+            || !PyArray_ISALIGNED(x)) {
+        PyErr_SetString(PyExc_ValueError, "x: expected an aligned C-contiguous array of "
+                        "float32, float16 or a minifloat float format");
         return NULL;
     }
     float r;
     NPY_BEGIN_THREADS_DEF;
     NPY_BEGIN_THREADS;
-    r = mf_finite_amax((const float *)PyArray_DATA(x), PyArray_SIZE(x));
+    r = f == NULL ? mf_finite_amax((const float *)PyArray_DATA(x), PyArray_SIZE(x))
+                  : mf_finite_amax_codes(f, PyArray_DATA(x), PyArray_SIZE(x));
     NPY_END_THREADS;
     return PyFloat_FromDouble(r);
 }
@@ -214,7 +219,8 @@ static PyMethodDef block_methods[] = {
      "_block_matmul(a_codes, a_scales, a_kind, a_elem, a_block, a_ts, b_codes, b_scales, "
      "b_kind, b_elem, b_block, b_ts, k, out) (minifloat.blocks.block_matmul)."},
     {"_finite_amax", py_finite_amax, METH_O,
-     "_finite_amax(x): the largest |x| over x's finite float32 elements (0 if none)."},
+     "_finite_amax(x): the largest |x| over x's finite elements as float32 (0 if none); x "
+     "float32, float16 or a minifloat float format."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -10,8 +10,8 @@
 enum { A_N, A_NAN, A_INF, A_FINITE, A_MIN, A_MAX, A_MEAN, A_M2, A_OVER, A_ZY, A_ZX, A_GT,
        A_ERR2, A_REF2, A_LEN };
 
-static const mf_format *
-float_format_of(PyArray_Descr *d)
+const mf_format *
+mf_float_format_of(PyArray_Descr *d)
 {
     int id = mf_dtype_index(NPY_DTYPE(d));
     if (id >= 0) {
@@ -35,7 +35,79 @@ contiguous_1d(PyArrayObject *a, const char *what)
     return 0;
 }
 
-/* _stats(acc, x, target, rel, y=None, out=None, moments=True) */
+static void
+acc_load(mf_stats_acc *a, const double *v)
+{
+    *a = (mf_stats_acc){
+        .n = (int64_t)v[A_N], .nan = (int64_t)v[A_NAN], .inf = (int64_t)v[A_INF],
+        .finite = (int64_t)v[A_FINITE], .over = (int64_t)v[A_OVER], .zeros_y = (int64_t)v[A_ZY],
+        .zeros_x = (int64_t)v[A_ZX], .gt = (int64_t)v[A_GT], .min = v[A_MIN], .max = v[A_MAX],
+        .mean = v[A_MEAN], .m2 = v[A_M2], .err2 = v[A_ERR2], .ref2 = v[A_REF2]};
+}
+
+static void
+acc_store(double *v, const mf_stats_acc *a)
+{
+    v[A_N] = (double)a->n; v[A_NAN] = (double)a->nan; v[A_INF] = (double)a->inf;
+    v[A_FINITE] = (double)a->finite; v[A_OVER] = (double)a->over; v[A_ZY] = (double)a->zeros_y;
+    v[A_ZX] = (double)a->zeros_x; v[A_GT] = (double)a->gt; v[A_MIN] = a->min; v[A_MAX] = a->max;
+    v[A_MEAN] = a->mean; v[A_M2] = a->m2; v[A_ERR2] = a->err2; v[A_REF2] = a->ref2;
+}
+
+/* _stats with a block-scaled target: quantized, dequantized and compared
+ * in one pass (kernels/stats/common.c, mf_stats_run_blocks) */
+static PyObject *
+stats_blocks(PyArrayObject *acc, PyArrayObject *x, PyObject *target, double rel,
+             PyObject *yobj, PyObject *outobj)
+{
+    int kind, elem_id, block, mode;
+    double s_enc, s_dec;
+    long long k, chunk;
+    if (!PyArg_ParseTuple(target, "iiiiddLL;_stats: a block target is (kind, elem_id, block, "
+                          "mode, s_enc, s_dec, k, chunk)", &kind, &elem_id, &block, &mode,
+                          &s_enc, &s_dec, &k, &chunk)) {
+        return NULL;
+    }
+    mf_block_params p;
+    if (mf_block_params_from(&p, kind, elem_id, block, mode, s_enc) < 0) {
+        return NULL;
+    }
+    npy_intp n = PyArray_SIZE(x);
+    const mf_format *src = NULL;
+    if (PyArray_TYPE(x) != NPY_FLOAT) {
+        src = mf_float_format_of(PyArray_DESCR(x));
+        if (src == NULL) {
+            PyErr_SetString(PyExc_TypeError, "_stats: x of a block target must be float16, "
+                            "float32 or a minifloat float format");
+            return NULL;
+        }
+    }
+    if (yobj != Py_None || outobj != Py_None || k <= 0 || n % k) {
+        PyErr_SetString(PyExc_ValueError, "_stats: a block target takes whole rows of k "
+                        "values, no y and no out");
+        return NULL;
+    }
+    double *v = PyArray_DATA(acc);
+    mf_stats_acc a;
+    acc_load(&a, v);
+    const void *data = PyArray_DATA(x);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = mf_stats_run_blocks(&a, src, data, n / (npy_intp)k, (mf_intp)k, (mf_intp)chunk, &p,
+                             (float)s_dec, rel);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        return PyErr_NoMemory();
+    }
+    acc_store(v, &a);
+    Py_RETURN_NONE;
+}
+
+/* _stats(acc, x, target, rel, y=None, out=None, moments=True)
+ * target: None, a float format's name, or a block-scaled target as the
+ * tuple (kind, elem_id, block, mode, s_enc, s_dec, k, chunk) (blocks.h;
+ * x: whole rows of k values, float32 or a float format; the windows those of
+ * checkpoint.py's _block_chunks(..., chunk), chunk <= 0: x is one chunk) */
 PyObject *
 mf_py_stats(PyObject *NPY_UNUSED(self), PyObject *args)
 {
@@ -55,6 +127,9 @@ mf_py_stats(PyObject *NPY_UNUSED(self), PyObject *args)
     }
     if (contiguous_1d(x, "x") < 0) {
         return NULL;
+    }
+    if (PyTuple_Check(target)) {
+        return stats_blocks(acc, x, target, rel, yobj, outobj);
     }
     const mf_format *tgt = NULL;
     if (target != Py_None) {
@@ -76,7 +151,7 @@ mf_py_stats(PyObject *NPY_UNUSED(self), PyObject *args)
     int xt = PyArray_TYPE(x);
     const mf_format *src = NULL;
     if (xt != NPY_FLOAT && xt != NPY_DOUBLE) {
-        src = float_format_of(PyArray_DESCR(x));
+        src = mf_float_format_of(PyArray_DESCR(x));
         if (src == NULL) {
             PyErr_SetString(PyExc_TypeError,
                             "_stats: x must be float16, float32, float64 or a minifloat float format");
@@ -119,11 +194,8 @@ mf_py_stats(PyObject *NPY_UNUSED(self), PyObject *args)
         codes = PyArray_DATA(oa);
     }
     double *v = PyArray_DATA(acc);
-    mf_stats_acc a = {
-        .n = (int64_t)v[A_N], .nan = (int64_t)v[A_NAN], .inf = (int64_t)v[A_INF],
-        .finite = (int64_t)v[A_FINITE], .over = (int64_t)v[A_OVER], .zeros_y = (int64_t)v[A_ZY],
-        .zeros_x = (int64_t)v[A_ZX], .gt = (int64_t)v[A_GT], .min = v[A_MIN], .max = v[A_MAX],
-        .mean = v[A_MEAN], .m2 = v[A_M2], .err2 = v[A_ERR2], .ref2 = v[A_REF2]};
+    mf_stats_acc a;
+    acc_load(&a, v);
     const void *data = PyArray_DATA(x);
     Py_BEGIN_ALLOW_THREADS
     if (xt == NPY_DOUBLE) {
@@ -136,9 +208,6 @@ mf_py_stats(PyObject *NPY_UNUSED(self), PyObject *args)
         mf_stats_run(&a, src, data, n, tgt, rel, codes, moments);
     }
     Py_END_ALLOW_THREADS
-    v[A_N] = (double)a.n; v[A_NAN] = (double)a.nan; v[A_INF] = (double)a.inf;
-    v[A_FINITE] = (double)a.finite; v[A_OVER] = (double)a.over; v[A_ZY] = (double)a.zeros_y;
-    v[A_ZX] = (double)a.zeros_x; v[A_GT] = (double)a.gt; v[A_MIN] = a.min; v[A_MAX] = a.max;
-    v[A_MEAN] = a.mean; v[A_M2] = a.m2; v[A_ERR2] = a.err2; v[A_REF2] = a.ref2;
+    acc_store(v, &a);
     Py_RETURN_NONE;
 }

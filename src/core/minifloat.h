@@ -135,6 +135,9 @@ extern PyObject *mf_ComplexWarning;
 int mf_init_rounding(PyObject *module);
 /* ---- block-scaled formats (bindings/block_formats.c) ---- */
 int mf_init_blocks(PyObject *module);
+/* the float format of an array's dtype (IEEE float16 included), or NULL
+ * (bindings/checkpoint_stats.c) */
+const mf_format *mf_float_format_of(PyArray_Descr *d);
 /* ---- packed integer checkpoint weights (bindings/checkpoint_unpack.c) ---- */
 int mf_init_checkpoint_unpack(PyObject *module);
 /* FastPath: the C front of a NumPy work-around (numpy/fastpath.c) */

@@ -165,6 +165,10 @@ int mf_avx2_cast_err(mf_stats_block *s, const mf_format *src, const void *x,
                      const mf_format *tgt, void *codes, mf_intp n);
 void mf_avx2_stats_f32(mf_stats_block *s, const float *x, const float *y, double rel,
                        mf_intp n, int moments);
+int mf_avx512_cast_err(mf_stats_block *s, const mf_format *src, const void *x,
+                       const mf_format *tgt, void *codes, mf_intp n);
+void mf_avx512_stats_f32(mf_stats_block *s, const float *x, const float *y, double rel,
+                         mf_intp n, int moments);
 #ifdef MF_HAVE_AVX2
 extern const mf_kernels mf_kernels_avx2;
 #endif

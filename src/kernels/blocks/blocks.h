@@ -88,8 +88,22 @@ void mf_block_quantize(const mf_block_params *p, const float *x, mf_intp rows, m
 /* out (rows, k) float32 = code * scale (* tensor decode scale s_dec for NVFP4) */
 void mf_block_dequantize(const mf_block_params *p, const uint8_t *codes, const uint8_t *scales,
                          mf_intp rows, mf_intp k, float s_dec, float *out);
+/* Quantize and dequantize blocks [0, nb) of a row of k elements starting at
+ * x, on the calling thread, into y[0, min(nb * B, k)): the values
+ * mf_block_dequantize gives after mf_block_quantize.  nb * B is at most
+ * MF_BLOCK_RUN_MAX. */
+#define MF_BLOCK_RUN_MAX 4096
+void mf_block_round_trip(const mf_block_params *p, const float *x, mf_intp k, mf_intp nb,
+                         float s_dec, float *y);
+/* the parameters of _core's block entry points checked and filled in
+ * (bindings/block_formats.c); -1 with a Python error set if they are bad */
+int mf_block_params_from(mf_block_params *p, int kind, int elem_id, int block, int mode,
+                         double s_enc);
 /* largest |x| over the finite elements of x (0 if none) */
 float mf_finite_amax(const float *x, mf_intp n);
+/* the same of n codes of the float format f (decoded exactly, a tile at a
+ * time: no float32 copy of the values) */
+float mf_finite_amax_codes(const mf_format *f, const void *x, mf_intp n);
 /* C (M x N, row-major float32) = A @ B for a block-scaled A (M rows of K,
  * blocked along K: codes/scales as mf_block_quantize writes them) and B given
  * as its N columns, each blocked along K the same way (b quantized with

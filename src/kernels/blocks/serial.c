@@ -143,6 +143,59 @@ mf_finite_amax(const float *x, mf_intp n)
     return mf_bits_f32(mf_kb->finite_amax(x, n));
 }
 
+/* values per task of mf_finite_amax_codes: tasks taken from a counter by
+ * the pool's threads, each task's largest bits merged with an atomic max
+ * (a maximum is the same in any order) */
+#define AMAX_TASK ((mf_intp)1 << 16)
+
+typedef struct {
+    const mf_format *f;
+    const char *x;
+    mf_intp n, ntasks, next;
+    uint32_t m;
+} amax_job;
+
+static void
+amax_worker(void *ctx, int w)
+{
+    amax_job *J = (amax_job *)ctx;
+    float buf[CHUNK];
+    (void)w;
+    for (;;) {
+        mf_intp t = __atomic_fetch_add(&J->next, 1, __ATOMIC_RELAXED);
+        if (t >= J->ntasks) {
+            break;
+        }
+        mf_intp i1 = (t + 1) * AMAX_TASK < J->n ? (t + 1) * AMAX_TASK : J->n;
+        uint32_t m = 0;
+        for (mf_intp i = t * AMAX_TASK; i < i1; i += CHUNK) {
+            mf_intp len = i1 - i < CHUNK ? i1 - i : CHUNK;
+            mf_k->decode_f32(J->f, J->x + i * J->f->itemsize, buf, len);
+            uint32_t b = mf_kb->finite_amax(buf, len);
+            m = b > m ? b : m;          /* magnitudes order as their bits */
+        }
+        uint32_t cur = __atomic_load_n(&J->m, __ATOMIC_RELAXED);
+        while (m > cur && !__atomic_compare_exchange_n(&J->m, &cur, m, 0, __ATOMIC_RELAXED,
+                                                       __ATOMIC_RELAXED)) {
+        }
+    }
+}
+
+float
+mf_finite_amax_codes(const mf_format *f, const void *x, mf_intp n)
+{
+    amax_job J = {.f = f, .x = (const char *)x, .n = n, .next = 0, .m = 0};
+    J.ntasks = (n + AMAX_TASK - 1) / AMAX_TASK;
+    int T = mf_get_num_threads();
+    if ((mf_intp)T > J.ntasks / 4) {
+        T = (int)(J.ntasks / 4);       /* at least four tasks a thread */
+    }
+    if (T <= 1 || mf_pool_run(amax_worker, &J, T) == 0) {
+        amax_worker(&J, 0);
+    }
+    return mf_bits_f32(J.m);
+}
+
 static void
 quantize_row(const mf_block_params *p, const mf_block_ops *ops, const float *x, mf_intp k,
              mf_intp blo, mf_intp bhi, uint8_t *codes, uint8_t *scales, float *buf,
@@ -376,6 +429,26 @@ mf_block_dequantize(const mf_block_params *p, const uint8_t *codes, const uint8_
     j.s_dec = s_dec;
     j.out = out;
     run_blocks(&j, rows);
+}
+
+/* The round trip of a run of whole blocks, for inspect's fused statistics
+ * (kernels/stats/common.c): quantize_row then dequantize_row of blocks
+ * [0, nb) of a row of k elements that starts at x (a row's blocks start
+ * every B elements from its start, so a run that starts at a block of a
+ * longer row is such a row), on this thread, into y[0, min(nb * B, k)).
+ * Every block is the one mf_block_quantize and mf_block_dequantize give. */
+void
+mf_block_round_trip(const mf_block_params *p, const float *x, mf_intp k, mf_intp nb,
+                    float s_dec, float *y)
+{
+    float buf[CHUNK];
+    uint8_t cbuf[CHUNK];
+    uint32_t amax[CHUNK / 8];
+    float mul[CHUNK / 8];
+    uint8_t codes[MF_BLOCK_RUN_MAX], scales[MF_BLOCK_RUN_MAX / 2];
+    const mf_block_ops *ops = mf_kb;
+    quantize_row(p, ops, x, k, 0, nb, codes, scales, buf, cbuf, amax, mul);
+    dequantize_row(p, ops, codes, scales, k, 0, nb, s_dec, y);
 }
 
 /* blocks [blo, bhi) of one row (of k elements): their elements [blo * B,

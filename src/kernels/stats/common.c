@@ -217,37 +217,54 @@ mf_stats_finish_second(mf_stats_block *s, const float *x, const float *y, mf_int
     s->gt = gt;
 }
 
+/* zeros of n values of type T masked with M, counted in ZW lanes of type
+ * T (a lane takes at most `run / ZW` ones, then the lanes are summed): the
+ * compiler makes whole-vector compares and subtracts of it, where one
+ * int64_t count widened every element first */
+#define ZW 32
+#define COUNT_ZEROS(T, u, M, n, z)                                                     \
+    do {                                                                               \
+        const mf_intp run_ = (mf_intp)ZW * (T)~(T)0;                                   \
+        for (mf_intp i0_ = 0; i0_ < (n); i0_ += run_) {                                \
+            mf_intp e_ = (n) - i0_ < run_ ? (n) : i0_ + run_;                          \
+            mf_intp ew_ = i0_ + (e_ - i0_) / ZW * ZW;                                  \
+            T lane_[ZW] = {0};                                                         \
+            for (mf_intp i_ = i0_; i_ < ew_; i_ += ZW) {                               \
+                for (int j_ = 0; j_ < ZW; j_++) {                                      \
+                    lane_[j_] += (T)(((u)[i_ + j_] & (M)) == 0);                       \
+                }                                                                      \
+            }                                                                          \
+            for (int j_ = 0; j_ < ZW; j_++) {                                          \
+                (z) += lane_[j_];                                                      \
+            }                                                                          \
+            for (mf_intp i_ = ew_; i_ < e_; i_++) {                                    \
+                (z) += ((u)[i_] & (M)) == 0;                                           \
+            }                                                                          \
+        }                                                                              \
+    } while (0)
+
 /* zeros among n values: codes of `f` (+-0; a fnuz format's one zero), or
- * float32 values where f is NULL.  Plain loops the compiler vectorizes. */
+ * float32 values where f is NULL */
 static int64_t
 count_zeros(const mf_format *f, const void *v, mf_intp n)
 {
     int64_t z = 0;
     if (f == NULL) {
-        const uint32_t *u = (const uint32_t *)v;
-        for (mf_intp i = 0; i < n; i++) {
-            z += (u[i] & 0x7FFFFFFFu) == 0;
-        }
+        COUNT_ZEROS(uint32_t, (const uint32_t *)v, 0x7FFFFFFFu, n, z);
         return z;
     }
     uint32_t mask = f->special == MF_SPECIAL_FNUZ ? mf_code_mask(f)
                                                   : (mf_code_mask(f) & ~mf_sign_bit(f));
     if (f->itemsize == 2) {
-        const uint16_t *u = (const uint16_t *)v;
-        uint16_t m = (uint16_t)mask;
-        for (mf_intp i = 0; i < n; i++) {
-            z += (u[i] & m) == 0;
-        }
+        COUNT_ZEROS(uint16_t, (const uint16_t *)v, (uint16_t)mask, n, z);
     }
     else {
-        const uint8_t *u = (const uint8_t *)v;
-        uint8_t m = (uint8_t)mask;
-        for (mf_intp i = 0; i < n; i++) {
-            z += (u[i] & m) == 0;
-        }
+        COUNT_ZEROS(uint8_t, (const uint8_t *)v, (uint8_t)mask, n, z);
     }
     return z;
 }
+#undef COUNT_ZEROS
+#undef ZW
 
 int
 mf_cast_err_finish(mf_stats_block *s, double *le, double *lr, const mf_format *src,
@@ -336,45 +353,76 @@ stats_one_block(const mf_kernels *k, mf_stats_block *b, const mf_format *src, co
     }
 }
 
+/* The pool's side of the statistics drivers: items (blocks, windows) in
+ * tasks of per_task taken from a counter, each stored in its own slot, run
+ * in the caller's floating-point environment (its rounding mode); the
+ * workers' flags are dropped: the caller raises none.  A job embeds this
+ * first and `item` finds the job from it. */
+typedef struct stats_tasks {
+    void (*item)(struct stats_tasks *t, mf_intp i);
+    mf_intp nitems, per_task, ntasks, next;
+    fenv_t env;
+} stats_tasks;
+
+static void
+stats_tasks_worker(void *ctx, int w)
+{
+    stats_tasks *T = (stats_tasks *)ctx;
+    fenv_t saved;
+    if (w != 0) {
+        fegetenv(&saved);
+        fesetenv(&T->env);
+    }
+    for (;;) {
+        mf_intp t = __atomic_fetch_add(&T->next, 1, __ATOMIC_RELAXED);
+        if (t >= T->ntasks) {
+            break;
+        }
+        mf_intp i0 = t * T->per_task;
+        mf_intp i1 = i0 + T->per_task < T->nitems ? i0 + T->per_task : T->nitems;
+        for (mf_intp i = i0; i < i1; i++) {
+            T->item(T, i);
+        }
+    }
+    if (w != 0) {
+        fesetenv(&saved);
+    }
+}
+
+/* all items on up to T threads (here alone if T <= 1 or the pool is busy) */
+static void
+stats_tasks_run(stats_tasks *t, mf_intp nitems, mf_intp per_task, int T)
+{
+    t->nitems = nitems;
+    t->per_task = per_task;
+    t->ntasks = (nitems + per_task - 1) / per_task;
+    t->next = 0;
+    fegetenv(&t->env);
+    if (T <= 1 || mf_pool_run(stats_tasks_worker, t, T) == 0) {
+        stats_tasks_worker(t, 0);
+    }
+}
+
 typedef struct {
+    stats_tasks tasks;
     const mf_kernels *k;
     const mf_format *src, *tgt;
     const void *x;
-    mf_intp n, nblocks, ntasks, per_task;
+    mf_intp n;
     double rel;
     void *codes_out;
     int moments;
     mf_stats_block *blocks;
-    mf_intp next;
-    fenv_t env;
 } stats_job;
 
 static void
-stats_worker(void *ctx, int w)
+stats_item(stats_tasks *t, mf_intp b)
 {
-    stats_job *J = (stats_job *)ctx;
-    fenv_t saved;
-    if (w != 0) {
-        fegetenv(&saved);
-        fesetenv(&J->env);
-    }
-    for (;;) {
-        mf_intp t = __atomic_fetch_add(&J->next, 1, __ATOMIC_RELAXED);
-        if (t >= J->ntasks) {
-            break;
-        }
-        mf_intp b0 = t * J->per_task, b1 = b0 + J->per_task < J->nblocks ? b0 + J->per_task
-                                                                           : J->nblocks;
-        for (mf_intp b = b0; b < b1; b++) {
-            mf_intp start = b * MF_STATS_BLOCK;
-            mf_intp len = J->n - start < MF_STATS_BLOCK ? J->n - start : MF_STATS_BLOCK;
-            stats_one_block(J->k, &J->blocks[b], J->src, J->x, start, len, J->tgt, J->rel,
-                            J->codes_out, J->moments);
-        }
-    }
-    if (w != 0) {
-        fesetenv(&saved);      /* the workers' flags are dropped: the caller raises none */
-    }
+    stats_job *J = (stats_job *)t;
+    mf_intp start = b * MF_STATS_BLOCK;
+    mf_intp len = J->n - start < MF_STATS_BLOCK ? J->n - start : MF_STATS_BLOCK;
+    stats_one_block(J->k, &J->blocks[b], J->src, J->x, start, len, J->tgt, J->rel,
+                    J->codes_out, J->moments);
 }
 
 /* Large chunks are split between the pool's threads at block boundaries;
@@ -395,16 +443,11 @@ mf_stats_run(mf_stats_acc *a, const mf_format *src, const void *x, mf_intp n,
     mf_intp nblocks = (n + MF_STATS_BLOCK - 1) / MF_STATS_BLOCK;
     mf_stats_block *blocks = T > 1 ? malloc((size_t)nblocks * sizeof *blocks) : NULL;
     if (blocks != NULL) {
-        stats_job J = {.k = k, .src = src, .tgt = tgt, .x = x, .n = n, .nblocks = nblocks,
-                       .rel = rel, .codes_out = codes_out, .moments = moments,
-                       .blocks = blocks, .next = 0};
+        stats_job J = {.tasks = {.item = stats_item}, .k = k, .src = src, .tgt = tgt, .x = x,
+                       .n = n, .rel = rel, .codes_out = codes_out, .moments = moments,
+                       .blocks = blocks};
         /* tasks of 16 blocks (32768 values), at least four per thread */
-        J.per_task = 16;
-        J.ntasks = (nblocks + J.per_task - 1) / J.per_task;
-        fegetenv(&J.env);
-        if (mf_pool_run(stats_worker, &J, T) == 0) {
-            stats_worker(&J, 0);       /* the pool is busy: this thread does it all */
-        }
+        stats_tasks_run(&J.tasks, nblocks, 16, T);
         for (mf_intp b = 0; b < nblocks; b++) {
             mf_intp len = n - b * MF_STATS_BLOCK < MF_STATS_BLOCK ? n - b * MF_STATS_BLOCK
                                                                   : MF_STATS_BLOCK;
@@ -421,6 +464,148 @@ mf_stats_run(mf_stats_acc *a, const mf_format *src, const void *x, mf_intp n,
         }
     }
     fesetexceptflag(&flags, FE_ALL_EXCEPT);
+}
+
+/* ---- a block-scaled target: quantize, dequantize and the statistics in
+ * one pass over the values.  The windows (the stats blocks) are those the
+ * statistics of the whole dequantized chunks give, so the result is that
+ * of quantizing each chunk, dequantizing it and running mf_stats_run_f32y
+ * over it; each window's round trip is computed from the whole blocks it
+ * touches (a block cut by a window's end is quantized in both windows,
+ * with the same result). */
+
+/* window [s, s + n) of the flattened (rows, kk) values at x */
+static void
+block_window(const mf_kernels *k, mf_stats_block *b, const mf_format *src, const void *x,
+             mf_intp kk, mf_intp s, mf_intp n, const mf_block_params *p, float s_dec,
+             double rel)
+{
+    const mf_intp B = p->block;
+    float xb[MF_STATS_BLOCK + 512], yb[MF_STATS_BLOCK + 512];
+    mf_intp r0 = s / kk, r1 = (s + n - 1) / kk;
+    mf_intp a0 = (s - r0 * kk) / B * B;                 /* the first block's column */
+    mf_intp z1 = (s + n - r1 * kk + B - 1) / B * B;     /* the last block's end column */
+    z1 = z1 < kk ? z1 : kk;
+    mf_intp e0 = r0 * kk + a0, e1 = r1 * kk + z1;       /* whole blocks: at most B - 1 more
+                                                         * values at either end */
+    const float *xe;
+    if (src == NULL) {
+        xe = (const float *)x + e0;
+    }
+    else {
+        k->decode_f32(src, (const char *)x + e0 * src->itemsize, xb, e1 - e0);
+        xe = xb;
+    }
+    for (mf_intp r = r0; r <= r1; r++) {
+        mf_intp a = r == r0 ? a0 : 0, z = r == r1 ? z1 : kk;
+        mf_intp off = r * kk + a - e0;
+        mf_block_round_trip(p, xe + off, kk - a, (z - a + B - 1) / B, s_dec, yb + off);
+    }
+    k->stats_f32(b, xe + (s - e0), yb + (s - e0), rel, n, 1);
+}
+
+typedef struct {
+    stats_tasks tasks;
+    const mf_kernels *k;
+    const mf_format *src;
+    const void *x;
+    mf_intp kk;
+    const mf_intp *win;        /* start, length of each window */
+    const mf_block_params *p;
+    float s_dec;
+    double rel;
+    mf_stats_block *blocks;
+} block_stats_job;
+
+static void
+block_stats_item(stats_tasks *t, mf_intp i)
+{
+    block_stats_job *J = (block_stats_job *)t;
+    block_window(J->k, &J->blocks[i], J->src, J->x, J->kk, J->win[2 * i], J->win[2 * i + 1],
+                 J->p, J->s_dec, J->rel);
+}
+
+/* the windows of values [p0, p1): MF_STATS_BLOCK values from p0 on */
+static mf_intp
+add_windows(mf_intp *win, mf_intp nw, mf_intp p0, mf_intp p1)
+{
+    for (mf_intp s = p0; s < p1; s += MF_STATS_BLOCK) {
+        if (win != NULL) {
+            win[2 * nw] = s;
+            win[2 * nw + 1] = p1 - s < MF_STATS_BLOCK ? p1 - s : MF_STATS_BLOCK;
+        }
+        nw++;
+    }
+    return nw;
+}
+
+/* the windows of the chunks checkpoint.py's _block_chunks cuts (whole rows
+ * of about `chunk` values, or a long row in runs of whole blocks); chunk
+ * <= 0: x is one chunk */
+static mf_intp
+list_windows(mf_intp *win, mf_intp rows, mf_intp kk, mf_intp chunk, mf_intp B)
+{
+    mf_intp n = rows * kk, nw = 0;
+    if (chunk <= 0) {
+        return add_windows(win, 0, 0, n);
+    }
+    if (kk <= chunk) {
+        mf_intp step = chunk / kk * kk;
+        for (mf_intp i = 0; i < n; i += step) {
+            nw = add_windows(win, nw, i, n - i < step ? n : i + step);
+        }
+        return nw;
+    }
+    mf_intp piece = chunk - chunk % B > B ? chunk - chunk % B : B;
+    for (mf_intp r = 0; r < n; r += kk) {
+        for (mf_intp j = 0; j < kk; j += piece) {
+            nw = add_windows(win, nw, r + j, r + (kk - j < piece ? kk : j + piece));
+        }
+    }
+    return nw;
+}
+
+/* values per thread, at least, of the block-scaled statistics (a round
+ * trip costs several times a plain pass) */
+#define BLOCK_STATS_THREAD_VALUES ((mf_intp)1 << 16)
+
+int
+mf_stats_run_blocks(mf_stats_acc *a, const mf_format *src, const void *x, mf_intp rows,
+                    mf_intp kk, mf_intp chunk, const mf_block_params *p, float s_dec,
+                    double rel)
+{
+    const mf_kernels *k = mf_k;
+    if (rows <= 0 || kk <= 0) {
+        return 0;
+    }
+    mf_intp nwin = list_windows(NULL, rows, kk, chunk, p->block);
+    mf_intp *win = malloc((size_t)nwin * 2 * sizeof *win);
+    mf_stats_block *blocks = malloc((size_t)nwin * sizeof *blocks);
+    if (win == NULL || blocks == NULL) {
+        free(win);
+        free(blocks);
+        return -1;
+    }
+    list_windows(win, rows, kk, chunk, p->block);
+    fexcept_t flags;
+    fegetexceptflag(&flags, FE_ALL_EXCEPT);
+    block_stats_job J = {.tasks = {.item = block_stats_item}, .k = k, .src = src, .x = x,
+                         .kk = kk, .win = win, .p = p, .s_dec = s_dec, .rel = rel,
+                         .blocks = blocks};
+    mf_intp n = rows * kk;
+    int T = mf_get_num_threads();
+    if ((mf_intp)T > n / BLOCK_STATS_THREAD_VALUES) {
+        T = (int)(n / BLOCK_STATS_THREAD_VALUES);
+    }
+    stats_tasks_run(&J.tasks, nwin, 8, T);
+    /* merged in order on this thread: the same result for any number of threads */
+    for (mf_intp i = 0; i < nwin; i++) {
+        mf_stats_merge(a, &blocks[i], win[2 * i + 1]);
+    }
+    free(win);
+    free(blocks);
+    fesetexceptflag(&flags, FE_ALL_EXCEPT);
+    return 0;
 }
 
 void

@@ -6,6 +6,7 @@
 #define MF_STATS_H
 
 #include "../kernels.h"
+#include "../blocks/blocks.h"
 
 /* lane j with lane j + 4, then j + 2, then j + 1 */
 static inline double
@@ -62,6 +63,20 @@ void mf_stats_merge(mf_stats_acc *a, const mf_stats_block *b, mf_intp n);
  */
 void mf_stats_run(mf_stats_acc *a, const mf_format *src, const void *x, mf_intp n,
                   const mf_format *tgt, double rel, void *codes_out, int moments);
+/*
+ * Statistics of the (rows, kk) values at x (src as above) against a
+ * block-scaled target p (s_dec: NVFP4's tensor decode scale), blocked along
+ * kk: each window of MF_STATS_BLOCK values decoded, quantized and
+ * dequantized (mf_block_round_trip) and run through the level's stats_f32,
+ * so the values are read once.  The windows restart at the chunks
+ * minifloat/io/checkpoint.py's _block_chunks(..., chunk) cuts (chunk <= 0:
+ * x is one chunk), so the result is bit for bit that of quantizing each
+ * chunk, dequantizing it and mf_stats_run_f32y; the same on any number of
+ * threads.  Returns -1 if memory ran out (a unchanged), else 0.
+ */
+int mf_stats_run_blocks(mf_stats_acc *a, const mf_format *src, const void *x, mf_intp rows,
+                        mf_intp kk, mf_intp chunk, const mf_block_params *p, float s_dec,
+                        double rel);
 /* float64 values, y (or NULL) their round trip computed by the caller */
 void mf_stats_run_f64(mf_stats_acc *a, const double *x, const double *y, mf_intp n, double rel);
 /* float32 x with its round trip y given (block-scaled targets: y is the

@@ -38,6 +38,7 @@
 #include "../kernels.h"
 #include "../scalar_ops.h"
 #include "../simd_params.h"
+#include "../stats/stats.h"
 
 #define MF_INLINE static inline __attribute__((always_inline))
 
@@ -56,6 +57,7 @@ typedef struct {
     __m512 sub_c;
     __m512i big_code, nan_and, nan_xor;
     int nan_fix;
+    __m512i keep_mask, big_val;      /* convert's fused loop (enc_small_w) */
 } regs512;
 
 MF_INLINE void
@@ -86,6 +88,12 @@ regs_init(regs512 *r, const mf_simd_params *p)
     r->nan_and = _mm512_set1_epi32((int)p->nan_and);
     r->nan_xor = _mm512_set1_epi32((int)p->nan_xor);
     r->nan_fix = p->nan_fix;
+    r->keep_mask = _mm512_set1_epi32((int)~((1u << p->drop) - 1u));
+    /* big_code's value: the largest finite one where big lanes saturate,
+     * else not finite (any NaN: the fused loop then leaves the block) */
+    r->big_val = _mm512_set1_epi32((int)(p->big_code <= p->maxfin
+                                         ? (p->big_code << p->mant_shift) + p->dec_adj
+                                         : 0x7FC00000u));
 }
 
 #define I32(x) _mm512_set1_epi32((int)(x))
@@ -169,9 +177,15 @@ enc_bf16(__m512 x, __mmask16 *ovf)
     return r;
 }
 
+/* the codes of 16 float32 values.  With w (convert's fused loop), also the
+ * values the codes decode to, where x is finite, as avx2.c's enc_small_w
+ * gets them: the rounded magnitude out of the encoder's own steps (a normal
+ * result's bits with the dropped bits cleared, a subnormal one as t - C),
+ * big lanes r->big_val, the sign x's. */
 MF_INLINE __m512i
-enc_small(const regs512 *r, __m512 x, __mmask16 *ovf)
+enc_small_w(const regs512 *r, __m512 x, __mmask16 *ovf, mf_simd_path path, __m512 *w)
 {
+    (void)path;           /* one loop for every rule (the registers hold it) */
     __m512i u = _mm512_castps_si512(x);
     __m512i au = _mm512_and_si512(u, I32(0x7FFFFFFF));
     __mmask16 neg = _mm512_movepi32_mask(u);
@@ -200,9 +214,23 @@ enc_small(const regs512 *r, __m512 x, __mmask16 *ovf)
         __mmask16 knan = _mm512_cmpgt_epi32_mask(au, I32(0x7F800000));
         res = _mm512_mask_ternarylogic_epi32(res, knan, r->nan_and, r->nan_xor, 0x6A);
     }
+    if (w != NULL) {
+        __m512i wa = _mm512_mask_mov_epi32(_mm512_castps_si512(_mm512_sub_ps(t, r->sub_c)),
+                                           knorm, _mm512_and_si512(rn, r->keep_mask));
+        wa = _mm512_mask_mov_epi32(wa, kbig, r->big_val);
+        *w = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(wa, u, I32(0x80000000), 0xF8));
+    }
     /* NaN and inf lanes are big too, but only finite ones overflow */
-    *ovf |= _mm512_mask_cmplt_epi32_mask(kbig, au, I32(0x7F800000));
+    if (ovf != NULL) {
+        *ovf |= _mm512_mask_cmplt_epi32_mask(kbig, au, I32(0x7F800000));
+    }
     return res;
+}
+
+MF_INLINE __m512i
+enc_small(const regs512 *r, __m512 x, __mmask16 *ovf)
+{
+    return enc_small_w(r, x, ovf, MF_SIMD_SMALL, NULL);
 }
 
 MF_INLINE __m512i
@@ -549,6 +577,62 @@ dot_tail(const regs512 *r, mf_simd_path path, const void *a, const void *b, mf_i
     acc[1] = fma_acc_mask(x[1], y[1], acc[1], (__mmask16)(k >> 16));
 }
 
+/* ------------------------------------------------------- cast with error */
+
+/* convert's fused loop (body.h): the eight float64 lanes of err2 and ref2
+ * in one register each; a vector's elements 0-7 and then 8-15 go into lanes
+ * 0-7, in that order (kernels.h: element i to lane i % 8) */
+#define HAVE_CAST_ERR
+typedef struct {
+    __m512d e, r;
+} err_acc_t;
+
+MF_INLINE void
+err_init(err_acc_t *acc)
+{
+    acc->e = acc->r = _mm512_setzero_pd();
+}
+
+MF_INLINE void
+err_store(const err_acc_t *acc, double le[8], double lr[8])
+{
+    _mm512_storeu_pd(le, acc->e);
+    _mm512_storeu_pd(lr, acc->r);
+}
+
+MF_INLINE __m512
+load_src(int skind, const void *x, mf_intp i)
+{
+    if (skind == MF_CE_F32) {
+        return _mm512_loadu_ps((const float *)x + i);
+    }
+    __m256i c = _mm256_loadu_si256((const __m256i *)((const uint16_t *)x + i));
+    return skind == MF_CE_BF16 ? dec_bf16(c) : _mm512_cvtph_ps(c);
+}
+
+MF_INLINE void
+err_acc(__m512 v, __m512 w, err_acc_t *acc, int q)
+{
+    (void)q;
+    __m512 e = _mm512_sub_ps(w, v);
+    __m512d ea = _mm512_cvtps_pd(_mm512_castps512_ps256(e));
+    __m512d eb = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
+    __m512d xa = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+    __m512d xb = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    /* a float32 value's square is exact in float64: the FMA rounds once */
+    acc->e = _mm512_fmadd_pd(ea, ea, acc->e);
+    acc->e = _mm512_fmadd_pd(eb, eb, acc->e);
+    acc->r = _mm512_fmadd_pd(xa, xa, acc->r);
+    acc->r = _mm512_fmadd_pd(xb, xb, acc->r);
+}
+
+/* the float32 value of enc_bf16's codes (in the low halves) */
+MF_INLINE __m512
+bf16_value(__m512i h)
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+}
+
 #include "body.h"
 
 const mf_kernels mf_kernels_avx512 = {
@@ -559,6 +643,6 @@ const mf_kernels mf_kernels_avx512 = {
     .sum = mf_avx512_sum,
     .dot = mf_avx512_dot,
     .gemm_f32acc = mf_avx512_gemm_f32acc,
-    .stats_f32 = mf_avx2_stats_f32,
-    .cast_err = mf_avx2_cast_err,
+    .stats_f32 = mf_avx512_stats_f32,
+    .cast_err = mf_avx512_cast_err,
 };

@@ -12,6 +12,6 @@ const mf_kernels mf_kernels_avx512bf16 = {
     .sum = mf_avx512_sum,
     .dot = mf_avx512_dot,
     .gemm_f32acc = mf_avx512bf16_gemm_f32acc,
-    .stats_f32 = mf_avx2_stats_f32,
-    .cast_err = mf_avx2_cast_err,
+    .stats_f32 = mf_avx512_stats_f32,
+    .cast_err = mf_avx512_cast_err,
 };

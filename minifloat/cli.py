@@ -285,6 +285,11 @@ def _main(argv):
                         help="with a model folder or index: run the shards on this "
                         "dask.distributed scheduler (e.g. tcp://host:8786); the workers must "
                         "see IN and OUT at the same paths")
+    p_conv.add_argument("--max-shard-size", metavar="SIZE",
+                        help="write OUT as a folder of shards of at most SIZE of tensor data "
+                        "each (bytes, or e.g. 5GB, 500MB, 2GiB), named as transformers' "
+                        "save_pretrained names them, with the index; default: the input's "
+                        "shards (a file IN: one file)")
     p_conv.add_argument("--json", action="store_true", help="the report as JSON")
     p_conv.add_argument("--fsync", action="store_true",
                         help="wait for OUT to reach the disk before it replaces an old OUT "
@@ -545,7 +550,8 @@ def _cmd_convert(args):
         raise UserError(f"{args.input}: no such file or folder")
     with st.open(args.input) as f:
         total = sum(f.info(k).end - f.info(k).begin for k in f.keys())
-    model = os.path.isdir(args.input) or args.input.endswith(".json")
+    model = os.path.isdir(args.input) or args.input.endswith(".json") \
+        or args.max_shard_size is not None
     if not model and (args.jobs != 1 or args.scheduler):
         raise UserError("--jobs and --scheduler convert the shards of a model folder or an "
                         "index; IN is a single file")
@@ -554,6 +560,7 @@ def _cmd_convert(args):
     extra = {}
     if model:
         extra = {"jobs": args.jobs, "scheduler": args.scheduler,
+                 "max_shard_size": args.max_shard_size,
                  "on_shard": bars.file if args.jobs == 1 and not args.scheduler else None}
     convert = checkpoint.convert_folder if model else checkpoint.convert_file
     close = bars.close

@@ -730,7 +730,7 @@ _DROPPED_WHEN_DEQUANTIZED = ("hf_quant_config.json",)
 
 def convert_folder(src, dst, to, *, saturate=None, rounding="nearest", only=None, seed=None,
                    progress=None, fsync=False, ignore=(), jobs=1, scheduler=None,
-                   on_shard=None):
+                   on_shard=None, max_shard_size=None):
     """convert_file for a model: `src` a model folder or a sharded
     checkpoint's index .json, `dst` a new folder.  Each shard is converted
     to a shard of the same name (a quantized weight whose scales sit in
@@ -746,9 +746,20 @@ def convert_folder(src, dst, to, *, saturate=None, rounding="nearest", only=None
     scheduler: a dask.distributed scheduler address (or a Client): the
     shards run on its workers, which must see `src` and `dst` at the same
     paths (a shared filesystem).  on_shard(path, nbytes): called as each
-    shard starts.  Returns (rows, overall rel. RMS error) as convert_file,
-    rows in shard order."""
+    shard starts.  max_shard_size: bytes (or a string such as "5GB",
+    "500MiB", as transformers' save_pretrained takes): the output is split
+    anew, in the input's tensor order, into shards of at most that many
+    bytes of tensor data (a tensor larger than that alone in its shard; a
+    quantized weight with its scales), named PREFIX-00001-of-0000N.safetensors
+    with the index PREFIX.safetensors.index.json (one shard: PREFIX.safetensors,
+    no index); `src` may then be a single file.  Returns (rows, overall
+    rel. RMS error) as convert_file, rows in shard order."""
     tdt, _ = _target(to, saturate, rounding)
+    if max_shard_size is not None:
+        max_shard_size = parse_size(max_shard_size)
+        if to in _blocks.BLOCK_FORMATS:
+            raise ValueError(f"--max-shard-size with --to {to}: block-format outputs keep the "
+                             f"input's shards; leave out --max-shard-size")
     src, dst = os.fspath(src), os.fspath(dst)
     entry = st.resolve(src)
     folder = os.path.dirname(os.path.abspath(entry))
@@ -773,15 +784,21 @@ def convert_folder(src, dst, to, *, saturate=None, rounding="nearest", only=None
     tmp = tempfile.mkdtemp(prefix=f".{base}.{os.getpid()}.", suffix=".tmp", dir=parent)
     opts = dict(src=src, to=to, saturate=saturate, rounding=rounding, only=only, seed=seed,
                 ignore=tuple(ignore), fsync=fsync)
+    index_name = os.path.basename(entry) if entry.endswith(".json") else None
     try:
-        tasks = [(entry, sh, os.path.join(tmp, os.path.basename(sh))) for sh in shards]
+        if max_shard_size is None:
+            # (entry, shard, out, names, what on_shard shows, its input bytes)
+            tasks = [(entry, sh, os.path.join(tmp, os.path.basename(sh)), None, sh, sizes[sh])
+                     for sh in shards]
+        else:
+            tasks, index_name = _resplit(entry, tmp, max_shard_size, opts)
         if scheduler is not None:
-            results = _run_on_dask(scheduler, tasks, opts, progress, sizes, on_shard)
+            results = _run_on_dask(scheduler, tasks, opts, progress, on_shard)
         else:
             def one(t):
                 if on_shard is not None:
-                    on_shard(t[1], sizes[t[1]])
-                return convert_shard(*t, progress=progress, **opts)
+                    on_shard(t[4], t[5])
+                return convert_shard(*t[:3], names=t[3], progress=progress, **opts)
             if jobs == 1 or len(tasks) == 1:
                 results = [one(t) for t in tasks]
             else:
@@ -789,20 +806,21 @@ def convert_folder(src, dst, to, *, saturate=None, rounding="nearest", only=None
                 with ThreadPoolExecutor(min(jobs, len(tasks))) as ex:
                     results = list(ex.map(one, tasks))
         rows, tot, weight_map, total = [], {"err2": 0.0, "ref2": 0.0}, {}, 0
-        for (_, sh, _), (r, t, wm) in zip(tasks, results):
+        for t, (r, tt, wm) in zip(tasks, results):
             rows += r
-            tot["err2"] += t["err2"]
-            tot["ref2"] += t["ref2"]
+            tot["err2"] += tt["err2"]
+            tot["ref2"] += tt["ref2"]
             for n, nbytes in wm.items():
-                weight_map[n] = os.path.basename(sh)
+                weight_map[n] = os.path.basename(t[2])
                 total += nbytes
-        if entry.endswith(".json"):
-            meta = _json_file(entry).get("metadata")
+        if index_name is not None:
+            meta = _json_file(entry).get("metadata") if entry.endswith(".json") else None
             meta = {k: v for k, v in meta.items() if k != "total_size"} \
                 if isinstance(meta, dict) else {}
             meta["total_size"] = total
-            st.save_index(os.path.join(tmp, os.path.basename(entry)), weight_map, meta)
-        _copy_model_files(folder, tmp, entry, shards, to, bool(lay), ignore)
+            st.save_index(os.path.join(tmp, index_name), weight_map, meta)
+        _copy_model_files(folder, tmp, entry, shards, to, bool(lay), ignore,
+                          entry_is_file=not (os.path.isdir(src) or src.endswith(".json")))
         if os.path.isdir(dst):
             os.rmdir(dst)                 # empty (checked above)
         os.rename(tmp, dst)
@@ -814,34 +832,110 @@ def convert_folder(src, dst, to, *, saturate=None, rounding="nearest", only=None
 
 
 def convert_shard(entry, shard, out, *, src, to, saturate=None, rounding="nearest", only=None,
-                  seed=None, ignore=(), fsync=False, progress=None):
+                  seed=None, ignore=(), fsync=False, progress=None, names=None):
     """One shard of convert_folder: the tensors of `shard` (a file of the
     checkpoint `entry` opens: its index, or the file itself) converted into
     `out`, reading a quantized weight's scales from whichever shard holds
-    them.  Returns (rows, {"err2", "ref2"}, {written name: nbytes}).  A plain
+    them.  names: the tensors to write (in this order) where not the
+    shard's own (a new split: `shard` then only gives the metadata).
+    Returns (rows, {"err2", "ref2"}, {written name: nbytes}).  A plain
     function of paths, so a dask worker can run it."""
-    tdt, tcode = _target(to, saturate, rounding)
-    saturate = saturates(to, saturate) if tdt is not None else False
     rows, tot = [], {"err2": 0.0, "ref2": 0.0}
     if to in _blocks.BLOCK_FORMATS:
         _convert_blocks(shard, out, to, only, rows, tot, progress, fsync)
     else:
         with st.open(entry) as f, st.open(shard) as sf:
             lay = _layouts.scan(f, entry)
-            mine = [n for n in f.keys() if f._shard(n) == shard]
+            mine = names if names is not None else [n for n in f.keys() if f._shard(n) == shard]
             meta = sf.metadata()
-            if to in LAYOUT_TARGETS:
-                specs = _layout_specs(f, mine, to, ignore, only, rows, progress)
-            else:
-                specs = _cast_specs(src, f, mine, lay, to, tdt, tcode, saturate, rounding, only,
-                                    seed, rows, tot, progress)
+            specs = _specs(f, lay, mine, src=src, to=to, saturate=saturate, rounding=rounding,
+                           only=only, seed=seed, ignore=ignore, rows=rows, tot=tot,
+                           progress=progress)
             st.write(out, specs, meta or None, fsync=fsync)
     with st.open(out) as o:
         written = {n: o.info(n).end - o.info(n).begin for n in o.keys()}
     return rows, tot, written
 
 
-def _run_on_dask(scheduler, tasks, opts, progress, sizes, on_shard):
+def _specs(f, lay, names, *, src, to, saturate, rounding, only, seed, ignore, rows, tot,
+           progress):
+    """st.write's specs for the tensors `names` of open checkpoint `f`
+    converted to `to` (lazy: nothing is read until the chunks are)."""
+    if to in LAYOUT_TARGETS:
+        return _layout_specs(f, names, to, ignore, only, rows, progress)
+    tdt, tcode = _target(to, saturate, rounding)
+    saturate = saturates(to, saturate) if tdt is not None else False
+    return _cast_specs(src, f, names, lay, to, tdt, tcode, saturate, rounding, only, seed, rows,
+                       tot, progress)
+
+
+_SIZE_UNITS = {"": 1, "B": 1, "KB": 10 ** 3, "MB": 10 ** 6, "GB": 10 ** 9, "TB": 10 ** 12,
+               "KIB": 2 ** 10, "MIB": 2 ** 20, "GIB": 2 ** 30, "TIB": 2 ** 40}
+
+
+def parse_size(size):
+    """Bytes of a shard size: an int, or a string "5GB" (10^9), "500MiB"
+    (2^20), "2048" -- the units transformers' max_shard_size takes, any case."""
+    if isinstance(size, int) and not isinstance(size, bool):
+        n = size
+    else:
+        m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([KMGT]I?B|B)?\s*", str(size), re.IGNORECASE)
+        if m is None:
+            raise ValueError(f"--max-shard-size {size!r} is not a size: give bytes or a number "
+                             f"with a unit (e.g. 5GB, 500MB, 2GiB)")
+        n = int(float(m.group(1)) * _SIZE_UNITS[(m.group(2) or "").upper()])
+    if n < 1:
+        raise ValueError(f"--max-shard-size {size!r}: a shard holds at least one byte")
+    return n
+
+
+def _resplit(entry, tmp, max_bytes, opts):
+    """convert_folder's tasks for a new split into shards of at most
+    `max_bytes` of tensor data: ([(entry, shard for metadata, out path,
+    names, out path, input bytes)], index name or None).  Each
+    output tensor's size comes from the specs the conversion itself builds
+    (not read), so the split is exact."""
+    units = []                            # (input name, its shard, output bytes, input bytes)
+    with st.open(entry) as f:
+        lay = _layouts.scan(f, entry)
+        first = f.files()[0]
+        for name in f.keys():
+            specs = _specs(f, lay, [name], rows=[], tot={"err2": 0.0, "ref2": 0.0},
+                           progress=None, **{k: opts[k] for k in (
+                               "src", "to", "saturate", "rounding", "only", "seed", "ignore")})
+            out_b = 0
+            for _, code, shape, chunks in specs:
+                out_b += -(-st._BITS[code] * math.prod(shape) // 8)
+                if hasattr(chunks, "close"):
+                    chunks.close()
+            info = f.info(name)
+            units.append((name, f._shard(name), out_b, info.end - info.begin))
+    groups, cur, cur_b = [], [], 0
+    for u in units:
+        if cur and u[2] and cur_b + u[2] > max_bytes:
+            groups.append(cur)
+            cur, cur_b = [], 0
+        cur.append(u)
+        cur_b += u[2]
+    if cur or not groups:
+        groups.append(cur)
+    base = os.path.basename(entry)
+    for suffix in (".safetensors.index.json", ".index.json", ".json", ".safetensors"):
+        if base.endswith(suffix):
+            base = base[:-len(suffix)]
+            break
+    base = base or "model"
+    n = len(groups)
+    tasks = []
+    for i, g in enumerate(groups):
+        name = f"{base}.safetensors" if n == 1 else f"{base}-{i + 1:05d}-of-{n:05d}.safetensors"
+        out = os.path.join(tmp, name)
+        tasks.append((entry, g[0][1] if g else first, out, [u[0] for u in g], out,
+                      sum(u[3] for u in g)))
+    return tasks, (f"{base}.safetensors.index.json" if n > 1 else None)
+
+
+def _run_on_dask(scheduler, tasks, opts, progress, on_shard):
     """The shards as tasks of a dask.distributed cluster; results in order."""
     try:
         from dask.distributed import Client, as_completed
@@ -850,14 +944,15 @@ def _run_on_dask(scheduler, tasks, opts, progress, sizes, on_shard):
             from None
     client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
     try:
-        futs = [client.submit(convert_shard, *t, pure=False, **opts) for t in tasks]
-        shard_of = {f.key: t[1] for f, t in zip(futs, tasks)}
+        futs = [client.submit(convert_shard, *t[:3], names=t[3], pure=False, **opts)
+                for t in tasks]
+        task_of = {f.key: t for f, t in zip(futs, tasks)}
         for fut in as_completed(futs):
-            sh = shard_of[fut.key]
+            t = task_of[fut.key]
             if on_shard is not None:
-                on_shard(sh, sizes[sh])
+                on_shard(t[4], t[5])
             if progress is not None:
-                progress(sizes[sh])
+                progress(t[5])
         return client.gather(futs)
     finally:
         if client is not scheduler:
@@ -895,7 +990,7 @@ def _json_file(path):
     return d if isinstance(d, dict) else {}
 
 
-def _copy_model_files(folder, out, entry, shards, to, dequantized, ignore=()):
+def _copy_model_files(folder, out, entry, shards, to, dequantized, ignore=(), entry_is_file=False):
     """The model folder's other top-level files (config, tokenizer,
     generation config, README, ...) into `out`; config.json rewritten for
     the converted weights (and, for a layout target, its quantization config
@@ -912,6 +1007,8 @@ def _copy_model_files(folder, out, entry, shards, to, dequantized, ignore=()):
             continue
         if e.name.endswith(".safetensors.index.json"):
             continue
+        if entry_is_file and e.name != "config.json":
+            continue                  # a lone file's folder is not the model's: its config only
         if dequantized and e.name in _DROPPED_WHEN_DEQUANTIZED:
             continue
         if e.name == "config.json":

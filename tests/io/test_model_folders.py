@@ -445,3 +445,102 @@ def test_progress_bars_on_a_terminal(tmp_path):
     assert "model-00002-of-00002.safetensors" in text and "B/s" in text
     res = run("convert", src, tmp_path / "p", "--to", "bfloat16")
     assert "B/s" not in res.stderr
+
+
+def _shard_data(path):
+    with mst.open(path) as f:
+        return sum(f.info(n).end - f.info(n).begin for n in f.keys())
+
+
+def test_max_shard_size_splits_anew(tmp_path):
+    """--max-shard-size: the output is split anew in the input's tensor
+    order, each shard at most SIZE of tensor data (a larger tensor alone),
+    named as save_pretrained names them, with the index; the tensors are the
+    bytes the same convert writes without it."""
+    src = tmp_path / "ds"
+    _deepseek_folder(src, np.random.default_rng(11))
+    run("convert", src, tmp_path / "same", "--to", "bfloat16")
+    want = mst.load(tmp_path / "same")
+    size = 40_000                 # l.0.proj.weight as bf16 is 120,000 bytes: alone
+    res = run("convert", src, tmp_path / "split", "--to", "bfloat16", "--max-shard-size",
+              str(size))
+    assert "wrote" in res.stdout
+    out = tmp_path / "split"
+    shards = sorted(n for n in os.listdir(out) if n.endswith(".safetensors"))
+    n = len(shards)
+    assert n >= 3 and shards == [f"model-{i:05d}-of-{n:05d}.safetensors" for i in range(1, n + 1)]
+    index = json.loads((out / "model.safetensors.index.json").read_text())
+    assert sorted(set(index["weight_map"].values())) == shards
+    assert index["metadata"]["total_size"] == sum(_shard_data(out / s) for s in shards)
+    for s in shards:
+        with mst.open(out / s) as f:
+            assert f.metadata() == {"format": "pt"}
+            assert len(f.keys()) == 1 or _shard_data(out / s) <= size, s
+    got = mst.load(out)
+    assert list(got) == list(want)                              # the input's order
+    for k in want:
+        assert got[k].dtype == want[k].dtype
+        np.testing.assert_array_equal(np.asarray(got[k]).view(np.uint8),
+                                      np.asarray(want[k]).view(np.uint8))
+    cfg = json.loads((out / "config.json").read_text())
+    assert "quantization_config" not in cfg
+    # units: "5GB" is 10^9 bytes, "2GiB" 2^30; everything in one shard: no index
+    run("convert", src, tmp_path / "one", "--to", "bfloat16", "--max-shard-size", "5GB")
+    assert sorted(n for n in os.listdir(tmp_path / "one") if "safetensors" in n) == \
+        ["model.safetensors"]
+    assert checkpoint.parse_size("2GiB") == 2 ** 31 and checkpoint.parse_size("5gb") == 5 * 10 ** 9
+    assert checkpoint.parse_size("500MB") == 5 * 10 ** 8 and checkpoint.parse_size(1024) == 1024
+
+
+def test_max_shard_size_layout_target_keeps_scales_with_weights(tmp_path):
+    """bf16 -> deepseek-fp8 split anew: a weight's scale_inv in its shard;
+    from a single file the output is a folder with the file's config only."""
+    folder = tmp_path / "m"
+    folder.mkdir()
+    rng = np.random.default_rng(12)
+    ts = {f"model.layers.{i}.mlp.up_proj.weight":
+          rng.standard_normal((256, 256)).astype(mf.bfloat16) for i in range(3)}
+    ts["model.norm.weight"] = np.ones(256, mf.bfloat16)
+    mst.save(folder / "model.safetensors", ts)
+    (folder / "config.json").write_text(json.dumps({"architectures": ["X"]}))
+    (folder / "notes.txt").write_text("not the model's")
+    out = tmp_path / "fp8"
+    run("convert", folder / "model.safetensors", out, "--to", "deepseek-fp8",
+        "--max-shard-size", "70KB")
+    index = json.loads((out / "model.safetensors.index.json").read_text())
+    wm = index["weight_map"]
+    for i in range(3):
+        w = f"model.layers.{i}.mlp.up_proj.weight"
+        assert wm[w] == wm[w + "_scale_inv"]
+    assert len(set(wm.values())) == 3
+    assert sorted(os.listdir(out)) == ["config.json", "model-00001-of-00003.safetensors",
+                                       "model-00002-of-00003.safetensors",
+                                       "model-00003-of-00003.safetensors",
+                                       "model.safetensors.index.json"]
+    assert json.loads((out / "config.json").read_text())["quantization_config"][
+        "quant_method"] == "fp8"
+    ref = tmp_path / "ref.safetensors"
+    run("convert", folder / "model.safetensors", ref, "--to", "deepseek-fp8")
+    want, got = mst.load(ref), mst.load(out)
+    assert sorted(got) == sorted(want)
+    for k in want:
+        np.testing.assert_array_equal(np.asarray(got[k]).view(np.uint8),
+                                      np.asarray(want[k]).view(np.uint8))
+
+
+def test_max_shard_size_errors(tmp_path):
+    src = tmp_path / "ds"
+    _deepseek_folder(src, np.random.default_rng(13))
+    bad = run("convert", src, tmp_path / "o", "--to", "bfloat16", "--max-shard-size", "5 apples",
+              check=False)
+    assert bad.returncode == 2 and "'5 apples'" in bad.stderr and "5GB" in bad.stderr
+    assert not (tmp_path / "o").exists()
+    bad = run("convert", src, tmp_path / "o", "--to", "bfloat16", "--max-shard-size", "0",
+              check=False)
+    assert bad.returncode == 2 and "at least one byte" in bad.stderr
+    plain = tmp_path / "plain.safetensors"
+    mst.save(plain, {"w": np.ones((4, 64), np.float32)})
+    bad = run("convert", plain, tmp_path / "o", "--to", "mxfp8_e4m3", "--max-shard-size", "1MB",
+              check=False)
+    assert bad.returncode == 2 and "--max-shard-size" in bad.stderr
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".")]

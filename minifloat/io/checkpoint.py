@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 
 import numpy as np
 
@@ -193,14 +194,19 @@ def _finite_amax(f, name, block):
     return amax
 
 
-_scratch = {}
+#: scratch arrays, one set per thread: convert --jobs runs shards on threads
+_scratch = threading.local()
 
 
 def _buf(key, dtype, n):
-    """A reused scratch array (fresh allocations each chunk cost page faults)."""
-    b = _scratch.get(key)
+    """A reused scratch array of this thread's (fresh allocations each chunk
+    cost page faults)."""
+    bufs = getattr(_scratch, "bufs", None)
+    if bufs is None:
+        bufs = _scratch.bufs = {}
+    b = bufs.get(key)
     if b is None or b.size < n or b.dtype != dtype:
-        b = _scratch[key] = np.empty(max(n, CHUNK), dtype)
+        b = bufs[key] = np.empty(max(n, CHUNK), dtype)
     return b[:n]
 
 

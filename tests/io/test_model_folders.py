@@ -7,6 +7,7 @@ model's tensors.  The end-to-end checks build tiny models with transformers
 and load the converted folder with from_pretrained."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -544,3 +545,33 @@ def test_max_shard_size_errors(tmp_path):
               check=False)
     assert bad.returncode == 2 and "--max-shard-size" in bad.stderr
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".")]
+
+
+def test_jobs_on_shards_of_many_chunks(tmp_path):
+    """--jobs 2 with shards whose weights span many chunks, so that the two
+    threads convert at the same time: the same bytes as one job (each
+    thread has its own scratch buffers)."""
+    src = tmp_path / "big"
+    src.mkdir()
+    rng = np.random.default_rng(14)
+    wm = {}
+    for i in (1, 2):
+        codes, s = _fp8_block(rng, 1024, 1536)
+        sh = f"model-0000{i}-of-00002.safetensors"
+        mst.save(src / sh, {f"l.{i}.w.weight": codes.view(mf.float8_e4m3fn),
+                            f"l.{i}.w.weight_scale_inv": s,
+                            f"l.{i}.norm": rng.standard_normal(1 << 19).astype(np.float32)})
+        wm.update({f"l.{i}.w.weight": sh, f"l.{i}.w.weight_scale_inv": sh, f"l.{i}.norm": sh})
+    mst.save_index(src / "model.safetensors.index.json", wm, {})
+    (src / "config.json").write_text(json.dumps(CONFIG))
+    for _ in range(2):
+        for j in ("1", "2"):
+            out = tmp_path / f"o{j}"
+            shutil.rmtree(out, ignore_errors=True)
+            checkpoint.convert_folder(src, out, "bfloat16", jobs=int(j))
+        assert _files(tmp_path / "o2") == _files(tmp_path / "o1")
+    # and back to a layout, from the bf16 model
+    for j in ("1", "2"):
+        checkpoint.convert_folder(tmp_path / "o1", tmp_path / f"q{j}", "deepseek-fp8",
+                                  jobs=int(j))
+    assert _files(tmp_path / "q2") == _files(tmp_path / "q1")

@@ -1116,20 +1116,14 @@ def _dequant_cast_chunks(f, g, tdt, saturate, rounding, seed, row, tot, progress
     (one rounding, from the float32 values its layout defines), and the
     cast's relative RMS error against those float32 values."""
     size = sum(f.info(n).end - f.info(n).begin for n in g.tensors.values())
-    err2 = ref2 = 0.0
-    counts = np.zeros(3, np.int64)
+    cast = _Caster(tdt, saturate, rounding, seed, np.dtype(np.float32))
     for k, c in enumerate(_layouts.chunks(f, g, CHUNK)):
-        y, e2, r2, n = _cast_chunk(c.reshape(-1), tdt, saturate, rounding, seed, k)
-        err2 += e2
-        ref2 += r2
-        counts += n
+        c = c.reshape(-1)
+        y = cast(c, k)
         yield memoryview(y.view(np.uint8))
-    _count_row(row, counts)
+    cast.finish(row, tot)
     if progress is not None:
         progress(size)
-    row["rel_rms_error"] = math.sqrt(err2 / ref2) if ref2 > 0 else 0.0
-    tot["err2"] += err2
-    tot["ref2"] += ref2
 
 
 def _convert_blocks(src, dst, to, only, rows, tot, progress, fsync=False):
@@ -1292,59 +1286,74 @@ def _count_row(row, counts):
     row["to_nonfinite"], row["saturated"], row["flush_to_zero"] = (int(v) for v in counts)
 
 
-def _cast_chunks(f, name, tdt, saturate, rounding, seed, row, tot, progress):
-    err2 = ref2 = 0.0
-    sub = st._BITS[st.code_of(tdt)] < 8
-    bits = st._BITS[f.info(name).dtype]
-    # the fused kernel: its counts come from the blocks that hold a value
-    # not finite, so a target whose overflow is silent (no inf, no NaN: it
-    # always clamps) takes the general route, which counts the clamped values
-    fmt = _FORMATS.get(tdt.name)
-    fused = (rounding == "nearest" and fmt is not None and (fmt["has_inf"] or fmt["has_nan"])
-             and _kernel_source(np.dtype(st.DTYPES[f.info(name).dtype]))
-             and f.info(name).dtype != "F64")
-    acc = None
-    counts = np.zeros(3, np.int64)
-    for k, c in enumerate(_chunks(f, name, KCHUNK if fused else CHUNK)):
-        if fused:
-            # one pass: decode to float32 blocks, encode (the cast), decode
-            # back, error sums (the statistics kernel, writing the codes)
-            if acc is None:
-                acc = np.zeros(14)
-                acc[_A_MIN], acc[_A_MAX] = math.inf, -math.inf
-            y = _buf("cy", tdt, c.size)
+class _Caster:
+    """Chunks cast to `tdt`, with the cast's squared error and reference
+    sums and its overflow / flush counts over all of them (finish() puts them
+    in the row).  Where it can, one pass of the statistics kernel does it:
+    decode to float32 blocks, encode (the cast), decode back, error sums,
+    writing the codes; its counts come from the blocks that hold a value not
+    finite, so a target whose overflow is silent (no inf, no NaN: it always
+    clamps), stochastic rounding, or a source the kernels do not read takes
+    the general route (_cast_chunk), which counts the clamped values."""
+
+    def __init__(self, tdt, saturate, rounding, seed, source_dtype):
+        fmt = _FORMATS.get(tdt.name)
+        self.tdt, self.saturate, self.rounding, self.seed = tdt, saturate, rounding, seed
+        self.fused = (rounding == "nearest" and fmt is not None
+                      and (fmt["has_inf"] or fmt["has_nan"])
+                      and bool(_kernel_source(source_dtype)) and source_dtype != np.float64)
+        self.err2 = self.ref2 = 0.0
+        self.counts = np.zeros(3, np.int64)
+        self.acc = None
+
+    def __call__(self, c, k):
+        """Chunk `c` (the k-th) cast: a reused scratch buffer of this thread's."""
+        if self.fused:
+            if self.acc is None:
+                self.acc = np.zeros(14)
+                self.acc[_A_MIN], self.acc[_A_MAX] = math.inf, -math.inf
+            acc = self.acc
+            y = _buf("cy", self.tdt, c.size)
             before = acc.copy()
             c = np.require(c, requirements="CA")
-            _core._stats(acc, c, tdt.name, 1.0, None, y, False)
-            if saturate and (acc[_A_OVER] > before[_A_OVER] or acc[_A_INF] > before[_A_INF]):
-                # the kernel does not clamp: a chunk with a value beyond the
-                # range (rare in a checkpoint) is cast again, saturating
-                acc[:] = before
-                y, e2, r2, n = _cast_chunk(c, tdt, saturate, rounding, seed, k)
-                err2 += e2
-                ref2 += r2
-                counts += n
-            if progress is not None:
-                progress(c.size * bits // 8)
-            yield memoryview(_pack(y)) if sub else memoryview(y.view(np.uint8))
-            continue
-        y, e2, r2, n = _cast_chunk(c, tdt, saturate, rounding, seed, k)
-        err2 += e2
-        ref2 += r2
-        counts += n
+            _core._stats(acc, c, self.tdt.name, 1.0, None, y, False)
+            if not (self.saturate and (acc[_A_OVER] > before[_A_OVER]
+                                       or acc[_A_INF] > before[_A_INF])):
+                return y
+            # the kernel does not clamp: a chunk with a value beyond the
+            # range (rare in a checkpoint) is cast again, saturating
+            acc[:] = before
+        y, e2, r2, n = _cast_chunk(c, self.tdt, self.saturate, self.rounding, self.seed, k)
+        self.err2 += e2
+        self.ref2 += r2
+        self.counts += n
+        return y
+
+    def finish(self, row, tot):
+        err2, ref2, counts = self.err2, self.ref2, self.counts
+        if self.acc is not None:
+            err2 += float(self.acc[_A_ERR2])
+            ref2 += float(self.acc[_A_REF2])
+            # the kernel's counts: finite -> inf/NaN, zeros of y and of x
+            counts = counts + (int(self.acc[_A_OVER]), 0,
+                               int(self.acc[_A_ZY]) - int(self.acc[_A_ZX]))
+        _count_row(row, counts)
+        row["rel_rms_error"] = math.sqrt(err2 / ref2) if ref2 > 0 else 0.0
+        tot["err2"] += err2
+        tot["ref2"] += ref2
+
+
+def _cast_chunks(f, name, tdt, saturate, rounding, seed, row, tot, progress):
+    sub = st._BITS[st.code_of(tdt)] < 8
+    bits = st._BITS[f.info(name).dtype]
+    cast = _Caster(tdt, saturate, rounding, seed, np.dtype(st.DTYPES[f.info(name).dtype]))
+    for k, c in enumerate(_chunks(f, name, KCHUNK if cast.fused else CHUNK)):
+        y = cast(c, k)
         if progress is not None:
             progress(c.size * bits // 8)
         # y is a scratch buffer: write() consumes each chunk before asking for the next
         yield memoryview(_pack(y)) if sub else memoryview(y.view(np.uint8))
-    if acc is not None:
-        err2 += float(acc[_A_ERR2])
-        ref2 += float(acc[_A_REF2])
-        # the kernel's counts: finite -> inf/NaN, zeros of y and of x
-        counts += (int(acc[_A_OVER]), 0, int(acc[_A_ZY]) - int(acc[_A_ZX]))
-    _count_row(row, counts)
-    row["rel_rms_error"] = math.sqrt(err2 / ref2) if ref2 > 0 else 0.0
-    tot["err2"] += err2
-    tot["ref2"] += ref2
+    cast.finish(row, tot)
 
 
 # --------------------------------------------------------------------------- demo

@@ -728,7 +728,6 @@ def fp4_chunks(f, g, chunk_values=1 << 20):
     if n == 0 or k == 0:
         return
     (block,) = g.block
-    nb = k // block
     rows = max(1, chunk_values // k)
     out = np.empty((min(rows, n), k), np.float32)
     mx = g.layout in ("ct_mxfp4_pack", "quark_mxfp4")
@@ -750,8 +749,11 @@ def fp4_chunks(f, g, chunk_values=1 << 20):
                 o[...] = op[:, :k]
             else:
                 _e2m1_decode(c, unit[:r1 - r0], o)
-            ob = o.reshape(r1 - r0, nb, block)
-            np.multiply(ob, _block_scale(f, g, r0, r1)[:, :, None], out=ob)
+            # each block's scale spread over its columns, then one contiguous
+            # multiply (a broadcast over blocks of 16 costs NumPy a loop call
+            # per block)
+            srep = np.repeat(_block_scale(f, g, r0, r1), block, axis=1)
+            np.multiply(o, srep, out=o)
         yield o
 
 
@@ -769,17 +771,25 @@ def gpt_oss_chunks(f, g, chunk_values=1 << 20):
     e, n, groups, _ = blocks_.shape
     if e == 0 or n == 0 or groups == 0:
         return
-    band = max(1, min(groups, chunk_values // (32 * n)))
-    out = np.empty((n, band * 32), np.float32)
+    # a band of at least 8 groups (256 output rows) per step, transposed in
+    # tiles of TILE stored rows: each tile is decoded into a small buffer
+    # that stays in cache, then copied to its columns of the band
+    band = max(1, min(groups, max(8, chunk_values // (32 * n))))
+    tile = 64
+    small = np.empty((tile, band * 32), np.float32)
     tout = np.empty((band * 32, n), np.float32)
     for x in range(e):
         for g0 in range(0, groups, band):
             g1 = min(groups, g0 + band)
             w = (g1 - g0) * 32
-            c = np.ascontiguousarray(blocks_[x, :, g0:g1]).view(np.uint8).reshape(n, -1)
-            s = np.ascontiguousarray(scales[x, :, g0:g1]).view(np.uint8)
-            o = out[:, :w] if w == out.shape[1] else np.empty((n, w), np.float32)
-            _e2m1_decode(c, s, o)
             t = tout[:w]
-            np.copyto(t, o.T)
+            for r0 in range(0, n, tile):
+                r1 = min(n, r0 + tile)
+                c = np.ascontiguousarray(blocks_[x, r0:r1, g0:g1]).view(np.uint8).reshape(
+                    r1 - r0, -1)
+                s = np.ascontiguousarray(scales[x, r0:r1, g0:g1]).view(np.uint8)
+                o = small[:r1 - r0, :w] if w == small.shape[1] else \
+                    np.empty((r1 - r0, w), np.float32)
+                _e2m1_decode(c, s, o)
+                np.copyto(t[:, r0:r1], o.T)
             yield t

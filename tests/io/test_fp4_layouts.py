@@ -50,10 +50,13 @@ def _bf16_bits(x):
 
 # --------------------------------------------------------------------------- gpt-oss
 
-@pytest.mark.parametrize("chunk", [1 << 20, 64, 1])
-def test_gpt_oss_mxfp4_matches_transformers(tmp_path, chunk):
+@pytest.mark.parametrize("chunk,n,groups", [(1 << 20, 24, 5), (64, 24, 5), (1, 24, 5),
+                                             (1 << 20, 150, 11), (1, 150, 11)])
+def test_gpt_oss_mxfp4_matches_transformers(tmp_path, chunk, n, groups):
+    """Several tiles of 64 stored rows (a partial one) and bands of 8 groups
+    (a partial one) where n = 150 and 11 groups."""
     mxfp4 = pytest.importorskip("transformers.integrations.mxfp4")
-    e, n, groups = 3, 24, 5
+    e = 3
     blocks = RNG.integers(0, 256, (e, n, groups, 16), dtype=np.uint8)
     scales = RNG.integers(100, 150, (e, n, groups), dtype=np.uint8)
     scales[0, 0, 0], scales[1, 2, 3] = 1, 254            # tiny and huge (inf in bf16) scales

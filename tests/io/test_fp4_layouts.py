@@ -51,10 +51,10 @@ def _bf16_bits(x):
 # --------------------------------------------------------------------------- gpt-oss
 
 @pytest.mark.parametrize("chunk,n,groups", [(1 << 20, 24, 5), (64, 24, 5), (1, 24, 5),
-                                             (1 << 20, 150, 11), (1, 150, 11)])
+                                             (1 << 20, 600, 11), (1, 600, 11)])
 def test_gpt_oss_mxfp4_matches_transformers(tmp_path, chunk, n, groups):
-    """Several tiles of 64 stored rows (a partial one) and bands of 8 groups
-    (a partial one) where n = 150 and 11 groups."""
+    """Several tiles of 256 stored rows (a partial one) and bands of 8 groups
+    (a partial one) where n = 600 and 11 groups."""
     mxfp4 = pytest.importorskip("transformers.integrations.mxfp4")
     e = 3
     blocks = RNG.integers(0, 256, (e, n, groups, 16), dtype=np.uint8)

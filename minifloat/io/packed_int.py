@@ -178,6 +178,12 @@ def _ct_params(f, g, qcfg):
         raise ValueError(f"{g.name}: weight_packed is {pdt} {list(pshape)}, not a 2-d or wider I32")
     k_given = None
     if "shape" in g.tensors:
+        # a few integers: checked from the header before anything is read
+        # (a bogus weight_shape of a billion values would be read and walked)
+        hdt, hshape = _info(f, g, "shape")
+        if hdt not in _INT_DTYPES | {"U64"} or len(hshape) > 1 or math.prod(hshape) != len(pshape):
+            raise ValueError(f"{g.name}: weight_shape is {hdt} {list(hshape)}, not the "
+                             f"{len(pshape)} integers of the packed weight's shape")
         sh = np.asarray(f.get_tensor(g.tensors["shape"])).reshape(-1)
         if sh.dtype.kind not in "iu" or sh.size == 0 \
                 or tuple(int(v) for v in sh[:-1]) != pshape[:-1] or int(sh[-1]) < 0:

@@ -46,12 +46,16 @@ def _sharded(tmp_path, shards, weight_map, config=FP8):
     return folder
 
 
-def _ct_pack(tmp_path, groups):
+def _ct_pack(tmp_path, groups, shape=np.array([16, 32], np.int64)):
     cfg = {"quantization_config": {"quant_method": "compressed-tensors",
                                    "format": "pack-quantized", "config_groups": groups}}
     return _folder(tmp_path, {
         W + "_packed": ("I32", (16, 4)), W + "_scale": ("BF16", (16, 1)),
-        W + "_shape": np.array([16, 32], np.int64), **NORM}, cfg)
+        W + "_shape": shape, **NORM}, cfg)
+
+
+INT4_CHANNEL = {"group_0": {"targets": ["Linear"],
+                            "weights": {"num_bits": 4, "strategy": "channel"}}}
 
 
 # (id, build(tmp_path) -> the path a user gives, the logical tensor, words its message has)
@@ -79,6 +83,14 @@ CASES = [
      lambda p: _ct_pack(p, {"group_0": {"targets": ["Linear"],
                                         "weights": {"num_bits": 8, "type": "float"}}}),
      W, ["compressed-tensors pack-quantized", "no quantization_config.config_groups with int"]),
+    # a weight_shape of 2^22 integers is refused from the header, not read and walked
+    ("ct_pack_weight_shape_too_long",
+     lambda p: _ct_pack(p, INT4_CHANNEL, ("I64", (1 << 22,))),
+     W, ["compressed-tensors pack-quantized", "weight_shape is I64 [4194304]",
+         "not the 2 integers"]),
+    ("ct_pack_weight_shape_not_integers",
+     lambda p: _ct_pack(p, INT4_CHANNEL, ("F8_E4M3", (2,))),
+     W, ["compressed-tensors pack-quantized", "weight_shape is F8_E4M3 [2]"]),
     ("modelopt_nvfp4_scale_2_not_one_value",
      lambda p: _folder(p, {W: ("U8", (16, 16)), W + "_scale": ("F8_E4M3", (16, 2)),
                            W + "_scale_2": ("F32", (2,)), **NORM}, None, MODELOPT),

@@ -122,7 +122,65 @@ py_unpack_affine(PyObject *NPY_UNUSED(self), PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* _unpack_e2m1(codes u8 (rows, k/2), scales f32 (rows, nb), out f32, block, transposed) */
+static PyObject *
+py_unpack_e2m1(PyObject *NPY_UNUSED(self), PyObject *args)
+{
+    PyArrayObject *c, *s, *out;
+    Py_ssize_t block;
+    int transposed;
+    if (!PyArg_ParseTuple(args, "O!O!O!np", &PyArray_Type, &c, &PyArray_Type, &s,
+                          &PyArray_Type, &out, &block, &transposed)) {
+        return NULL;
+    }
+    /* codes: rows of bytes, any row stride (a band of a wider tensor) */
+    if (PyArray_TYPE(c) != NPY_UINT8 || PyArray_NDIM(c) != 2
+            || (PyArray_SIZE(c) > 0
+                && ((PyArray_DIM(c, 1) > 1 && PyArray_STRIDE(c, 1) != 1)
+                    || (PyArray_DIM(c, 0) > 1 && PyArray_STRIDE(c, 0) < PyArray_DIM(c, 1))))) {
+        PyErr_SetString(PyExc_ValueError, "_unpack_e2m1: codes must be a 2-d uint8 array with "
+                        "contiguous rows");
+        return NULL;
+    }
+    if (check2d((PyObject *)s, "scales", 1, 0) < 0 || check2d((PyObject *)out, "out", 1, 1) < 0) {
+        return NULL;
+    }
+    npy_intp rows = PyArray_DIM(c, 0), k = 2 * PyArray_DIM(c, 1);
+    if (block < 2 || block % 2) {
+        PyErr_Format(PyExc_ValueError, "_unpack_e2m1: block must be even and >= 2, not %zd",
+                     block);
+        return NULL;
+    }
+    npy_intp nb = k == 0 ? 0 : (k - 1) / block + 1;
+    npy_intp orow = transposed ? k : rows, ocol = transposed ? rows : k;
+    if (PyArray_DIM(s, 0) != rows || PyArray_DIM(s, 1) != nb || PyArray_DIM(out, 0) != orow
+            || PyArray_DIM(out, 1) != ocol) {
+        PyErr_Format(PyExc_ValueError, "_unpack_e2m1: %zd rows of %zd codes need scales (%zd, "
+                     "%zd) and out (%zd, %zd)", (Py_ssize_t)rows, (Py_ssize_t)k, (Py_ssize_t)rows,
+                     (Py_ssize_t)nb, (Py_ssize_t)orow, (Py_ssize_t)ocol);
+        return NULL;
+    }
+    if (rows > 0 && k > 0) {
+        const uint8_t *cd = PyArray_DATA(c);
+        npy_intp ldc = rows > 1 ? PyArray_STRIDE(c, 0) : k / 2;
+        const float *sd = PyArray_DATA(s);
+        float *od = PyArray_DATA(out);
+        int rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = mf_unpack_e2m1(cd, ldc, rows, k, block, sd, nb, od, ocol, transposed);
+        Py_END_ALLOW_THREADS
+        if (rc < 0) {
+            return PyErr_NoMemory();
+        }
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef unpack_methods[] = {
+    {"_unpack_e2m1", py_unpack_e2m1, METH_VARARGS,
+     "_unpack_e2m1(codes, scales, out, block, transposed): packed e2m1 codes (low nibble first) "
+     "times a float32 scale per block of a row, into out (rows, k), or (k, rows) transposed "
+     "(minifloat.io.layouts)."},
     {"_unpack_affine", py_unpack_affine, METH_VARARGS,
      "_unpack_affine(words, scale, z, out, bits, group, kind, offset, round_to): the values of "
      "packed integer codes, kind 0: (u - offset - z) * scale (compressed-tensors), kind 1: "

@@ -259,6 +259,19 @@ void mf_unpack_affine(const uint32_t *words, mf_intp ldw, mf_intp rows, mf_intp 
                       mf_affine_kind kind, int32_t offset, const mf_format *rnd,
                       float *out, mf_intp ldo);
 
+/*
+ * Packed e2m1 codes (two per byte, element 2j in the low nibble) with a
+ * float32 scale per block of `block` (even) elements of a row
+ * (kernels/packed/serial.c): value = e2m1(code) * s[r * lds + j / block],
+ * one float32 multiplication (MXFP4: s = 2**(e8m0 - 127), exact; NVFP4: the
+ * block's scale as its reference computes it).  rows x k values (k even),
+ * row r's codes at codes + r * ldc.  Written to out + r * ldo + j, or with
+ * `transposed` to out + j * ldo + r (gpt-oss's experts, [K, N]).  Uses the
+ * active level's block kernels (unpack4, mul2).  Returns -1 if out of memory.
+ */
+int mf_unpack_e2m1(const uint8_t *codes, mf_intp ldc, mf_intp rows, mf_intp k, mf_intp block,
+                    const float *s, mf_intp lds, float *out, mf_intp ldo, int transposed);
+
 /* the active table */
 extern const mf_kernels *mf_k;
 extern mf_level mf_active_level;

@@ -15,8 +15,10 @@
  * last group (group not dividing k) are handled by bounds, never by reading
  * padding that may not be there.
  */
+#include <stdlib.h>
 #include "../../core/codec.h"
 #include "../kernels.h"
+#include "../blocks/blocks.h"
 
 /* R(): round a float32 to the format of `rnd` (bfloat16 or float16: a
  * sign, an exponent field, `drop` fewer significand bits than float32),
@@ -162,4 +164,57 @@ mf_unpack_affine(const uint32_t *words, mf_intp ldw, mf_intp rows, mf_intp k, in
             }
         }
     }
+}
+
+/* ---- packed e2m1 (MXFP4, NVFP4) with a float32 scale per block ---- */
+
+static const float mf_e2m1_lut[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+                                      -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
+/* one row: k values of e2m1 codes c times s[j / block] into o: the level's
+ * unpack4 and mul2 (SIMD) over the whole blocks, scalar for a ragged end */
+static void
+e2m1_row(const uint8_t *c, mf_intp k, mf_intp block, const float *s, float *o)
+{
+    const mf_intp nfull = k / block, kfull = nfull * block;
+    if (kfull > 0) {
+        mf_kb->unpack4(c, kfull, mf_e2m1_lut, o);
+        mf_kb->mul2(o, nfull, (int)block, s, 1.0f);      /* (o * s) * 1: exact */
+    }
+    for (mf_intp j = kfull; j < k; j++) {
+        o[j] = mf_e2m1_lut[(c[j / 2] >> (4 * (j & 1))) & 15u] * s[nfull];
+    }
+}
+
+int
+mf_unpack_e2m1(const uint8_t *codes, mf_intp ldc, mf_intp rows, mf_intp k, mf_intp block,
+               const float *s, mf_intp lds, float *out, mf_intp ldo, int transposed)
+{
+    if (!transposed) {
+        for (mf_intp r = 0; r < rows; r++) {
+            e2m1_row(codes + r * ldc, k, block, s + r * lds, out + r * ldo);
+        }
+        return 0;
+    }
+    /* out[j, r]: a tile of TR stored rows decoded into buf (in cache), then
+     * written column by column, TR floats (64 bytes) at a time */
+    enum { TR = 16 };
+    float *buf = malloc(sizeof(float) * TR * (size_t)k);
+    if (buf == NULL) {
+        return -1;
+    }
+    for (mf_intp r0 = 0; r0 < rows; r0 += TR) {
+        const mf_intp nr = rows - r0 < TR ? rows - r0 : TR;
+        for (mf_intp i = 0; i < nr; i++) {
+            e2m1_row(codes + (r0 + i) * ldc, k, block, s + (r0 + i) * lds, buf + i * k);
+        }
+        for (mf_intp j = 0; j < k; j++) {
+            float *o = out + j * ldo + r0;
+            for (mf_intp i = 0; i < nr; i++) {
+                o[i] = buf[i * k + j];
+            }
+        }
+    }
+    free(buf);
+    return 0;
 }

@@ -71,6 +71,15 @@ def each_level(request):
         yield request.param
 
 
+@pytest.fixture
+def threads():
+    """minifloat.set_num_threads for the test, the count restored after."""
+    prev = _core.set_num_threads(None)
+    _core.set_num_threads(prev)
+    yield minifloat.set_num_threads
+    minifloat.set_num_threads(prev)
+
+
 FLOAT_FORMATS = [f["name"] for f in _core.formats() if f["kind"] == "float"]
 INT_FORMATS = [f["name"] for f in _core.formats() if f["kind"] != "float"]
 

@@ -41,15 +41,6 @@ OPS = [np.add, np.subtract, np.multiply, np.true_divide]
 MANY = 4           # more threads than this machine may have: still bit-identical
 
 
-@pytest.fixture
-def threads():
-    """set_num_threads for the test, restored after."""
-    prev = _core.set_num_threads(None)
-    _core.set_num_threads(prev)
-    yield mf.set_num_threads
-    mf.set_num_threads(prev)
-
-
 def n_for(name, extra=777):
     """Elements for 2 MiB of the format (plus a ragged tail)."""
     return 2 * MIN_BYTES // np.dtype(getattr(mf, name)).itemsize + extra

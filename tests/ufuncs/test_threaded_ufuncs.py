@@ -33,15 +33,6 @@ N = 3 * (1 << 17) + 777
 COUNTS = (2, 3)
 
 
-@pytest.fixture
-def threads():
-    """set_num_threads for the test, restored after."""
-    prev = _core.set_num_threads(None)
-    _core.set_num_threads(prev)
-    yield mf.set_num_threads
-    mf.set_num_threads(prev)
-
-
 def bits(a):
     a = np.asarray(a)
     return a.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.itemsize])

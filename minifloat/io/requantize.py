@@ -292,6 +292,9 @@ def _bands(n, rows):
 
 # --------------------------------------------------------------------------- quantizers
 
+_NVFP4 = ("compressed-tensors-nvfp4", "modelopt-nvfp4")
+
+
 class _Job:
     """One weight being written: its scales (computed once, kept), its
     code bands (computed when the codes tensor is written)."""
@@ -299,6 +302,7 @@ class _Job:
     def __init__(self, q, name, shape, read_rows):
         self.q, self.name, self.shape, self.read_rows = q, name, tuple(shape), read_rows
         self.scales = None          # stored name -> array, once computed
+        self.tensor_scale = None    # NVFP4: the float32 tensor scale (scale_2 / global)
 
     def ensure_scales(self):
         if self.scales is None:
@@ -306,8 +310,8 @@ class _Job:
         return self.scales
 
     def scale_chunks(self, stored):
-        yield memoryview(np.ascontiguousarray(self.ensure_scales()[stored]).reshape(-1)
-                         .view(np.uint8))
+        for a in self.q._scale_chunks(self, stored):
+            yield memoryview(np.ascontiguousarray(a).reshape(-1).view(np.uint8))
 
 
 class Quantizer:
@@ -384,6 +388,74 @@ class Quantizer:
                                  f"expected {(r1 - r0, k)}")
             yield r0, r1, x
 
+    # ---- the stored scale tensors, each when the writer asks for it
+    def _scale_chunks(self, job, stored):
+        """The arrays of scale tensor `stored` of `job`, in order.  The
+        writer writes a shard's tensors in safetensors' order (by dtype: the
+        F32 and I64 ones, then the F8 block scales, the codes last), so a
+        scale asked for first must not make every weight of the shard keep
+        its scales until its codes: weight_shape is known from the shape;
+        NVFP4's tensor scale is one pass (the weight's amax) that keeps one
+        number, and its block scales are made band by band, again by the
+        codes pass (three reads of the weight, memory of one band).  The
+        other layouts' scales are a row or a block row per 128 rows: kept."""
+        st = self.stored(job.name, job.shape)
+        if self.layout == "compressed-tensors-w4a16" and stored == st[2][0]:
+            yield np.array(job.shape, np.int64)
+        elif self.layout in _NVFP4 and stored == st[2][0]:
+            yield self._nv_tensor_scale(job)[0]
+        elif self.layout in _NVFP4:
+            for _, _, x in self._band_iter(job):
+                yield self._nv_block_scales(job, _block_amax(x, 16))[0]
+        else:
+            yield job.ensure_scales()[stored]
+
+    def _nv_tensor_scale(self, job):
+        """(stored tensor scale, float32 scalar): ModelOpt's weight_scale_2 =
+        amax / (6 * 448), or compressed-tensors' weight_global_scale =
+        generate_gparam's 448 * 6 / amax (in the weight's dtype), amax over
+        the whole weight -- one pass, nothing kept but the number."""
+        if job.tensor_scale is None:
+            t = _F32(0)
+            for _, _, x in self._band_iter(job):
+                if x.size:
+                    t = np.max([t, np.abs(x).max()])          # NaN propagates, as amax.max()
+            t = _F32(t)
+            if self.layout == "compressed-tensors-nvfp4":
+                rnd = self._rnd
+                tiny = {"BF16": np.finfo(np.float32).tiny, "F16": np.finfo(np.float16).tiny,
+                        "F32": np.finfo(np.float32).tiny}[self.dtype]
+                # `448 * 6 / t` is t.reciprocal() * 2688 in torch, each in the dtype
+                with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+                    r = rnd(np.array([_F32(1.0) / max(t, _F32(tiny))], _F32))
+                    g = rnd((r * _F32(448.0 * 6.0)).astype(_F32))
+                g = np.where(np.isfinite(g), g, _F32(1.0)).astype(_F32)
+                job.tensor_scale = (g, _F32(g[0]))
+            else:
+                with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                    s2 = _F32(_F32(t) / _F32(6.0 * 448.0))
+                job.tensor_scale = (np.array(s2, _F32), s2)
+        return job.tensor_scale
+
+    def _nv_block_scales(self, job, amax):
+        """(e4m3 block scales, the float32 divisors of the values) of a band's
+        block amaxes, given the tensor scale: each reference's arithmetic,
+        element by element."""
+        ts = self._nv_tensor_scale(job)[1]
+        if self.layout == "compressed-tensors-nvfp4":
+            rnd = self._rnd
+            with np.errstate(over="ignore", invalid="ignore"):
+                sc = (ts * rnd(amax / _F32(6.0))).astype(_F32)
+                sc = np.clip(sc, _F32(-448.0), _F32(448.0)).astype(_E4M3).astype(_F32)
+            sc = np.where(sc == 0, _F32(0.125), sc).astype(_F32)
+            return sc.astype(_E4M3), (sc / ts).astype(_F32)     # _quantize: scale / global
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            pbs = (amax / _F32(_F32(6.0) * ts)).astype(_F32)
+            pbs = np.where(pbs == 0, _F32(1.0), pbs)
+            pbs = np.maximum(pbs, _F32(2.0 ** -9))             # clamp_(min=2**-9); NaN stays
+            sc = pbs.astype(_E4M3)
+            return sc, (sc.astype(_F32) * ts).astype(_F32)
+
     # ---- pass 1: scales
     def _scales(self, job):
         lay = self.layout
@@ -409,7 +481,9 @@ class Quantizer:
                 inv = (_F32(1.0) / s).astype(_F32)
             job.fwd = s.astype(_F32)
             return {st[1][0]: inv}
-        block = {"compressed-tensors-fp8": k, "compressed-tensors-w4a16": 128}.get(lay, 16)
+        if lay in _NVFP4:
+            raise AssertionError(f"{lay}: its scales are made by _stored_scale and the codes")
+        block = {"compressed-tensors-fp8": k, "compressed-tensors-w4a16": 128}[lay]
         amax = np.empty((n, k // block), _F32)
         for r0, r1, x in self._band_iter(job):
             amax[r0:r1] = _block_amax(x, block)
@@ -422,40 +496,18 @@ class Quantizer:
             if lay == "compressed-tensors-w4a16":
                 out[st[2][0]] = np.array([n, k], np.int64)
             return out
-        t = amax.max() if amax.size else _F32(0)
-        if lay == "compressed-tensors-nvfp4":
-            # generate_gparam, in the weight's dtype, then float32
-            tiny = {"BF16": np.finfo(np.float32).tiny, "F16": np.finfo(np.float16).tiny,
-                    "F32": np.finfo(np.float32).tiny}[self.dtype]
-            # `448 * 6 / t` is t.reciprocal() * 2688 in torch, each in the dtype
-            with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-                r = rnd(np.array([_F32(1.0) / max(t, _F32(tiny))], _F32))
-                g = rnd((r * _F32(448.0 * 6.0)).astype(_F32))
-            g = np.where(np.isfinite(g), g, _F32(1.0)).astype(_F32)
-            with np.errstate(over="ignore", invalid="ignore"):
-                sc = (g[0] * rnd(amax / _F32(6.0))).astype(_F32)
-                sc = np.clip(sc, _F32(-448.0), _F32(448.0)).astype(_E4M3).astype(_F32)
-            sc = np.where(sc == 0, _F32(0.125), sc).astype(_F32)
-            job.fwd = (sc / g[0]).astype(_F32)             # _quantize: scale / global_scale
-            return {st[1][0]: sc.astype(_E4M3), st[2][0]: g}
-        # modelopt-nvfp4
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            s2 = _F32(_F32(t) / _F32(6.0 * 448.0))
-            pbs = (amax / _F32(_F32(6.0) * s2)).astype(_F32)
-            pbs = np.where(pbs == 0, _F32(1.0), pbs)
-            pbs = np.maximum(pbs, _F32(2.0 ** -9))         # clamp_(min=2**-9); NaN stays
-            sc = pbs.astype(_E4M3)
-            job.fwd = (sc.astype(_F32) * s2).astype(_F32)
-        return {st[1][0]: sc, st[2][0]: np.array(s2, _F32)}
+        raise AssertionError(f"{lay}: block scales come from the codes pass")
 
     # ---- pass 2: codes
     def _codes(self, job, stored):
         if self.layout == "gpt-oss-mxfp4":
             yield from self._mx_pass(job, want_codes=True)
             return
-        job.ensure_scales()
-        lay, rnd, fwd = self.layout, self._rnd, job.fwd
+        lay, rnd = self.layout, self._rnd
         n, k = job.shape
+        if lay not in _NVFP4:
+            job.ensure_scales()
+            fwd = job.fwd
         for r0, r1, x in self._band_iter(job):
             r = r1 - r0
             with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
@@ -475,8 +527,11 @@ class Quantizer:
                     qv = qv.reshape(r, k // 8, 8) << (np.arange(8, dtype=np.int64) * 4)
                     c = qv.sum(axis=2).astype(np.uint32).view(np.int32)
                 else:       # the nvfp4 layouts: w / (per-block float32 scale)
-                    y = (x.reshape(r, k // 16, 16) / fwd[r0:r1, :, None]).reshape(r, k)
+                    _, div = self._nv_block_scales(job, _block_amax(x, 16))
+                    y = (x.reshape(r, k // 16, 16) / div[:, :, None]).reshape(r, k)
                     c = _pack_nibbles(_e2m1_codes(y))
+            if r1 == n:
+                job.fwd = fwd = None      # the divisors are done with; the stored scales stay
             yield memoryview(np.ascontiguousarray(c).reshape(-1).view(np.uint8))
 
     def _mx_pass(self, job, want_codes):

@@ -11,7 +11,7 @@
 #include <math.h>
 #include "stats.h"
 
-void
+MF_REAL_STACK void
 mf_avx512_stats_f32(mf_stats_block *s, const float *x, const float *y, double rel, mf_intp n,
                     int moments)
 {

@@ -726,18 +726,18 @@ def fp4_chunks(f, g, chunk_values=1 << 20):
         r1 = min(n, r0 + rows)
         o = out[:r1 - r0]
         if mx:
-            s = _E8M0_F32[np.asarray(f.get_tensor(g.tensors["scale"])[r0:r1]).view(np.uint8)]
+            s = _e8m0_f32(f.get_tensor(g.tensors["scale"])[r0:r1])
         else:
             s = np.ascontiguousarray(_block_scale(f, g, r0, r1), np.float32)
         _core._unpack_e2m1(np.asarray(codes[r0:r1]).view(np.uint8), s, o, block, False)
         yield o
 
 
-#: an e8m0 code's value as float32: 2**(code - 127), exact (2**-127 is a
-#: float32 subnormal); 0xFF is NaN (the OCP MX spec), so its block is NaN
-_E8M0_F32 = np.concatenate([np.array([2.0 ** -127], np.float32),
-                            (np.arange(1, 255, dtype=np.uint32) << 23).view(np.float32),
-                            np.array([np.nan], np.float32)])
+def _e8m0_f32(codes):
+    """E8M0 scale codes as float32 (2**(code - 127), exact; 0xFF is NaN, the
+    OCP MX spec's), through the format table's float8_e8m0fnu cast."""
+    with np.errstate(invalid="ignore"):
+        return np.asarray(codes).view(np.uint8).view(_core.float8_e8m0fnu).astype(np.float32)
 
 
 def gpt_oss_chunks(f, g, chunk_values=1 << 20):
@@ -765,6 +765,6 @@ def gpt_oss_chunks(f, g, chunk_values=1 << 20):
             w = (g1 - g0) * 32
             t = tout[:w]
             c = np.asarray(blocks_[x, :, g0:g1]).view(np.uint8).reshape(n, -1)
-            s = _E8M0_F32[np.asarray(scales[x, :, g0:g1]).view(np.uint8)]
+            s = _e8m0_f32(scales[x, :, g0:g1])
             _core._unpack_e2m1(c, s, t, 32, True)
             yield t

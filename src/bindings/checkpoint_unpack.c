@@ -1,7 +1,9 @@
 /*
  * _core._unpack_affine: the values of packed integer weights (compressed-
  * tensors pack-quantized, MLX affine), a block of whole rows at a time, for
- * minifloat/io/packed_int.py.  The work is kernels/packed/serial.c's; this
+ * minifloat/io/packed_int.py; _core._unpack_e2m1: packed e2m1 codes times a
+ * float32 scale per block (MXFP4, NVFP4) for minifloat/io/layouts.py.  The
+ * work is kernels/packed/serial.c's; this
  * file checks that every array agrees with the others, so the kernel never
  * reads or writes outside them.
  */
@@ -9,10 +11,10 @@
 #include "../kernels/kernels.h"
 
 static int
-check2d(PyObject *o, const char *what, int f32, int writable)
+check2d_in(const char *fn, PyObject *o, const char *what, int f32, int writable)
 {
     if (!PyArray_Check(o)) {
-        PyErr_Format(PyExc_TypeError, "_unpack_affine: %s must be an ndarray", what);
+        PyErr_Format(PyExc_TypeError, "%s: %s must be an ndarray", fn, what);
         return -1;
     }
     PyArrayObject *a = (PyArrayObject *)o;
@@ -20,15 +22,21 @@ check2d(PyObject *o, const char *what, int f32, int writable)
     int type_ok = f32 ? t == NPY_FLOAT32 : (t == NPY_INT32 || t == NPY_UINT32);
     if (!type_ok || PyArray_NDIM(a) != 2 || !PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISALIGNED(a)
             || !PyArray_ISNBO(PyArray_DESCR(a)->byteorder)) {
-        PyErr_Format(PyExc_ValueError, "_unpack_affine: %s must be a 2-d C-contiguous aligned "
-                     "native %s array", what, f32 ? "float32" : "int32 or uint32");
+        PyErr_Format(PyExc_ValueError, "%s: %s must be a 2-d C-contiguous aligned "
+                     "native %s array", fn, what, f32 ? "float32" : "int32 or uint32");
         return -1;
     }
     if (writable && !PyArray_ISWRITEABLE(a)) {
-        PyErr_Format(PyExc_ValueError, "_unpack_affine: %s must be writable", what);
+        PyErr_Format(PyExc_ValueError, "%s: %s must be writable", fn, what);
         return -1;
     }
     return 0;
+}
+
+static int
+check2d(PyObject *o, const char *what, int f32, int writable)
+{
+    return check2d_in("_unpack_affine", o, what, f32, writable);
 }
 
 /* _unpack_affine(words, scale, z, out, bits, group, kind, offset, round_to) */
@@ -142,7 +150,8 @@ py_unpack_e2m1(PyObject *NPY_UNUSED(self), PyObject *args)
                         "contiguous rows");
         return NULL;
     }
-    if (check2d((PyObject *)s, "scales", 1, 0) < 0 || check2d((PyObject *)out, "out", 1, 1) < 0) {
+    if (check2d_in("_unpack_e2m1", (PyObject *)s, "scales", 1, 0) < 0
+            || check2d_in("_unpack_e2m1", (PyObject *)out, "out", 1, 1) < 0) {
         return NULL;
     }
     npy_intp rows = PyArray_DIM(c, 0), k = 2 * PyArray_DIM(c, 1);

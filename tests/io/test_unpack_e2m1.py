@@ -59,6 +59,6 @@ def test_bad_arguments():
         _core._unpack_e2m1(c, s, o, 15, False)
     with pytest.raises(ValueError, match="contiguous rows"):
         _core._unpack_e2m1(np.zeros((8, 4), np.uint8).T, s, o, 16, False)
-    with pytest.raises(ValueError, match="writable"):
+    with pytest.raises(ValueError, match="_unpack_e2m1: out must be writable"):
         o.flags.writeable = False
         _core._unpack_e2m1(c, s, o, 16, False)

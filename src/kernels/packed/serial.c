@@ -168,21 +168,19 @@ mf_unpack_affine(const uint32_t *words, mf_intp ldw, mf_intp rows, mf_intp k, in
 
 /* ---- packed e2m1 (MXFP4, NVFP4) with a float32 scale per block ---- */
 
-static const float mf_e2m1_lut[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
-                                      -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
-
 /* one row: k values of e2m1 codes c times s[j / block] into o: the level's
  * unpack4 and mul2 (SIMD) over the whole blocks, scalar for a ragged end */
 static void
 e2m1_row(const uint8_t *c, mf_intp k, mf_intp block, const float *s, float *o)
 {
+    const float *lut = mf_lut8[MF_FLOAT4_E2M1FN];       /* the format table's values */
     const mf_intp nfull = k / block, kfull = nfull * block;
     if (kfull > 0) {
-        mf_kb->unpack4(c, kfull, mf_e2m1_lut, o);
+        mf_kb->unpack4(c, kfull, lut, o);
         mf_kb->mul2(o, nfull, (int)block, s, 1.0f);      /* (o * s) * 1: exact */
     }
     for (mf_intp j = kfull; j < k; j++) {
-        o[j] = mf_e2m1_lut[(c[j / 2] >> (4 * (j & 1))) & 15u] * s[nfull];
+        o[j] = lut[(c[j / 2] >> (4 * (j & 1))) & 15u] * s[nfull];
     }
 }
 

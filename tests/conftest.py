@@ -21,6 +21,13 @@ for _d in [_HERE] + sorted(e.path for e in os.scandir(_HERE)
     if _d not in sys.path:
         sys.path.insert(0, _d)
 
+# The exchange tests hand JAX arrays to minifloat on the CPU.  A CUDA build of
+# JAX (a GPU machine) would put them in device memory, which the CPU cannot
+# view, so JAX runs on the CPU here and in the children the tests start (they
+# inherit the environment).  tests/exchange/test_gpu.py takes JAX's GPU arrays
+# in a child of its own, without this setting.
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 

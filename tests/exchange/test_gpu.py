@@ -16,6 +16,11 @@ wrote into managed memory therefore needs a synchronize first
 (``cupy.cuda.Device().synchronize()``, ``torch.cuda.synchronize()``), as
 docs/exchange.md says.
 """
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -197,3 +202,53 @@ def test_torch_pinned_memory_zero_copy(cuda_torch):
     a = minifloat.from_dlpack(t)
     assert a.ctypes.data == t.data_ptr()                   # zero-copy
     assert a.astype(np.float32).tolist() == list(range(64))
+
+
+# --------------------------------------------------------------- JAX
+
+_JAX_CHILD = r"""
+import json
+import numpy as np
+import jax, jax.numpy as jnp
+import minifloat
+if not [d for d in jax.devices() if d.platform == "gpu"]:
+    print(json.dumps(None)); raise SystemExit
+x = jnp.arange(8, dtype=jnp.float32).astype(jnp.bfloat16)   # in GPU memory
+out = {"platform": x.devices().pop().platform}
+try:
+    minifloat.from_dlpack(x)
+    out["view"] = "no error"
+except BufferError as e:
+    out["view"] = str(e)
+a = minifloat.asnumpy(x)
+out["asnumpy"] = [str(a.dtype), a.astype(np.float32).tolist()]
+try:
+    b = minifloat.from_dlpack(x, device="cpu")
+    out["cpu"] = [str(b.dtype), b.astype(np.float32).tolist()]
+except BufferError as e:
+    out["cpu"] = "BufferError: " + str(e)
+print(json.dumps(out))
+"""
+
+
+def test_jax_gpu_array_refused_then_copied():
+    """A CUDA JAX array, in a child without the suite's JAX_PLATFORMS=cpu."""
+    env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+    try:
+        import jax  # noqa: F401
+    except ImportError:
+        pytest.skip("needs JAX")
+    r = subprocess.run([sys.executable, "-c", _JAX_CHILD], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    if out is None:
+        pytest.skip("needs a CUDA build of JAX with a device (no GPU here)")
+    assert out["platform"] == "gpu"
+    assert "kDLCUDA (2)" in out["view"] and "device='cpu'" in out["view"]
+    assert out["asnumpy"] == ["bfloat16", [float(i) for i in range(8)]]
+    # JAX copies to the host for dl_device=CPU, or says it cannot: never wrong values
+    if isinstance(out["cpu"], str):
+        assert out["cpu"].startswith("BufferError: ")
+    else:
+        assert out["cpu"] == ["bfloat16", [float(i) for i in range(8)]]

@@ -150,8 +150,19 @@ py_unpack_e2m1(PyObject *NPY_UNUSED(self), PyObject *args)
                         "contiguous rows");
         return NULL;
     }
-    if (check2d_in("_unpack_e2m1", (PyObject *)s, "scales", 1, 0) < 0
-            || check2d_in("_unpack_e2m1", (PyObject *)out, "out", 1, 1) < 0) {
+    /* scales: rows of float32, any row stride (a band of an expert's scales) */
+    if (PyArray_TYPE(s) != NPY_FLOAT32 || PyArray_NDIM(s) != 2 || !PyArray_ISALIGNED(s)
+            || !PyArray_ISNBO(PyArray_DESCR(s)->byteorder)
+            || (PyArray_SIZE(s) > 0
+                && ((PyArray_DIM(s, 1) > 1 && PyArray_STRIDE(s, 1) != 4)
+                    || (PyArray_DIM(s, 0) > 1
+                        && (PyArray_STRIDE(s, 0) < 4 * PyArray_DIM(s, 1)
+                            || PyArray_STRIDE(s, 0) % 4))))) {
+        PyErr_SetString(PyExc_ValueError, "_unpack_e2m1: scales must be a 2-d aligned native "
+                        "float32 array with contiguous rows");
+        return NULL;
+    }
+    if (check2d_in("_unpack_e2m1", (PyObject *)out, "out", 1, 1) < 0) {
         return NULL;
     }
     npy_intp rows = PyArray_DIM(c, 0), k = 2 * PyArray_DIM(c, 1);
@@ -173,14 +184,11 @@ py_unpack_e2m1(PyObject *NPY_UNUSED(self), PyObject *args)
         const uint8_t *cd = PyArray_DATA(c);
         npy_intp ldc = rows > 1 ? PyArray_STRIDE(c, 0) : k / 2;
         const float *sd = PyArray_DATA(s);
+        npy_intp lds = rows > 1 ? PyArray_STRIDE(s, 0) / 4 : nb;
         float *od = PyArray_DATA(out);
-        int rc;
         Py_BEGIN_ALLOW_THREADS
-        rc = mf_unpack_e2m1(cd, ldc, rows, k, block, sd, nb, od, ocol, transposed);
+        mf_unpack_e2m1(cd, ldc, rows, k, block, sd, lds, od, ocol, transposed);
         Py_END_ALLOW_THREADS
-        if (rc < 0) {
-            return PyErr_NoMemory();
-        }
     }
     Py_RETURN_NONE;
 }

@@ -267,9 +267,10 @@ void mf_unpack_affine(const uint32_t *words, mf_intp ldw, mf_intp rows, mf_intp 
  * block's scale as its reference computes it).  rows x k values (k even),
  * row r's codes at codes + r * ldc.  Written to out + r * ldo + j, or with
  * `transposed` to out + j * ldo + r (gpt-oss's experts, [K, N]).  Uses the
- * active level's block kernels (unpack4, mul2).  Returns -1 if out of memory.
+ * active level's block kernels (unpack4 and mul2; unpack4t8 for transposed
+ * tiles of 8 rows when the block is a multiple of 8).
  */
-int mf_unpack_e2m1(const uint8_t *codes, mf_intp ldc, mf_intp rows, mf_intp k, mf_intp block,
+void mf_unpack_e2m1(const uint8_t *codes, mf_intp ldc, mf_intp rows, mf_intp k, mf_intp block,
                     const float *s, mf_intp lds, float *out, mf_intp ldo, int transposed);
 
 /* the active table */

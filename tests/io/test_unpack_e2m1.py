@@ -30,14 +30,21 @@ def _scales(rng, shape):
 
 
 @pytest.mark.parametrize("rows,k,block", [(5, 64, 16), (3, 96, 32), (37, 48, 32), (1, 2, 16),
-                                          (17, 22, 16), (40, 160, 32), (0, 32, 32), (4, 0, 16)])
+                                          (17, 22, 16), (40, 160, 32), (0, 32, 32), (4, 0, 16),
+                                          # the transposed tiles of 8 rows: blocks of
+                                          # 8/16/32 with a ragged last block, a block
+                                          # that is not a multiple of 8, a block wider
+                                          # than the row
+                                          (16, 40, 8), (24, 72, 16), (19, 104, 32),
+                                          (9, 36, 6), (8, 24, 10), (11, 16, 64)])
 @pytest.mark.parametrize("transposed", [False, True])
 def test_matches_oracle(each_level, rows, k, block, transposed):
     rng = np.random.default_rng(rows * 1000 + k)
     wide = rng.integers(0, 256, (rows, k // 2 + 7), dtype=np.uint8)
     codes = wide[:, 3:3 + k // 2]                 # rows with a stride, not contiguous
     nb = -(-k // block)
-    scales = _scales(rng, (rows, nb))
+    scales = np.zeros((rows, nb + 3), np.float32)[:, 2:2 + nb]   # a row stride here too
+    scales[...] = _scales(rng, (rows, nb))
     with np.errstate(all="ignore"):
         want = _oracle(codes, scales, block, k)
     out = np.full((k, rows) if transposed else (rows, k), 7.0, np.float32)
@@ -59,6 +66,10 @@ def test_bad_arguments():
         _core._unpack_e2m1(c, s, o, 15, False)
     with pytest.raises(ValueError, match="contiguous rows"):
         _core._unpack_e2m1(np.zeros((8, 4), np.uint8).T, s, o, 16, False)
+    with pytest.raises(ValueError, match="scales must be .* contiguous rows"):
+        _core._unpack_e2m1(c, np.ones((2, 4), np.float32).T, o, 16, False)
+    with pytest.raises(ValueError, match="scales must be"):
+        _core._unpack_e2m1(c, np.ones((4, 1), np.float64), o, 16, False)
     with pytest.raises(ValueError, match="_unpack_e2m1: out must be writable"):
         o.flags.writeable = False
         _core._unpack_e2m1(c, s, o, 16, False)

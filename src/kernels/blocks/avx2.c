@@ -128,6 +128,53 @@ avx2_mul2(float *o, mf_intp nblocks, int B, const float *a, float b)
     }
 }
 
+/* transposes 8 rows of 8 floats: row j of the result is column j of r */
+MF_INLINE void
+transpose8(__m256 r[8])
+{
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+        r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+    }
+}
+
+static void
+avx2_unpack4t8(const uint8_t *c, mf_intp ldc, mf_intp k, int B, const float *lut,
+               const float *s, mf_intp lds, float *out, mf_intp ldo)
+{
+    /* a row's 8 codes from one 32-bit load: lane i shifted right by 4i; the
+     * magnitude from the low 3 bits (permutevar8x32), the sign from bit 3 */
+    const __m256 mag = _mm256_loadu_ps(lut);
+    const __m256i shift = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+    for (mf_intp j = 0; j < k; j += 8) {
+        __m256 v[8];
+        for (int r = 0; r < 8; r++) {
+            uint32_t w;
+            memcpy(&w, c + r * ldc + j / 2, 4);
+            __m256i code = _mm256_srlv_epi32(_mm256_set1_epi32((int)w), shift);
+            __m256 m = _mm256_permutevar8x32_ps(mag, code);
+            __m256i sign = _mm256_slli_epi32(_mm256_srli_epi32(code, 3), 31);
+            m = _mm256_or_ps(m, _mm256_castsi256_ps(sign));
+            v[r] = _mm256_mul_ps(m, _mm256_set1_ps(s[r * lds + j / B]));
+        }
+        transpose8(v);
+        for (int i = 0; i < 8; i++) {
+            _mm256_storeu_ps(out + (j + i) * ldo, v[i]);
+        }
+    }
+}
+
 static void
 avx2_int8_dec(const int8_t *c, mf_intp n, float mul, float *o)
 {
@@ -527,5 +574,5 @@ avx2_quantize_blocks(const mf_block_params *p, const float *x, mf_intp nblocks, 
 
 const mf_block_ops mf_block_ops_avx2 = {
     avx2_amax, avx2_scale_clamp, avx2_mxint8, avx2_pack4, avx2_unpack4, avx2_mul2,
-    avx2_int8_dec, avx2_finite_amax, avx2_quantize_blocks,
+    avx2_unpack4t8, avx2_int8_dec, avx2_finite_amax, avx2_quantize_blocks,
 };

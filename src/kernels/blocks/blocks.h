@@ -63,6 +63,12 @@ typedef struct {
     void (*unpack4)(const uint8_t *c, mf_intp n, const float *lut, float *out);
     /* o[i] = (o[i] * a[i / B]) * b for nblocks blocks of B */
     void (*mul2)(float *o, mf_intp nblocks, int B, const float *a, float b);
+    /* an 8-row tile of packed e2m1 codes (row r at c + r * ldc, element 2j in
+     * the low nibble of byte j), transposed: out[j * ldo + r] =
+     * lut[code(r, j)] * s[r * lds + j / B] for r < 8, j < k (k a multiple of 8;
+     * B here is any multiple of 8, not only the formats' block sizes) */
+    void (*unpack4t8)(const uint8_t *c, mf_intp ldc, mf_intp k, int B, const float *lut,
+                      const float *s, mf_intp lds, float *out, mf_intp ldo);
     /* o[i] = ((float)c[i] * 2^-6) * mul */
     void (*int8_dec)(const int8_t *c, mf_intp n, float mul, float *o);
     /* largest finite |x| bit pattern of x[0, n) (0 if none) */

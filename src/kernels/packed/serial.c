@@ -15,6 +15,7 @@
  * last group (group not dividing k) are handled by bounds, never by reading
  * padding that may not be there.
  */
+#include <limits.h>
 #include <stdlib.h>
 #include "../../core/codec.h"
 #include "../kernels.h"
@@ -169,22 +170,24 @@ mf_unpack_affine(const uint32_t *words, mf_intp ldw, mf_intp rows, mf_intp k, in
 /* ---- packed e2m1 (MXFP4, NVFP4) with a float32 scale per block ---- */
 
 /* one row: k values of e2m1 codes c times s[j / block] into o: the level's
- * unpack4 and mul2 (SIMD) over the whole blocks, scalar for a ragged end */
+ * unpack4 and mul2 (SIMD) over the whole blocks, scalar for a ragged end
+ * (and for a block that is not a multiple of 8, which mul2 does not take) */
 static void
 e2m1_row(const uint8_t *c, mf_intp k, mf_intp block, const float *s, float *o)
 {
     const float *lut = mf_lut8[MF_FLOAT4_E2M1FN];       /* the format table's values */
-    const mf_intp nfull = k / block, kfull = nfull * block;
+    const mf_intp nfull = block % 8 == 0 && block <= INT_MAX ? k / block : 0;
+    const mf_intp kfull = nfull * block;
     if (kfull > 0) {
         mf_kb->unpack4(c, kfull, lut, o);
         mf_kb->mul2(o, nfull, (int)block, s, 1.0f);      /* (o * s) * 1: exact */
     }
     for (mf_intp j = kfull; j < k; j++) {
-        o[j] = lut[(c[j / 2] >> (4 * (j & 1))) & 15u] * s[nfull];
+        o[j] = lut[(c[j / 2] >> (4 * (j & 1))) & 15u] * s[j / block];
     }
 }
 
-int
+void
 mf_unpack_e2m1(const uint8_t *codes, mf_intp ldc, mf_intp rows, mf_intp k, mf_intp block,
                const float *s, mf_intp lds, float *out, mf_intp ldo, int transposed)
 {
@@ -192,27 +195,23 @@ mf_unpack_e2m1(const uint8_t *codes, mf_intp ldc, mf_intp rows, mf_intp k, mf_in
         for (mf_intp r = 0; r < rows; r++) {
             e2m1_row(codes + r * ldc, k, block, s + r * lds, out + r * ldo);
         }
-        return 0;
+        return;
     }
-    /* out[j, r]: a tile of TR stored rows decoded into buf (in cache), then
-     * written column by column, TR floats (64 bytes) at a time */
-    enum { TR = 16 };
-    float *buf = malloc(sizeof(float) * TR * (size_t)k);
-    if (buf == NULL) {
-        return -1;
-    }
-    for (mf_intp r0 = 0; r0 < rows; r0 += TR) {
-        const mf_intp nr = rows - r0 < TR ? rows - r0 : TR;
-        for (mf_intp i = 0; i < nr; i++) {
-            e2m1_row(codes + (r0 + i) * ldc, k, block, s + (r0 + i) * lds, buf + i * k);
-        }
-        for (mf_intp j = 0; j < k; j++) {
-            float *o = out + j * ldo + r0;
-            for (mf_intp i = 0; i < nr; i++) {
-                o[i] = buf[i * k + j];
-            }
+    /* out[j, r]: tiles of 8 stored rows by the level's unpack4t8 (decoded,
+     * scaled and transposed in registers), over the columns up to a multiple
+     * of 8 when a block holds whole groups of 8; the rest scalar */
+    const float *lut = mf_lut8[MF_FLOAT4_E2M1FN];
+    const mf_intp r8 = block % 8 == 0 && block <= INT_MAX ? rows / 8 * 8 : 0, k8 = k / 8 * 8;
+    for (mf_intp r0 = 0; r0 < r8; r0 += 8) {
+        if (k8 > 0) {
+            mf_kb->unpack4t8(codes + r0 * ldc, ldc, k8, (int)block, lut, s + r0 * lds, lds,
+                             out + r0, ldo);
         }
     }
-    free(buf);
-    return 0;
+    for (mf_intp j = 0; j < k; j++) {
+        for (mf_intp r = j < k8 ? r8 : 0; r < rows; r++) {
+            const unsigned code = (codes[r * ldc + j / 2] >> (4 * (j & 1))) & 0xFu;
+            out[j * ldo + r] = lut[code] * s[r * lds + j / block];
+        }
+    }
 }

@@ -35,6 +35,80 @@ order_key(const mf_format *f, uint32_t c)
  * once at import: the counting sort emits its counts in this order */
 static uint32_t *codes_by_key[MF_NUM_PUBLIC_FORMATS];
 
+/*
+ * argmax/argmin keys in int16, one table per use, built from order_key at
+ * import: for argmax the order key (NaN is the largest), for argmin the
+ * order key with every NaN below everything (NumPy returns the first NaN
+ * for both).  1-byte formats look their keys up (256 entries); 2-byte ones
+ * (bfloat16) compute them, in int16 arithmetic that vectorizes, when
+ * arith16_ok[id] says that arithmetic orders every code as order_key does
+ * (checked for all 65536 codes at import), else they take the generic loop.
+ */
+static int16_t key8_max[MF_NUM_PUBLIC_FORMATS][256];
+static int16_t key8_min[MF_NUM_PUBLIC_FORMATS][256];
+static char arith16_ok[MF_NUM_PUBLIC_FORMATS];
+static int16_t arith16_lim[MF_NUM_PUBLIC_FORMATS];    /* largest magnitude that is not NaN */
+
+/* sign-magnitude code as a signed int16 (-0 and +0 both 0), a NaN (a
+ * magnitude above lim) as `nan`; with masks, not a conditional, which GCC
+ * does not vectorize */
+static inline int16_t
+arith16_key(uint16_t c, int16_t lim, int16_t nan)
+{
+    const int16_t x = (int16_t)c;
+    const int16_t mag = (int16_t)(x & 0x7FFF);
+    const int16_t neg = (int16_t)(x >> 15);                        /* 0 or -1 */
+    const int16_t k = (int16_t)((mag ^ neg) - neg);
+    const int16_t isnan = (int16_t)-(int16_t)(mag > lim);           /* 0 or -1 */
+    return (int16_t)((k & ~isnan) | (nan & isnan));
+}
+
+static void
+build_arg_keys(int id)
+{
+    const mf_format *f = &mf_formats[id];
+    if (f->itemsize == 1) {
+        for (uint32_t c = 0; c < 256; c++) {
+            const uint32_t k = order_key(f, c);                /* < 512 for 8 bits */
+            key8_max[id][c] = (int16_t)k;
+            key8_min[id][c] = (f->kind == MF_KIND_FLOAT && mf_code_isnan(f, c & mf_code_mask(f)))
+                              ? (int16_t)-1 : (int16_t)k;
+        }
+        return;
+    }
+    if (f->itemsize != 2 || f->kind != MF_KIND_FLOAT || !f->has_sign
+            || mf_sign_bit(f) != 0x8000u) {
+        return;
+    }
+    uint16_t lim = 0;
+    for (uint32_t c = 0; c < 0x8000u; c++) {
+        if (!mf_code_isnan(f, c)) {
+            lim = (uint16_t)c;
+        }
+    }
+    if (lim >= 0x7FFF) {
+        return;
+    }
+    /* the arithmetic key must order every pair of codes as order_key does:
+     * walk the codes in key order (codes_by_key) and check it is
+     * non-decreasing, equal exactly where the order keys are */
+    const uint32_t *ord = codes_by_key[id];
+    for (uint32_t i = 1; i < 65536u; i++) {
+        const uint32_t a = ord[i - 1], b = ord[i];
+        const int same = order_key(f, a) == order_key(f, b);
+        const int16_t xa = arith16_key((uint16_t)a, (int16_t)lim, INT16_MAX);
+        const int16_t xb = arith16_key((uint16_t)b, (int16_t)lim, INT16_MAX);
+        if (same ? xa != xb : xa >= xb) {
+            return;
+        }
+        if (mf_code_isnan(f, a) != (arith16_key((uint16_t)a, (int16_t)lim, INT16_MIN) == INT16_MIN)) {
+            return;
+        }
+    }
+    arith16_lim[id] = (int16_t)lim;
+    arith16_ok[id] = 1;
+}
+
 int
 mf_sort_init(void)
 {
@@ -61,6 +135,7 @@ mf_sort_init(void)
         }
         PyMem_RawFree(start);
         codes_by_key[id] = order;
+        build_arg_keys(id);
     }
     return 0;
 }
@@ -197,8 +272,80 @@ mf_argsort(void *start, npy_intp *idx, npy_intp num, void *arr)
     return 0;
 }
 
-/* argmax/argmin: the first NaN if there is one (NumPy's rule), else the
- * first extreme */
+/*
+ * argmax/argmin: the first NaN if there is one (NumPy's rule), else the
+ * first extreme.  With int16 keys (key8_*, arith16_key) the data is scanned
+ * in blocks: the block's extreme key (a loop the compiler vectorizes, for
+ * bfloat16), and only when it beats the best so far, the first index of it
+ * in the block; a NaN's key is the extreme, so the scan stops at its block.
+ */
+enum { ARG_BLOCK = 2048 };
+
+#define ARG_SCAN(KEY, BETTER, STOP)                                             \
+    do {                                                                        \
+        int16_t best = 0;                                                       \
+        for (npy_intp b0 = 0; b0 < n; b0 += ARG_BLOCK) {                        \
+            const npy_intp len = n - b0 < ARG_BLOCK ? n - b0 : ARG_BLOCK;       \
+            int16_t m = KEY(b0);                                                \
+            for (npy_intp i = 1; i < len; i++) {                                \
+                const int16_t k = KEY(b0 + i);                                  \
+                m = BETTER(k, m) ? k : m;                                       \
+            }                                                                   \
+            if (b0 == 0 || BETTER(m, best)) {                                   \
+                npy_intp i = 0;                                                 \
+                while (KEY(b0 + i) != m) {                                      \
+                    i++;                                                        \
+                }                                                               \
+                *ind = b0 + i;                                                  \
+                best = m;                                                       \
+                if (best == (STOP)) {                                           \
+                    return 0;                                                   \
+                }                                                               \
+            }                                                                   \
+        }                                                                       \
+        return 0;                                                               \
+    } while (0)
+
+#define GREATER(a, b) ((a) > (b))
+#define LESS(a, b) ((a) < (b))
+
+static int
+arg_keys(const mf_format *f, const char *p, npy_intp n, npy_intp *ind, int want_max)
+{
+    const int id = (int)(f - mf_formats);
+    *ind = 0;
+    if (f->itemsize == 1) {
+        const uint8_t *c = (const uint8_t *)p;
+        const int16_t *key = want_max ? key8_max[id] : key8_min[id];
+        int16_t stop = want_max ? (int16_t)(f->kind == MF_KIND_FLOAT ? (2 << f->bits) - 1 : -2)
+                                : (int16_t)(f->kind == MF_KIND_FLOAT ? -1 : -2);
+#define KEY8(i) key[c[i]]
+        if (want_max) {
+            ARG_SCAN(KEY8, GREATER, stop);
+        }
+        ARG_SCAN(KEY8, LESS, stop);
+#undef KEY8
+    }
+    const uint16_t *c = (const uint16_t *)p;
+    const int16_t lim = arith16_lim[id];
+    if (want_max) {
+#define KEYMAX(i) arith16_key(c[i], lim, INT16_MAX)
+        ARG_SCAN(KEYMAX, GREATER, INT16_MAX);
+#undef KEYMAX
+    }
+#define KEYMIN(i) arith16_key(c[i], lim, INT16_MIN)
+    ARG_SCAN(KEYMIN, LESS, INT16_MIN);
+#undef KEYMIN
+}
+
+static int
+has_arg_keys(const mf_format *f)
+{
+    const int id = (int)(f - mf_formats);
+    return id >= 0 && id < MF_NUM_PUBLIC_FORMATS
+           && (f->itemsize == 1 || (f->itemsize == 2 && arith16_ok[id]));
+}
+
 int
 mf_argmax(void *data, npy_intp n, npy_intp *max_ind, void *arr)
 {
@@ -207,6 +354,9 @@ mf_argmax(void *data, npy_intp n, npy_intp *max_ind, void *arr)
     *max_ind = 0;
     if (n <= 0) {
         return 0;
+    }
+    if (has_arg_keys(f)) {
+        return arg_keys(f, p, n, max_ind, 1);
     }
     uint32_t best = order_key(f, mf_load_code(f, p));
     uint32_t nan_key = (f->kind == MF_KIND_FLOAT) ? 2 * (1u << f->bits) - 1 : 0xFFFFFFFFu;
@@ -234,6 +384,9 @@ mf_argmin(void *data, npy_intp n, npy_intp *min_ind, void *arr)
     *min_ind = 0;
     if (n <= 0) {
         return 0;
+    }
+    if (has_arg_keys(f)) {
+        return arg_keys(f, p, n, min_ind, 0);
     }
     int is_float = f->kind == MF_KIND_FLOAT;
     uint32_t c0 = mf_load_code(f, p);

@@ -367,3 +367,56 @@ def test_unique_searchsorted_partition(name):
     fin = ~np.isnan(want)
     if fin:
         assert (p32[:k] <= want).all()
+
+
+# ==========================================================================
+# argmax / argmin: int16 keys scanned in blocks of 2048 (src/numpy/sort.c)
+# ==========================================================================
+def _isnan_codes(name, codes):
+    with np.errstate(invalid="ignore"):
+        return np.isnan(codes.view(mf_type(name)).astype(np.float32))
+
+
+@pytest.mark.parametrize("name", FR.FLOAT_NAMES + FR.INT_NAMES)
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_argmax_argmin_like_float32(name, data):
+    """The first NaN, else the first extreme, as NumPy's float32 argmax/argmin
+    (the decoded values are exact), across blocks: NaN or not, the extreme
+    repeated in later blocks, a NaN after it."""
+    n = data.draw(st.integers(1, 7000), label="n")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 32 - 1), label="seed"))
+    pool = FR.all_codes(name)
+    if not data.draw(st.booleans(), label="nan"):
+        pool = pool[~_isnan_codes(name, pool)]
+    codes = rng.choice(pool, n)
+    # a few copies of one code (the extreme, often) at random places
+    codes[rng.integers(0, n, 4)] = data.draw(st.sampled_from(list(pool)), label="repeated")
+    a = codes.view(mf_type(name))
+    ref = a.astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        assert np.argmax(a) == np.argmax(ref)
+        assert np.argmin(a) == np.argmin(ref)
+        if n % 4 == 0:
+            np.testing.assert_array_equal(a.reshape(4, -1).argmax(axis=1),
+                                          ref.reshape(4, -1).argmax(axis=1))
+            np.testing.assert_array_equal(a.reshape(4, -1).argmin(axis=0),
+                                          ref.reshape(4, -1).argmin(axis=0))
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e8m0fnu", "int4"])
+def test_argmax_ties_across_blocks(name):
+    t = mf_type(name)
+    a = np.ones(6000, np.float32)
+    a[[2047, 2048, 4100]] = 2.0          # the first of equal extremes, across a block edge
+    a[[10, 5000]] = 0.0 if name != "float8_e8m0fnu" else 0.5
+    x = a.astype(t)
+    assert np.argmax(x) == 2047 and np.argmin(x) == 10
+    if name in FR.FLOAT_NAMES and name != "float8_e8m0fnu":
+        b = x.copy()
+        b[2060] = b[4090] = np.float32("nan")     # a NaN wins both, the first one
+        assert np.argmax(b) == 2060 and np.argmin(b) == 2060
+        c = x.copy()
+        c[1000] = -0.0
+        c[10] = 0.0
+        assert np.argmin(c) == 10                # -0 == +0: the first

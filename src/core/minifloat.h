@@ -120,6 +120,7 @@ npy_bool mf_nonzero(void *data, void *arr);
 int mf_fill(void *buffer, npy_intp length, void *arr);
 int mf_fillwithscalar(void *buffer, npy_intp length, void *value, void *arr);
 int mf_sort_init(void);
+int mf_casts_init(void);      /* the bool cast's tables (numpy/casts.c) */
 int mf_fromstr(char *str, void *ip, char **endptr, PyArray_Descr *descr);
 void mf_copyswapn_sized(int itemsize, void *dst, npy_intp dstride, void *src, npy_intp sstride,
                         npy_intp n, int swap);

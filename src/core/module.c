@@ -477,7 +477,7 @@ PyInit__core(void)
     if (mf_init_scalars(m) < 0) {
         goto fail;
     }
-    if (mf_init_dtypes(m) < 0 || mf_sort_init() < 0 || mf_scalars_set_dtype() < 0) {
+    if (mf_init_dtypes(m) < 0 || mf_sort_init() < 0 || mf_casts_init() < 0 || mf_scalars_set_dtype() < 0) {
         goto fail;
     }
     if (mf_init_ufuncs(m) < 0) {

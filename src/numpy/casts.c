@@ -435,7 +435,91 @@ cast_mf_to_FLOAT(PyArrayMethod_Context *context, char *const data[],
     return 0;
 }
 
-CAST_FROM_MF(BOOL, npy_bool, BOOL)
+/*
+ * To bool: the value != 0 (NaN is True, both zeros False), as the generic
+ * loop above computes it through float32, from a table per 1-byte format and
+ * `code & ~sign` for 2-byte formats whose zeros are exactly the codes with
+ * no bit but the sign set (bfloat16), both made and checked against the
+ * decode for every code at import (mf_casts_init).  np.any/np.all cast to
+ * bool before NumPy's logical_or/and reduction.
+ */
+static npy_bool truth8[MF_NUM_PUBLIC_FORMATS][256];
+static uint16_t truth16_mask[MF_NUM_PUBLIC_FORMATS];    /* 0: no fast path */
+
+int
+mf_casts_init(void)
+{
+    for (int id = 0; id < MF_NUM_PUBLIC_FORMATS; id++) {
+        const mf_format *f = &mf_formats[id];
+        if (f->itemsize == 1) {
+            for (uint32_t c = 0; c < 256; c++) {
+                truth8[id][c] = f->kind == MF_KIND_FLOAT
+                                ? mf_dec_code(f, c & mf_code_mask(f)) != 0.0f
+                                : mf_decode_f64(f, c & mf_code_mask(f)) != 0.0;
+            }
+        }
+        else if (f->itemsize == 2 && f->kind == MF_KIND_FLOAT && f->bits == 16) {
+            const uint16_t mask = f->has_sign ? (uint16_t)~mf_sign_bit(f) : 0xFFFFu;
+            int ok = 1;
+            for (uint32_t c = 0; c < 65536u && ok; c++) {
+                ok = (mf_dec_code(f, c) != 0.0f) == ((c & mask) != 0);
+            }
+            truth16_mask[id] = ok ? mask : 0;
+        }
+    }
+    return 0;
+}
+
+static int
+cast_mf_to_BOOL(PyArrayMethod_Context *context, char *const data[],
+                npy_intp const dimensions[], npy_intp const strides[],
+                NpyAuxData *NPY_UNUSED(aux))
+{
+    const mf_format *f = mf_descr_format(context->descriptors[0]);
+    const int id = (int)(f - mf_formats);
+    const npy_intp n = dimensions[0], is = strides[0], os = strides[1];
+    const char *in = data[0];
+    char *out = data[1];
+    const int known = id >= 0 && id < MF_NUM_PUBLIC_FORMATS;
+    if (known && f->itemsize == 1) {
+        const npy_bool *t = truth8[id];
+        if (is == 1 && os == 1) {
+            for (npy_intp i = 0; i < n; i++) {
+                out[i] = (char)t[(uint8_t)in[i]];
+            }
+        }
+        else {
+            for (npy_intp i = 0; i < n; i++, in += is, out += os) {
+                *out = (char)t[*(const uint8_t *)in];
+            }
+        }
+        return 0;
+    }
+    if (known && truth16_mask[id] != 0) {
+        const uint16_t mask = truth16_mask[id];
+        if (is == 2 && os == 1 && ((uintptr_t)in % 2) == 0) {
+            const uint16_t *c = (const uint16_t *)in;
+            for (npy_intp i = 0; i < n; i++) {
+                out[i] = (char)((c[i] & mask) != 0);
+            }
+        }
+        else {
+            for (npy_intp i = 0; i < n; i++, in += is, out += os) {
+                uint16_t c;
+                memcpy(&c, in, 2);
+                *out = (char)((c & mask) != 0);
+            }
+        }
+        return 0;
+    }
+    for (npy_intp i = 0; i < n; i++, in += is, out += os) {
+        double v_ = f->kind == MF_KIND_FLOAT ? (double)mf_dec_code(f, mf_load_code(f, in))
+                                             : mf_decode_f64(f, mf_load_code(f, in));
+        WRITE_BOOL(npy_bool, out, v_);
+    }
+    return 0;
+}
+
 CAST_FROM_MF(BYTE, npy_byte, SINT)
 CAST_FROM_MF(UBYTE, npy_ubyte, UINT)
 CAST_FROM_MF(SHORT, npy_short, SINT)

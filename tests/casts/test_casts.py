@@ -116,6 +116,38 @@ def test_to_bool_all_codes():
     assert not got[0] and not got[0x8000] and got[0x7FC0] and got[1]
 
 
+@pytest.mark.parametrize("name", FR.FLOAT_NAMES + FR.INT_NAMES)
+def test_to_bool_and_any_all_every_format(name):
+    """value != 0 (NaN True, both zeros False) for every code, contiguous and
+    strided (the tables and the bfloat16 mask, casts.c), and np.any/np.all
+    (a cast to bool, then NumPy's reduction) as on the float32 values."""
+    t = mf_type(name)
+    codes = FR.all_codes(name)
+    a = codes.view(t)
+    with np.errstate(invalid="ignore"):
+        want = a.astype(np.float32) != 0
+    assert np.array_equal(a.astype(bool), want)
+    wide = np.repeat(codes, 3).view(t)[1::3]          # a stride of 3 elements
+    assert np.array_equal(wide.astype(bool), want)
+    out = np.zeros(2 * codes.size, bool)[::2]         # a strided output
+    np.copyto(out, a, casting="unsafe")
+    assert np.array_equal(out, want)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        x = rng.choice(codes, (8, 37)).view(t)
+        with np.errstate(invalid="ignore"):      # float32's signalling NaNs
+            f = x.astype(np.float32)
+            for ax in (None, 0, 1):
+                assert np.array_equal(np.any(x, axis=ax), np.any(f, axis=ax))
+                assert np.array_equal(np.all(x, axis=ax), np.all(f, axis=ax))
+    zero = codes[(a.astype(np.float32) == 0)]
+    if zero.size:
+        z = np.full(5000, zero[-1], codes.dtype).view(t)     # -0 where there is one
+        assert not z.any() and not z.all()
+        z[4321] = codes[1]
+        assert z.any() and not z.all()
+
+
 @pytest.mark.parametrize("it", INT_TYPES, ids=lambda t: np.dtype(t).name)
 def test_to_int_in_range_all_codes(it, each_level):
     info = np.iinfo(it)

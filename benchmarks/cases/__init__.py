@@ -42,7 +42,8 @@ def _register_all():
              lambda env: arrays.build_sum(False, env))
     register("sum bf16 axis=0", "sum along axis 0 of a 2-D bf16 array (values in [0, 1))",
              lambda env: arrays.build_sum(True, env))
-    for op, axis in (("sum", 1), ("sum", 0), ("max", 0), ("mean", -1)):
+    for op, axis in (("sum", 1), ("sum", 0), ("max", 0), ("mean", -1), ("var", -1),
+                     ("argmax", -1), ("any", 0)):
         register(f"reduce bf16 {op} axis={axis}", f"{op} along axis {axis} of a 2-D bf16 array "
                  "of rows of 4096 (values in [0, 1))",
                  lambda env, o=op, ax=axis: arrays.build_reduce(o, ax, env))

@@ -128,7 +128,8 @@ def build_sum(axis0, env):
 
 def build_reduce(op, axis, env):
     """A reduction along one axis of a 2-D bf16 array of rows of 4096 (the
-    shape of an activation or weight matrix): sum, max or mean."""
+    shape of an activation or weight matrix): sum, max, mean, var (NumPy's
+    ddof=0), argmax or any."""
     n = env.n
     cols = 4096 if n >= 4096 * 16 else 256
     a = env.coded("u", n, "bfloat16")
@@ -141,8 +142,11 @@ def build_reduce(op, axis, env):
         runs.append(Run("ml_dtypes", how, lambda: getattr(am, op)(axis=axis)))
     if env.torch is not None:
         ta = env.as_torch(a)
-        top = {"sum": "sum", "max": "amax", "mean": "mean"}[op]
-        runs.append(Run("torch", f"a.{top}(dim={axis})", lambda: getattr(ta, top)(dim=axis)))
+        top = {"sum": "sum", "max": "amax", "mean": "mean", "var": "var", "argmax": "argmax",
+               "any": "any"}[op]
+        kw = dict(correction=0) if op == "var" else {}
+        runs.append(Run("torch", f"a.{top}(dim={axis}{', correction=0' if kw else ''})",
+                        lambda: getattr(ta, top)(dim=axis, **kw)))
     a32 = a.astype(np.float32)
     runs.append(Run("numpy", f"float32 {how}", lambda: getattr(a32, op)(axis=axis)))
     return Plan(runs, expected=exact, show_value=False, nbytes=a.size * 2)

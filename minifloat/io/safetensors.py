@@ -647,6 +647,85 @@ def _early_writeback(out, at):
     at[1] = at[0]
 
 
+#: write() hands the bytes to a thread of its own (below) when there are
+#: at least this many to write and more than one core
+_BACKGROUND_MIN = 64 << 20
+_BACKGROUND_BUF = 4 << 20
+
+
+class _BackgroundWriter:
+    """Writes on a thread of its own while the caller computes what comes
+    next.  Each chunk is first copied into one of three reused buffers (the
+    caller may reuse its chunk's memory at once: a converter's chunks are
+    scratch arrays), so the thread never reads memory the caller changes; the
+    copy costs a memcpy, the write into the page cache several times that.
+    An error of the thread's is raised by the caller's next call; close()
+    waits for every byte (or, after an error, for the thread to stop)."""
+
+    def __init__(self, out, at, early):
+        import queue
+        import threading
+        self.out, self.at, self.early = out, at, early
+        self.free = queue.Queue()
+        for _ in range(3):
+            self.free.put(bytearray(_BACKGROUND_BUF))
+        self.todo = queue.Queue()
+        self.error = None
+        self.thread = threading.Thread(target=self._run, name="minifloat-safetensors-writer",
+                                       daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while True:
+            item = self.todo.get()
+            if item is None:
+                return
+            buf, n = item
+            try:
+                if self.error is None:
+                    self.out.write(memoryview(buf)[:n])
+                    self.at[0] += n
+                    if self.early is not None and self.at[0] - self.at[1] >= _EARLY_BYTES:
+                        self.early(self.out, self.at)
+            except BaseException as e:       # raised again in the caller's thread
+                self.error = e
+            self.free.put(buf)
+
+    def _check(self):
+        if self.error is not None:
+            raise self.error
+
+    def write(self, c):
+        """Queue chunk `c` (bytes-like); returns its length."""
+        try:
+            mv = memoryview(c).cast("B")
+        except (TypeError, ValueError):      # an array NumPy will not export as such
+            if not isinstance(c, np.ndarray):
+                raise
+            mv = memoryview(np.ascontiguousarray(c).reshape(-1).view(np.uint8))
+        for o in range(0, len(mv), _BACKGROUND_BUF):
+            piece = mv[o:o + _BACKGROUND_BUF]
+            buf = self.free.get()
+            self._check()
+            buf[:len(piece)] = piece
+            self.todo.put((buf, len(piece)))
+        return len(mv)
+
+    def close(self, abort=False):
+        """Wait for the thread; raise its error unless `abort` (the caller
+        is raising one of its own: the thread only stops)."""
+        if abort and self.error is None:
+            self.error = _Aborted()
+        self.todo.put(None)
+        self.thread.join()
+        if not abort:
+            self._check()
+
+
+class _Aborted(Exception):
+    """The background writer's state once the caller gave up: skip the rest."""
+
+
 def _umask():
     m = os.umask(0)
     os.umask(m)
@@ -771,18 +850,31 @@ def write(path, specs, metadata=None, *, fsync=False):
         out.write(struct.pack("<Q", len(hb)))
         out.write(hb)
         at = [out.tell()] * 2          # written, and handed to the writeback
-        for name, code, shape, chunks in specs:
-            begin, end = header[name]["data_offsets"]
-            size, got = end - begin, 0
-            for c in chunks:
-                k = out.write(c)
-                got += k
-                at[0] += k
-                if early is not None and at[0] - at[1] >= _EARLY_BYTES:
-                    early(out, at)
-            if got != size:
-                raise ValueError(f"{path}: tensor {name!r}: {got} bytes written, "
-                                 f"{size} expected")
+        bg = None
+        if off >= _BACKGROUND_MIN and _core.get_num_threads() > 1:
+            bg = _BackgroundWriter(out, at, early)
+        try:
+            for name, code, shape, chunks in specs:
+                begin, end = header[name]["data_offsets"]
+                size, got = end - begin, 0
+                for c in chunks:
+                    if bg is not None:
+                        got += bg.write(c)
+                        continue
+                    k = out.write(c)
+                    got += k
+                    at[0] += k
+                    if early is not None and at[0] - at[1] >= _EARLY_BYTES:
+                        early(out, at)
+                if got != size:
+                    raise ValueError(f"{path}: tensor {name!r}: {got} bytes written, "
+                                     f"{size} expected")
+        except BaseException:
+            if bg is not None:
+                bg.close(abort=True)
+            raise
+        if bg is not None:
+            bg.close()
 
 
 def save(path, tensors, metadata=None, *, fsync=False):

@@ -152,6 +152,86 @@ def test_save_is_atomic(tmp_path):
     assert os.listdir(tmp_path) == ["m.safetensors"]  # no temporary file left
 
 
+@pytest.fixture
+def background(monkeypatch):
+    """write() on its background thread for any size, with small buffers
+    (chunks split across several), whatever the core count."""
+    monkeypatch.setattr(mst, "_BACKGROUND_MIN", 0)
+    monkeypatch.setattr(mst, "_BACKGROUND_BUF", 1000)
+    monkeypatch.setattr(mst._core, "get_num_threads", lambda: 2)
+
+
+def _chunked(arr, sizes, reuse):
+    """arr's bytes in chunks of `sizes`; with `reuse`, every chunk in the same
+    buffer, overwritten for the next one (as a converter's scratch array)."""
+    b = arr.view(np.uint8).reshape(-1)
+    scratch = np.empty(max(sizes), np.uint8)
+    o = 0
+    for n in sizes:
+        if reuse:
+            c = scratch[:n]
+            c[...] = b[o:o + n]
+            yield c
+            c[...] = 0xEE                     # the producer moves on at once
+        else:
+            yield b[o:o + n]
+        o += n
+
+
+@pytest.mark.parametrize("reuse", [False, True])
+def test_background_writer_same_bytes(tmp_path, background, reuse):
+    x = np.random.default_rng(0).integers(0, 1 << 16, 20011).astype(np.uint16).view(mf.bfloat16)
+    y = np.arange(7, dtype=np.float32)
+    sizes = [1, 999, 1000, 1001, 4000, 17, 5000, 28004]
+    assert sum(sizes) == x.nbytes
+    p = tmp_path / "bg.safetensors"
+    mst.write(p, [("x", "BF16", x.shape, _chunked(x, sizes, reuse)),
+                  ("y", "F32", y.shape, [y, b""])])
+    q = tmp_path / "plain.safetensors"
+    mst.save(q, {"x": x, "y": y})
+    assert p.read_bytes() == q.read_bytes()
+
+
+def test_background_writer_errors(tmp_path, background, monkeypatch):
+    import threading
+    p = tmp_path / "m.safetensors"
+    mst.save(p, {"a": np.arange(4, dtype=np.float32)})
+    before = p.read_bytes()
+
+    def broken():
+        yield b"\0" * 3000
+        raise RuntimeError("disk on fire")
+
+    # the producer's error: raised as is, the old file kept, nothing left behind
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        mst.write(p, [("a", "U8", (6000,), broken())])
+    assert p.read_bytes() == before and os.listdir(tmp_path) == ["m.safetensors"]
+    # the write's own error (a full disk), on the thread: raised in the caller
+    real = mst._BackgroundWriter._run
+
+    def full_disk(self):
+        class Full:
+            def __init__(s, f):
+                s.f, s.n = f, 0
+
+            def write(s, b):
+                s.n += len(b)
+                if s.n > 2500:
+                    raise OSError(28, "No space left on device")
+                return s.f.write(b)
+
+            def __getattr__(s, k):
+                return getattr(s.f, k)
+        self.out = Full(self.out)
+        return real(self)
+
+    monkeypatch.setattr(mst._BackgroundWriter, "_run", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        mst.write(p, [("a", "U8", (6000,), [b"\1" * 6000])])
+    assert p.read_bytes() == before and os.listdir(tmp_path) == ["m.safetensors"]
+    assert not [t for t in threading.enumerate() if t.name == "minifloat-safetensors-writer"]
+
+
 def test_fsync_only_when_asked(tmp_path, monkeypatch):
     """Atomic by default (temporary file, rename); durable (fsync before the
     rename) only with fsync=True, in save, write and convert_file."""

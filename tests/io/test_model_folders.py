@@ -323,6 +323,9 @@ def _convert_signalled(src, out, sig):
     itself signal `sig` (a name) while writing its third copied tensor."""
     code = f"""
 import os, signal, sys
+# Python's own Ctrl-C handler, also when the tests were started from a shell
+# that ignores SIGINT for background jobs (the child would inherit SIG_IGN)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from minifloat.io import checkpoint
 from minifloat import cli
 orig = checkpoint._copy_chunks

@@ -762,10 +762,10 @@ def gpt_oss_chunks(f, g, chunk_values=1 << 20):
     e, n, groups, _ = blocks_.shape
     if e == 0 or n == 0 or groups == 0:
         return
-    # a band of 32-groups of the stored columns at a time (at least 8: 256
-    # output rows), decoded and transposed in one pass by the C kernel
-    # (tiles of 16 stored rows)
-    band = max(1, min(groups, max(8, chunk_values // (32 * n))))
+    # a band of 32-groups of the stored columns at a time (about
+    # chunk_values values), decoded, scaled and transposed in one pass by the
+    # C kernel (tiles of 8 stored rows)
+    band = max(1, min(groups, chunk_values // (32 * n)))
     tout = np.empty((band * 32, n), np.float32)
     for x in range(e):
         sx = _e8m0_f32(scales[x])        # the expert's scales in one pass, not a band's columns

@@ -696,13 +696,9 @@ class _BackgroundWriter:
             raise self.error
 
     def write(self, c):
-        """Queue chunk `c` (bytes-like); returns its length."""
-        try:
-            mv = memoryview(c).cast("B")
-        except (TypeError, ValueError):      # an array NumPy will not export as such
-            if not isinstance(c, np.ndarray):
-                raise
-            mv = memoryview(np.ascontiguousarray(c).reshape(-1).view(np.uint8))
+        """Queue chunk `c` (a C-contiguous bytes-like object, as the file's
+        own write takes); returns its length."""
+        mv = memoryview(c).cast("B")
         for o in range(0, len(mv), _BACKGROUND_BUF):
             piece = mv[o:o + _BACKGROUND_BUF]
             buf = self.free.get()

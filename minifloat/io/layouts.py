@@ -748,7 +748,7 @@ def _e8m0_f32(codes):
 _E8M0_F32 = None
 
 
-def gpt_oss_chunks(f, g, chunk_values=1 << 20):
+def gpt_oss_chunks(f, g, chunk_values=1 << 20, bf16_ref2=None):
     """The float32 values of a gpt-oss MXFP4 expert tensor in the layout of
     transformers' bf16 gpt-oss: blocks [E, N, G, 16] and scales [E, N, G]
     decode to [E, N, G*32] (e2m1(code) * 2**(scale - 127), low nibble
@@ -756,7 +756,10 @@ def gpt_oss_chunks(f, g, chunk_values=1 << 20):
     transformers.integrations.mxfp4.convert_moe_packed_tensors returns it.
     Yields [rows, N] arrays, in order: for each expert, a band of 32-groups
     of the stored columns at a time (bounded memory, never one whole expert
-    in float32)."""
+    in float32).  With `bf16_ref2` (a list), the bands come as the bfloat16
+    codes (uint16) of the same values, each rounded once, and each expert's
+    float64 sum of the squares of its finite values is appended to the list
+    (convert's statistics)."""
     blocks_ = f.get_tensor(g.tensors["blocks"])
     scales = f.get_tensor(g.tensors["scales"])
     e, n, groups, _ = blocks_.shape
@@ -767,9 +770,12 @@ def gpt_oss_chunks(f, g, chunk_values=1 << 20):
     # where one group's 16 bytes made the decode 1.15x slower), decoded,
     # scaled and transposed in one pass by the C kernel (tiles of 8 rows)
     band = max(1, min(groups, max(2, chunk_values // (32 * n))))
-    tout = np.empty((band * 32, n), np.float32)
+    tout = np.empty((band * 32, n), np.float32 if bf16_ref2 is None else np.uint16)
     for x in range(e):
         sx = _e8m0_f32(scales[x])        # the expert's scales in one pass, not a band's columns
+        if bf16_ref2 is not None:        # in storage order: a band's rows are strided
+            bf16_ref2.append(_core._e2m1_ref2(
+                np.asarray(blocks_[x]).view(np.uint8).reshape(n, -1), sx, 32))
         for g0 in range(0, groups, band):
             g1 = min(groups, g0 + band)
             w = (g1 - g0) * 32

@@ -130,7 +130,49 @@ py_unpack_affine(PyObject *NPY_UNUSED(self), PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* _unpack_e2m1(codes u8 (rows, k/2), scales f32 (rows, nb), out f32, block, transposed) */
+/* the codes and scales of _unpack_e2m1 and _e2m1_ref2 checked: codes u8
+ * (rows, k/2) with contiguous rows, scales f32 (rows, ceil(k / block)) with
+ * contiguous rows, block even; -1 with an error set otherwise */
+static int
+e2m1_args(const char *fn, PyArrayObject *c, PyArrayObject *s, Py_ssize_t block)
+{
+    /* codes: rows of bytes, any row stride (a band of a wider tensor) */
+    if (PyArray_TYPE(c) != NPY_UINT8 || PyArray_NDIM(c) != 2
+            || (PyArray_SIZE(c) > 0
+                && ((PyArray_DIM(c, 1) > 1 && PyArray_STRIDE(c, 1) != 1)
+                    || (PyArray_DIM(c, 0) > 1 && PyArray_STRIDE(c, 0) < PyArray_DIM(c, 1))))) {
+        PyErr_Format(PyExc_ValueError, "%s: codes must be a 2-d uint8 array with contiguous "
+                     "rows", fn);
+        return -1;
+    }
+    /* scales: rows of float32, any row stride (a band of an expert's scales) */
+    if (PyArray_TYPE(s) != NPY_FLOAT32 || PyArray_NDIM(s) != 2 || !PyArray_ISALIGNED(s)
+            || !PyArray_ISNBO(PyArray_DESCR(s)->byteorder)
+            || (PyArray_SIZE(s) > 0
+                && ((PyArray_DIM(s, 1) > 1 && PyArray_STRIDE(s, 1) != 4)
+                    || (PyArray_DIM(s, 0) > 1
+                        && (PyArray_STRIDE(s, 0) < 4 * PyArray_DIM(s, 1)
+                            || PyArray_STRIDE(s, 0) % 4))))) {
+        PyErr_Format(PyExc_ValueError, "%s: scales must be a 2-d aligned native float32 array "
+                     "with contiguous rows", fn);
+        return -1;
+    }
+    if (block < 2 || block % 2) {
+        PyErr_Format(PyExc_ValueError, "%s: block must be even and >= 2, not %zd", fn, block);
+        return -1;
+    }
+    npy_intp rows = PyArray_DIM(c, 0), k = 2 * PyArray_DIM(c, 1);
+    npy_intp nb = k == 0 ? 0 : (k - 1) / block + 1;
+    if (PyArray_DIM(s, 0) != rows || PyArray_DIM(s, 1) != nb) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd rows of %zd codes need scales (%zd, %zd)", fn,
+                     (Py_ssize_t)rows, (Py_ssize_t)k, (Py_ssize_t)rows, (Py_ssize_t)nb);
+        return -1;
+    }
+    return 0;
+}
+
+/* _unpack_e2m1(codes u8 (rows, k/2), scales f32 (rows, nb), out, block, transposed):
+ * out float32, or uint16 for bfloat16 codes (each value rounded once) */
 static PyObject *
 py_unpack_e2m1(PyObject *NPY_UNUSED(self), PyObject *args)
 {
@@ -141,63 +183,86 @@ py_unpack_e2m1(PyObject *NPY_UNUSED(self), PyObject *args)
                           &PyArray_Type, &out, &block, &transposed)) {
         return NULL;
     }
-    /* codes: rows of bytes, any row stride (a band of a wider tensor) */
-    if (PyArray_TYPE(c) != NPY_UINT8 || PyArray_NDIM(c) != 2
-            || (PyArray_SIZE(c) > 0
-                && ((PyArray_DIM(c, 1) > 1 && PyArray_STRIDE(c, 1) != 1)
-                    || (PyArray_DIM(c, 0) > 1 && PyArray_STRIDE(c, 0) < PyArray_DIM(c, 1))))) {
-        PyErr_SetString(PyExc_ValueError, "_unpack_e2m1: codes must be a 2-d uint8 array with "
-                        "contiguous rows");
+    if (e2m1_args("_unpack_e2m1", c, s, block) < 0) {
         return NULL;
     }
-    /* scales: rows of float32, any row stride (a band of an expert's scales) */
-    if (PyArray_TYPE(s) != NPY_FLOAT32 || PyArray_NDIM(s) != 2 || !PyArray_ISALIGNED(s)
-            || !PyArray_ISNBO(PyArray_DESCR(s)->byteorder)
-            || (PyArray_SIZE(s) > 0
-                && ((PyArray_DIM(s, 1) > 1 && PyArray_STRIDE(s, 1) != 4)
-                    || (PyArray_DIM(s, 0) > 1
-                        && (PyArray_STRIDE(s, 0) < 4 * PyArray_DIM(s, 1)
-                            || PyArray_STRIDE(s, 0) % 4))))) {
-        PyErr_SetString(PyExc_ValueError, "_unpack_e2m1: scales must be a 2-d aligned native "
-                        "float32 array with contiguous rows");
+    const int bf16 = PyArray_TYPE(out) == NPY_UINT16;
+    if ((!bf16 && PyArray_TYPE(out) != NPY_FLOAT32) || PyArray_NDIM(out) != 2
+            || !PyArray_IS_C_CONTIGUOUS(out) || !PyArray_ISALIGNED(out)
+            || !PyArray_ISNBO(PyArray_DESCR(out)->byteorder)) {
+        PyErr_SetString(PyExc_ValueError, "_unpack_e2m1: out must be a 2-d C-contiguous aligned "
+                        "native float32 (or uint16: bfloat16 codes) array");
         return NULL;
     }
-    if (check2d_in("_unpack_e2m1", (PyObject *)out, "out", 1, 1) < 0) {
+    if (!PyArray_ISWRITEABLE(out)) {
+        PyErr_SetString(PyExc_ValueError, "_unpack_e2m1: out must be writable");
         return NULL;
     }
     npy_intp rows = PyArray_DIM(c, 0), k = 2 * PyArray_DIM(c, 1);
-    if (block < 2 || block % 2) {
-        PyErr_Format(PyExc_ValueError, "_unpack_e2m1: block must be even and >= 2, not %zd",
-                     block);
-        return NULL;
-    }
-    npy_intp nb = k == 0 ? 0 : (k - 1) / block + 1;
     npy_intp orow = transposed ? k : rows, ocol = transposed ? rows : k;
-    if (PyArray_DIM(s, 0) != rows || PyArray_DIM(s, 1) != nb || PyArray_DIM(out, 0) != orow
-            || PyArray_DIM(out, 1) != ocol) {
-        PyErr_Format(PyExc_ValueError, "_unpack_e2m1: %zd rows of %zd codes need scales (%zd, "
-                     "%zd) and out (%zd, %zd)", (Py_ssize_t)rows, (Py_ssize_t)k, (Py_ssize_t)rows,
-                     (Py_ssize_t)nb, (Py_ssize_t)orow, (Py_ssize_t)ocol);
+    if (PyArray_DIM(out, 0) != orow || PyArray_DIM(out, 1) != ocol) {
+        PyErr_Format(PyExc_ValueError, "_unpack_e2m1: %zd rows of %zd codes need out (%zd, %zd)",
+                     (Py_ssize_t)rows, (Py_ssize_t)k, (Py_ssize_t)orow, (Py_ssize_t)ocol);
         return NULL;
     }
+    int rc = 0;
     if (rows > 0 && k > 0) {
         const uint8_t *cd = PyArray_DATA(c);
         npy_intp ldc = rows > 1 ? PyArray_STRIDE(c, 0) : k / 2;
         const float *sd = PyArray_DATA(s);
+        npy_intp nb = (k - 1) / block + 1;
         npy_intp lds = rows > 1 ? PyArray_STRIDE(s, 0) / 4 : nb;
-        float *od = PyArray_DATA(out);
+        void *od = PyArray_DATA(out);
         Py_BEGIN_ALLOW_THREADS
-        mf_unpack_e2m1(cd, ldc, rows, k, block, sd, lds, od, ocol, transposed);
+        if (bf16) {
+            rc = mf_unpack_e2m1_bf16(cd, ldc, rows, k, block, sd, lds, od, ocol, transposed);
+        }
+        else {
+            mf_unpack_e2m1(cd, ldc, rows, k, block, sd, lds, od, ocol, transposed);
+        }
         Py_END_ALLOW_THREADS
     }
+    if (rc < 0) {
+        return PyErr_NoMemory();
+    }
     Py_RETURN_NONE;
+}
+
+/* _e2m1_ref2(codes, scales, block) -> float */
+static PyObject *
+py_e2m1_ref2(PyObject *NPY_UNUSED(self), PyObject *args)
+{
+    PyArrayObject *c, *s;
+    Py_ssize_t block;
+    if (!PyArg_ParseTuple(args, "O!O!n", &PyArray_Type, &c, &PyArray_Type, &s, &block)) {
+        return NULL;
+    }
+    if (e2m1_args("_e2m1_ref2", c, s, block) < 0) {
+        return NULL;
+    }
+    npy_intp rows = PyArray_DIM(c, 0), k = 2 * PyArray_DIM(c, 1);
+    double r = 0.0;
+    if (rows > 0 && k > 0) {
+        npy_intp nb = (k - 1) / block + 1;
+        const uint8_t *cd = PyArray_DATA(c);
+        const float *sd = PyArray_DATA(s);
+        npy_intp ldc = rows > 1 ? PyArray_STRIDE(c, 0) : k / 2;
+        npy_intp lds = rows > 1 ? PyArray_STRIDE(s, 0) / 4 : nb;
+        Py_BEGIN_ALLOW_THREADS
+        r = mf_e2m1_ref2(cd, ldc, rows, k, block, sd, lds);
+        Py_END_ALLOW_THREADS
+    }
+    return PyFloat_FromDouble(r);
 }
 
 static PyMethodDef unpack_methods[] = {
     {"_unpack_e2m1", py_unpack_e2m1, METH_VARARGS,
      "_unpack_e2m1(codes, scales, out, block, transposed): packed e2m1 codes (low nibble first) "
      "times a float32 scale per block of a row, into out (rows, k), or (k, rows) transposed "
-     "(minifloat.io.layouts)."},
+     "(minifloat.io.layouts); out uint16: bfloat16 codes, each value rounded once."},
+    {"_e2m1_ref2", py_e2m1_ref2, METH_VARARGS,
+     "_e2m1_ref2(codes, scales, block): the float64 sum of the squares of the finite values "
+     "_unpack_e2m1 gives (convert's reference sum)."},
     {"_unpack_affine", py_unpack_affine, METH_VARARGS,
      "_unpack_affine(words, scale, z, out, bits, group, kind, offset, round_to): the values of "
      "packed integer codes, kind 0: (u - offset - z) * scale (compressed-tensors), kind 1: "

@@ -272,6 +272,14 @@ void mf_unpack_affine(const uint32_t *words, mf_intp ldw, mf_intp rows, mf_intp 
  */
 void mf_unpack_e2m1(const uint8_t *codes, mf_intp ldc, mf_intp rows, mf_intp k, mf_intp block,
                     const float *s, mf_intp lds, float *out, mf_intp ldo, int transposed);
+/* The same values rounded once to bfloat16 codes (the cast's rounding);
+ * -1 where its scratch cannot be allocated. */
+int mf_unpack_e2m1_bf16(const uint8_t *codes, mf_intp ldc, mf_intp rows, mf_intp k,
+                        mf_intp block, const float *s, mf_intp lds, uint16_t *out, mf_intp ldo,
+                        int transposed);
+/* The float64 sum of the squares of the finite values mf_unpack_e2m1 gives. */
+double mf_e2m1_ref2(const uint8_t *codes, mf_intp ldc, mf_intp rows, mf_intp k, mf_intp block,
+                    const float *s, mf_intp lds);
 
 /* the active table */
 extern const mf_kernels *mf_k;

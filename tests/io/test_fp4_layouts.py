@@ -88,6 +88,45 @@ def test_gpt_oss_mxfp4_matches_transformers(tmp_path, chunk, n, groups):
         np.testing.assert_array_equal(b.view(np.uint32), bias.view(np.uint32))
 
 
+@pytest.mark.parametrize("rounding", ["nearest", "stochastic"])
+def test_gpt_oss_bf16_direct_is_the_cast(tmp_path, monkeypatch, rounding):
+    """convert --to bfloat16 writes gpt-oss's bf16 codes straight from the
+    kernel (every MXFP4 value is a bfloat16 value: tests/io/
+    test_unpack_e2m1.py): the same bytes, rows and overall error as the
+    float32 values through the cast and its statistics kernel, and the same
+    reference sum (what a checkpoint mixing layouts divides its error by),
+    with NaN, huge and tiny scales."""
+    from minifloat.io import checkpoint
+    blocks = RNG.integers(0, 256, (2, 40, 6, 16), dtype=np.uint8)
+    scales = RNG.integers(100, 150, (2, 40, 6), dtype=np.uint8)
+    scales[0, 0, :4] = [0, 1, 254, 255]
+    name = "model.layers.0.mlp.experts.down_proj"
+    p = _write(tmp_path, {name + "_blocks": blocks, name + "_scales": scales,
+                          "model.layers.0.router.weight":
+                              RNG.standard_normal((4, 40)).astype(np.float32)},
+               {"quantization_config": {"quant_method": "mxfp4"}})
+    got = []
+    for direct in (True, False):
+        monkeypatch.setattr(checkpoint, "_MXFP4_BF16_DIRECT", direct)
+        out = tmp_path / f"out-{direct}.safetensors"
+        with np.errstate(all="ignore"):
+            rows, overall = checkpoint.convert_file(p, out, "bfloat16", rounding=rounding, seed=1)
+        with mst.open(p) as f:
+            g = layouts.scan(f, p).groups[name]
+            row, tot = {}, {"err2": 0.0, "ref2": 0.0}
+            with np.errstate(all="ignore"):
+                for _ in checkpoint._dequant_cast_chunks(f, g, np.dtype(mf.bfloat16), False,
+                                                         rounding, 1, row, tot, None):
+                    pass
+        got.append((out.read_bytes(), rows, overall, row, tot))
+    assert got[0][0] == got[1][0]
+    assert got[0][1:4] == got[1][1:4]
+    assert got[0][4]["err2"] == got[1][4]["err2"] == 0.0
+    assert got[0][4]["ref2"] == pytest.approx(got[1][4]["ref2"], rel=1e-14) and got[0][4]["ref2"] > 0
+    r = [r for r in got[0][1] if r["name"] == name][0]
+    assert r["rel_rms_error"] == 0.0 and r["to_nonfinite"] == r["flush_to_zero"] == 0
+
+
 def test_gpt_oss_nan_scale_is_nan(tmp_path):
     """An e8m0 scale of 0xFF is NaN in the OCP MX spec: the block decodes as
     NaN (transformers' ldexp gives +-inf there and keeps zeros; no checkpoint

@@ -149,28 +149,70 @@ transpose8(__m256 r[8])
     }
 }
 
+/* columns j..j+7 of an 8-row tile of packed e2m1 codes, decoded and scaled:
+ * v[i] holds column j + i of rows 0..7 (unpack4t8's values).  A row's 8
+ * codes from one 32-bit load: lane i shifted right by 4i; the magnitude from
+ * the low 3 bits (permutevar8x32), the sign from bit 3. */
+MF_INLINE void
+e2m1_tile8(const uint8_t *c, mf_intp ldc, mf_intp j, int B, __m256 mag, const float *s,
+           mf_intp lds, __m256 v[8])
+{
+    const __m256i shift = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+    for (int r = 0; r < 8; r++) {
+        uint32_t w;
+        memcpy(&w, c + r * ldc + j / 2, 4);
+        __m256i code = _mm256_srlv_epi32(_mm256_set1_epi32((int)w), shift);
+        __m256 m = _mm256_permutevar8x32_ps(mag, code);
+        __m256i sign = _mm256_slli_epi32(_mm256_srli_epi32(code, 3), 31);
+        m = _mm256_or_ps(m, _mm256_castsi256_ps(sign));
+        v[r] = _mm256_mul_ps(m, _mm256_set1_ps(s[r * lds + j / B]));
+    }
+    transpose8(v);
+}
+
 static void
 avx2_unpack4t8(const uint8_t *c, mf_intp ldc, mf_intp k, int B, const float *lut,
                const float *s, mf_intp lds, float *out, mf_intp ldo)
 {
-    /* a row's 8 codes from one 32-bit load: lane i shifted right by 4i; the
-     * magnitude from the low 3 bits (permutevar8x32), the sign from bit 3 */
     const __m256 mag = _mm256_loadu_ps(lut);
-    const __m256i shift = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
     for (mf_intp j = 0; j < k; j += 8) {
         __m256 v[8];
-        for (int r = 0; r < 8; r++) {
-            uint32_t w;
-            memcpy(&w, c + r * ldc + j / 2, 4);
-            __m256i code = _mm256_srlv_epi32(_mm256_set1_epi32((int)w), shift);
-            __m256 m = _mm256_permutevar8x32_ps(mag, code);
-            __m256i sign = _mm256_slli_epi32(_mm256_srli_epi32(code, 3), 31);
-            m = _mm256_or_ps(m, _mm256_castsi256_ps(sign));
-            v[r] = _mm256_mul_ps(m, _mm256_set1_ps(s[r * lds + j / B]));
-        }
-        transpose8(v);
+        e2m1_tile8(c, ldc, j, B, mag, s, lds, v);
         for (int i = 0; i < 8; i++) {
             _mm256_storeu_ps(out + (j + i) * ldo, v[i]);
+        }
+    }
+}
+
+/* 8 float32 -> 8 bfloat16 codes, the cast's rounding: to nearest even (the
+ * carry of a finite value past the largest one gives inf), NaN -> 0x7FC0
+ * with its sign */
+MF_INLINE __m128i
+bf16_round8(__m256 x)
+{
+    const __m256i u = _mm256_castps_si256(x);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)),
+                                                   lsb), 16);
+    const __m256i nan = _mm256_or_si256(
+        _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x8000)),
+        _mm256_set1_epi32(0x7FC0));
+    r = _mm256_blendv_epi8(r, nan, _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q)));
+    /* lanes < 2^16: pack within each 128-bit half, then the halves together */
+    const __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+    return _mm256_castsi256_si128(p);
+}
+
+static void
+avx2_unpack4t8h(const uint8_t *c, mf_intp ldc, mf_intp k, int B, const float *lut,
+                const float *s, mf_intp lds, uint16_t *out, mf_intp ldo)
+{
+    const __m256 mag = _mm256_loadu_ps(lut);
+    for (mf_intp j = 0; j < k; j += 8) {
+        __m256 v[8];
+        e2m1_tile8(c, ldc, j, B, mag, s, lds, v);
+        for (int i = 0; i < 8; i++) {
+            _mm_storeu_si128((__m128i *)(out + (j + i) * ldo), bf16_round8(v[i]));
         }
     }
 }
@@ -574,5 +616,5 @@ avx2_quantize_blocks(const mf_block_params *p, const float *x, mf_intp nblocks, 
 
 const mf_block_ops mf_block_ops_avx2 = {
     avx2_amax, avx2_scale_clamp, avx2_mxint8, avx2_pack4, avx2_unpack4, avx2_mul2,
-    avx2_unpack4t8, avx2_int8_dec, avx2_finite_amax, avx2_quantize_blocks,
+    avx2_unpack4t8, avx2_int8_dec, avx2_finite_amax, avx2_quantize_blocks, avx2_unpack4t8h,
 };

@@ -79,6 +79,11 @@ typedef struct {
      * separate passes (amax, scales, scale_clamp, the cast, pack4) give */
     void (*quantize_blocks)(const mf_block_params *p, const float *x, mf_intp nblocks,
                             uint8_t *codes, uint8_t *scales);
+    /* unpack4t8 into bfloat16: out[j * ldo + r] = the bfloat16 code of the
+     * same float32 product, rounded once (the cast's rounding: to nearest
+     * even, overflow to inf, NaN to the quiet NaN of its sign) */
+    void (*unpack4t8h)(const uint8_t *c, mf_intp ldc, mf_intp k, int B, const float *lut,
+                       const float *s, mf_intp lds, uint16_t *out, mf_intp ldo);
 } mf_block_ops;
 
 extern const mf_block_ops mf_block_ops_serial;

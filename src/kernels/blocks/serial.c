@@ -137,6 +137,19 @@ serial_unpack4t8(const uint8_t *c, mf_intp ldc, mf_intp k, int B, const float *l
 }
 
 static void
+serial_unpack4t8h(const uint8_t *c, mf_intp ldc, mf_intp k, int B, const float *lut,
+                  const float *s, mf_intp lds, uint16_t *out, mf_intp ldo)
+{
+    const mf_format *bf16 = mf_fmt(MF_BFLOAT16);
+    for (mf_intp j = 0; j < k; j++) {
+        for (mf_intp r = 0; r < 8; r++) {
+            const unsigned code = (c[r * ldc + j / 2] >> (4 * (j & 1))) & 0xFu;
+            out[j * ldo + r] = (uint16_t)mf_encode_f32(bf16, lut[code] * s[r * lds + j / B]);
+        }
+    }
+}
+
+static void
 serial_int8_dec(const int8_t *c, mf_intp n, float mul, float *o)
 {
     for (mf_intp i = 0; i < n; i++) {
@@ -146,7 +159,7 @@ serial_int8_dec(const int8_t *c, mf_intp n, float mul, float *o)
 
 const mf_block_ops mf_block_ops_serial = {
     serial_amax, serial_scale_clamp, serial_mxint8, serial_pack4, serial_unpack4, serial_mul2,
-    serial_unpack4t8, serial_int8_dec, serial_finite_amax, NULL,
+    serial_unpack4t8, serial_int8_dec, serial_finite_amax, NULL, serial_unpack4t8h,
 };
 
 float

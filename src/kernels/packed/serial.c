@@ -15,7 +15,9 @@
  * last group (group not dividing k) are handled by bounds, never by reading
  * padding that may not be there.
  */
+#include <float.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include "../../core/codec.h"
 #include "../kernels.h"
@@ -214,4 +216,102 @@ mf_unpack_e2m1(const uint8_t *codes, mf_intp ldc, mf_intp rows, mf_intp k, mf_in
             out[j * ldo + r] = lut[code] * s[r * lds + j / block];
         }
     }
+}
+
+/* The same values as mf_unpack_e2m1, each rounded once to bfloat16 (the
+ * cast's rounding) into out (uint16 codes): transposed tiles by the level's
+ * unpack4t8h; rows decoded into float32 pieces of whole blocks, then the
+ * level's bfloat16 encode.  Returns -1 where the row scratch cannot be
+ * allocated (nothing else fails). */
+int
+mf_unpack_e2m1_bf16(const uint8_t *codes, mf_intp ldc, mf_intp rows, mf_intp k, mf_intp block,
+                    const float *s, mf_intp lds, uint16_t *out, mf_intp ldo, int transposed)
+{
+    const float *lut = mf_lut8[MF_FLOAT4_E2M1FN];
+    const mf_format *bf16 = mf_fmt(MF_BFLOAT16);
+    if (!transposed) {
+        /* pieces of about 2048 values (whole blocks), cache-resident */
+        const mf_intp w = block >= 2048 ? block : 2048 / block * block;
+        float *buf = malloc((size_t)(w < k ? w : k) * sizeof(float));
+        if (buf == NULL) {
+            return -1;
+        }
+        for (mf_intp r = 0; r < rows; r++) {
+            for (mf_intp j0 = 0; j0 < k; j0 += w) {
+                const mf_intp n = k - j0 < w ? k - j0 : w;
+                e2m1_row(codes + r * ldc + j0 / 2, n, block, s + r * lds + j0 / block, buf);
+                mf_k->encode_f32(bf16, buf, out + r * ldo + j0, n);
+            }
+        }
+        free(buf);
+        return 0;
+    }
+    const mf_intp r8 = block % 8 == 0 && block <= INT_MAX ? rows / 8 * 8 : 0, k8 = k / 8 * 8;
+    for (mf_intp r0 = 0; r0 < r8; r0 += 8) {
+        if (k8 > 0) {
+            mf_kb->unpack4t8h(codes + r0 * ldc, ldc, k8, (int)block, lut, s + r0 * lds, lds,
+                              out + r0, ldo);
+        }
+    }
+    for (mf_intp j = 0; j < k; j++) {
+        for (mf_intp r = j < k8 ? r8 : 0; r < rows; r++) {
+            const unsigned code = (codes[r * ldc + j / 2] >> (4 * (j & 1))) & 0xFu;
+            out[j * ldo + r] = (uint16_t)mf_encode_f32(bf16, lut[code] * s[r * lds + j / block]);
+        }
+    }
+    return 0;
+}
+
+/* The sum of the squares (float64) of the finite float32 values
+ * lut[code] * s that mf_unpack_e2m1 gives: convert's reference sum where
+ * the cast to bfloat16 is exact.  A block whose scale is a normal power of
+ * two of at most 2^125 gives exact products, none beyond float32's range
+ * (6 * 2^125 < 2^128), so its sum is s^2 times the sum of its codes' squared
+ * magnitudes (exact: at most 2^31 codes of <= 36); other blocks go value by
+ * value. */
+double
+mf_e2m1_ref2(const uint8_t *codes, mf_intp ldc, mf_intp rows, mf_intp k, mf_intp block,
+             const float *s, mf_intp lds)
+{
+    const float *lut = mf_lut8[MF_FLOAT4_E2M1FN];
+    /* 4 * (lo^2 + hi^2) of a byte's two codes: integers (e2m1 magnitudes are
+     * multiples of 1/2), summed in integers with no rounding */
+    uint32_t sq8[256];
+    for (int b = 0; b < 256; b++) {
+        sq8[b] = (uint32_t)(4.0f * (lut[b & 15] * lut[b & 15] + lut[b >> 4] * lut[b >> 4]));
+    }
+    double total = 0.0;
+    for (mf_intp r = 0; r < rows; r++) {
+        const uint8_t *c = codes + r * ldc;
+        const float *sr = s + r * lds;
+        for (mf_intp j0 = 0, jb = 0; j0 < k; j0 += block, jb++) {   /* no division */
+            const mf_intp j1 = k - j0 < block ? k : j0 + block;
+            const float sc = sr[jb];
+            const uint32_t e = (mf_f32_bits(sc) >> 23) & 0xFFu;
+            if ((mf_f32_bits(sc) & 0x7FFFFFu) == 0 && e >= 1 && e <= 252) {
+                /* two chains: the additions do not wait on each other */
+                uint64_t q0 = 0, q1 = 0;
+                mf_intp b = j0 / 2;
+                const mf_intp b1 = j1 / 2;
+                for (; b + 1 < b1; b += 2) {
+                    q0 += sq8[c[b]];
+                    q1 += sq8[c[b + 1]];
+                }
+                if (b < b1) {
+                    q0 += sq8[c[b]];
+                }
+                const double q = 0.25 * (double)(q0 + q1);
+                total += q * ((double)sc * (double)sc);
+            }
+            else {
+                for (mf_intp j = j0; j < j1; j++) {
+                    const float x = lut[(c[j / 2] >> (4 * (j & 1))) & 15u] * sc;
+                    if (fabsf(x) <= FLT_MAX) {
+                        total += (double)x * (double)x;
+                    }
+                }
+            }
+        }
+    }
+    return total;
 }

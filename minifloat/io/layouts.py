@@ -62,6 +62,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import _core
+from . import safetensors as _st
 
 #: stored dtypes that hold codes rather than values in a quantized layout
 CODE_DTYPES = {"F8_E4M3", "F8_E5M2", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "F4", "F6_E2M3", "F6_E3M2",
@@ -779,7 +780,10 @@ def gpt_oss_chunks(f, g, chunk_values=1 << 20, bf16_ref2=None):
         for g0 in range(0, groups, band):
             g1 = min(groups, g0 + band)
             w = (g1 - g0) * 32
-            t = tout[:w]
+            # bf16: computed into the background writer's own buffer where
+            # it lends one (written with no copy), else into tout
+            lent = None if bf16_ref2 is None else _st.lend_buffer(w * n * 2)
+            t = tout[:w] if lent is None else np.frombuffer(lent, np.uint16, w * n).reshape(w, n)
             c = np.asarray(blocks_[x, :, g0:g1]).view(np.uint8).reshape(n, -1)
             s = sx[:, g0:g1]                  # rows with a stride: the kernel takes them
             _core._unpack_e2m1(c, s, t, 32, True)

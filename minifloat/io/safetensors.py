@@ -27,6 +27,7 @@ import os
 import stat as _stat
 import struct
 import tempfile
+import threading
 from collections import namedtuple
 
 import numpy as np
@@ -653,14 +654,33 @@ _BACKGROUND_MIN = 64 << 20
 _BACKGROUND_BUF = 4 << 20
 
 
+#: the background writer of the write() running in this thread, if any
+_lender = threading.local()
+
+
+def lend_buffer(nbytes):
+    """A writable buffer (a bytearray of at least `nbytes`) for the next
+    chunk the calling thread hands to the write() it is producing chunks for,
+    or None.  A chunk that starts at the buffer's first byte is then written
+    with no copy (the buffer is the writer's: the producer must not touch it
+    after yielding it); any other chunk is copied as usual.  None where that
+    write() has no background writer, the chunk would not fit, or a buffer
+    is already lent and not yet handed back: the producer then uses its own
+    memory."""
+    w = getattr(_lender, "writer", None)
+    return None if w is None else w.lend(nbytes)
+
+
 class _BackgroundWriter:
     """Writes on a thread of its own while the caller computes what comes
     next.  Each chunk is first copied into one of three reused buffers (the
     caller may reuse its chunk's memory at once: a converter's chunks are
     scratch arrays), so the thread never reads memory the caller changes; the
     copy costs a memcpy, the write into the page cache several times that.
-    An error of the thread's is raised by the caller's next call; close()
-    waits for every byte (or, after an error, for the thread to stop)."""
+    A producer that computes its chunk into a buffer lent by lend_buffer()
+    saves the copy.  An error of the thread's is raised by the caller's next
+    call; close() waits for every byte (or, after an error, for the thread
+    to stop)."""
 
     def __init__(self, out, at, early):
         import queue
@@ -671,6 +691,7 @@ class _BackgroundWriter:
             self.free.put(bytearray(_BACKGROUND_BUF))
         self.todo = queue.Queue()
         self.error = None
+        self.lent = None            # (address, buffer) lent by lend() and not yet written
         self.thread = threading.Thread(target=self._run, name="minifloat-safetensors-writer",
                                        daemon=True)
         self.thread.start()
@@ -695,10 +716,27 @@ class _BackgroundWriter:
         if self.error is not None:
             raise self.error
 
+    def lend(self, nbytes):
+        """One of the free buffers, for the caller to compute a chunk into
+        (lend_buffer); None if it would not fit or one is lent already."""
+        if nbytes > _BACKGROUND_BUF or self.lent is not None:
+            return None
+        buf = self.free.get()
+        self._check()
+        self.lent = (np.frombuffer(buf, np.uint8).ctypes.data, buf)
+        return buf
+
     def write(self, c):
         """Queue chunk `c` (a C-contiguous bytes-like object, as the file's
         own write takes); returns its length."""
         mv = memoryview(c).cast("B")
+        if self.lent is not None and len(mv) and (
+                np.frombuffer(mv, np.uint8).ctypes.data == self.lent[0]):
+            buf = self.lent[1]           # computed in the lent buffer: no copy
+            self.lent = None
+            self._check()
+            self.todo.put((buf, len(mv)))
+            return len(mv)
         for o in range(0, len(mv), _BACKGROUND_BUF):
             piece = mv[o:o + _BACKGROUND_BUF]
             buf = self.free.get()
@@ -846,9 +884,10 @@ def write(path, specs, metadata=None, *, fsync=False):
         out.write(struct.pack("<Q", len(hb)))
         out.write(hb)
         at = [out.tell()] * 2          # written, and handed to the writeback
-        bg = None
+        bg = prev = None
         if off >= _BACKGROUND_MIN and _core.get_num_threads() > 1:
             bg = _BackgroundWriter(out, at, early)
+            prev, _lender.writer = getattr(_lender, "writer", None), bg
         try:
             for name, code, shape, chunks in specs:
                 begin, end = header[name]["data_offsets"]
@@ -869,6 +908,9 @@ def write(path, specs, metadata=None, *, fsync=False):
             if bg is not None:
                 bg.close(abort=True)
             raise
+        finally:
+            if bg is not None:
+                _lender.writer = prev
         if bg is not None:
             bg.close()
 

@@ -88,8 +88,9 @@ def test_gpt_oss_mxfp4_matches_transformers(tmp_path, chunk, n, groups):
         np.testing.assert_array_equal(b.view(np.uint32), bias.view(np.uint32))
 
 
-@pytest.mark.parametrize("rounding", ["nearest", "stochastic"])
-def test_gpt_oss_bf16_direct_is_the_cast(tmp_path, monkeypatch, rounding):
+@pytest.mark.parametrize("rounding,background", [("nearest", False), ("stochastic", False),
+                                                  ("nearest", True)])
+def test_gpt_oss_bf16_direct_is_the_cast(tmp_path, monkeypatch, rounding, background):
     """convert --to bfloat16 writes gpt-oss's bf16 codes straight from the
     kernel (every MXFP4 value is a bfloat16 value: tests/io/
     test_unpack_e2m1.py): the same bytes, rows and overall error as the
@@ -97,6 +98,13 @@ def test_gpt_oss_bf16_direct_is_the_cast(tmp_path, monkeypatch, rounding):
     reference sum (what a checkpoint mixing layouts divides its error by),
     with NaN, huge and tiny scales."""
     from minifloat.io import checkpoint
+    if background:     # the background writer lends its buffers: bands computed in them
+        monkeypatch.setattr(mst, "_BACKGROUND_MIN", 0)
+        monkeypatch.setattr(mst, "_BACKGROUND_BUF", 1 << 16)
+        monkeypatch.setattr(mst._core, "get_num_threads", lambda: 2)
+        lent = []
+        real = mst.lend_buffer
+        monkeypatch.setattr(mst, "lend_buffer", lambda n: lent.append(real(n)) or lent[-1])
     blocks = RNG.integers(0, 256, (2, 40, 6, 16), dtype=np.uint8)
     scales = RNG.integers(100, 150, (2, 40, 6), dtype=np.uint8)
     scales[0, 0, :4] = [0, 1, 254, 255]
@@ -125,6 +133,8 @@ def test_gpt_oss_bf16_direct_is_the_cast(tmp_path, monkeypatch, rounding):
     assert got[0][4]["ref2"] == pytest.approx(got[1][4]["ref2"], rel=1e-14) and got[0][4]["ref2"] > 0
     r = [r for r in got[0][1] if r["name"] == name][0]
     assert r["rel_rms_error"] == 0.0 and r["to_nonfinite"] == r["flush_to_zero"] == 0
+    if background:
+        assert sum(b is not None for b in lent) == 2     # one band per expert, in write()
 
 
 def test_gpt_oss_nan_scale_is_nan(tmp_path):

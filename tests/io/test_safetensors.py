@@ -192,6 +192,45 @@ def test_background_writer_same_bytes(tmp_path, background, reuse):
     assert p.read_bytes() == q.read_bytes()
 
 
+def test_lent_buffers_written_without_a_copy(tmp_path, background, monkeypatch):
+    """lend_buffer(): a chunk computed into the writer's own buffer is
+    queued as it is (no copy); a chunk that does not start at the lent
+    buffer, one too large to lend, a buffer lent but never yielded, and no
+    write() running: the copy (or None), and the same bytes either way."""
+    assert mst.lend_buffer(10) is None                       # no write() in this thread
+    copies = []
+    real = mst._BackgroundWriter.write
+
+    def counting(self, c):
+        lent = self.lent
+        n = real(self, c)
+        copies.append(lent is None or self.lent is not None)   # still lent: copied
+        return n
+    monkeypatch.setattr(mst._BackgroundWriter, "write", counting)
+    x = np.random.default_rng(1).integers(0, 256, 5000, dtype=np.uint8)
+
+    def chunks():
+        b = mst.lend_buffer(800)
+        assert mst.lend_buffer(10) is None                   # one at a time
+        np.frombuffer(b, np.uint8)[:800] = x[:800]
+        yield memoryview(b)[:800]                            # no copy
+        assert mst.lend_buffer(2000) is None                 # above the buffers' 1000
+        yield x[800:2800]                                    # copied
+        b = mst.lend_buffer(500)
+        np.frombuffer(b, np.uint8)[:500] = x[2800:3300]
+        yield memoryview(b)[:500]                            # no copy
+        b = mst.lend_buffer(100)
+        np.frombuffer(b, np.uint8)[:101] = 7
+        yield memoryview(b)[1:101].tobytes() and x[3300:3400]   # not the lent memory: copied
+        assert mst.lend_buffer(10) is None                   # still lent (never yielded)
+        yield x[3400:]
+    p = tmp_path / "lent.safetensors"
+    mst.write(p, [("x", "U8", x.shape, chunks())])
+    assert copies == [False, True, False, True, True]
+    assert mst.load(p)["x"].tobytes() == x.tobytes()
+    assert mst.lend_buffer(10) is None                       # write() is over
+
+
 def test_background_writer_errors(tmp_path, background, monkeypatch):
     import threading
     p = tmp_path / "m.safetensors"

@@ -86,11 +86,14 @@ def test_bfloat16_out_is_the_cast(each_level, rows, k, block, transposed):
 
 
 @pytest.mark.parametrize("rows,k,block", [(5, 64, 16), (37, 48, 32), (17, 22, 16), (9, 36, 6),
-                                          (0, 32, 32), (3, 4200, 32)])
-def test_ref2_is_the_sum_of_squares(rows, k, block):
+                                          (0, 32, 32), (3, 4200, 32), (2, 200, 100),
+                                          (4, 96, 96)])
+def test_ref2_is_the_sum_of_squares(each_level, rows, k, block):
     """_e2m1_ref2: the float64 sum of the squares of the finite float32
-    values: exact per block for power-of-two scales (what MXFP4 has), value
-    by value for the others (NaN, inf, zero, subnormal, overflowing)."""
+    values: exact per block for power-of-two scales (what MXFP4 has; the
+    level's e2m1_sq over blocks of 3, 8, 16, 48 and 50 bytes: its 32- and
+    16-byte steps and its tail), value by value for the others (NaN, inf,
+    zero, subnormal, overflowing)."""
     rng = np.random.default_rng(rows + k)
     codes = rng.integers(0, 256, (rows, k // 2 + 5), dtype=np.uint8)[:, 2:2 + k // 2]
     nb = -(-k // block)

@@ -152,10 +152,11 @@ transpose8(__m256 r[8])
 /* columns j..j+7 of an 8-row tile of packed e2m1 codes, decoded and scaled:
  * v[i] holds column j + i of rows 0..7 (unpack4t8's values).  A row's 8
  * codes from one 32-bit load: lane i shifted right by 4i; the magnitude from
- * the low 3 bits (permutevar8x32), the sign from bit 3. */
+ * the low 3 bits (permutevar8x32), the sign from bit 3; s points at the
+ * block scale of row 0 for these columns. */
 MF_INLINE void
-e2m1_tile8(const uint8_t *c, mf_intp ldc, mf_intp j, int B, __m256 mag, const float *s,
-           mf_intp lds, __m256 v[8])
+e2m1_tile8(const uint8_t *c, mf_intp ldc, mf_intp j, __m256 mag, const float *s, mf_intp lds,
+           __m256 v[8])
 {
     const __m256i shift = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
     for (int r = 0; r < 8; r++) {
@@ -165,7 +166,7 @@ e2m1_tile8(const uint8_t *c, mf_intp ldc, mf_intp j, int B, __m256 mag, const fl
         __m256 m = _mm256_permutevar8x32_ps(mag, code);
         __m256i sign = _mm256_slli_epi32(_mm256_srli_epi32(code, 3), 31);
         m = _mm256_or_ps(m, _mm256_castsi256_ps(sign));
-        v[r] = _mm256_mul_ps(m, _mm256_set1_ps(s[r * lds + j / B]));
+        v[r] = _mm256_mul_ps(m, _mm256_set1_ps(s[r * lds]));
     }
     transpose8(v);
 }
@@ -175,9 +176,14 @@ avx2_unpack4t8(const uint8_t *c, mf_intp ldc, mf_intp k, int B, const float *lut
                const float *s, mf_intp lds, float *out, mf_intp ldo)
 {
     const __m256 mag = _mm256_loadu_ps(lut);
-    for (mf_intp j = 0; j < k; j += 8) {
+    /* the block index j / B counted, not divided (B is a multiple of 8) */
+    for (mf_intp j = 0, jb = 0, left = B; j < k; j += 8) {
         __m256 v[8];
-        e2m1_tile8(c, ldc, j, B, mag, s, lds, v);
+        e2m1_tile8(c, ldc, j, mag, s + jb, lds, v);
+        if ((left -= 8) == 0) {
+            jb++;
+            left = B;
+        }
         for (int i = 0; i < 8; i++) {
             _mm256_storeu_ps(out + (j + i) * ldo, v[i]);
         }
@@ -208,13 +214,52 @@ avx2_unpack4t8h(const uint8_t *c, mf_intp ldc, mf_intp k, int B, const float *lu
                 const float *s, mf_intp lds, uint16_t *out, mf_intp ldo)
 {
     const __m256 mag = _mm256_loadu_ps(lut);
-    for (mf_intp j = 0; j < k; j += 8) {
+    /* the block index j / B counted, not divided (B is a multiple of 8) */
+    for (mf_intp j = 0, jb = 0, left = B; j < k; j += 8) {
         __m256 v[8];
-        e2m1_tile8(c, ldc, j, B, mag, s, lds, v);
+        e2m1_tile8(c, ldc, j, mag, s + jb, lds, v);
+        if ((left -= 8) == 0) {
+            jb++;
+            left = B;
+        }
         for (int i = 0; i < 8; i++) {
             _mm_storeu_si128((__m128i *)(out + (j + i) * ldo), bf16_round8(v[i]));
         }
     }
+}
+
+static uint64_t
+avx2_e2m1_sq(const uint8_t *c, mf_intp n)
+{
+    /* each nibble's magnitude (its low 3 bits) looks up 4 * m^2 (pshufb),
+     * the bytes summed by psadbw into 64-bit lanes */
+    const __m256i sq = _mm256_setr_epi8(0, 1, 4, 9, 16, 36, 64, (char)144, 0, 0, 0, 0, 0, 0, 0, 0,
+                                        0, 1, 4, 9, 16, 36, 64, (char)144, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m256i seven = _mm256_set1_epi8(7), zero = _mm256_setzero_si256();
+    __m256i acc = zero;
+    mf_intp i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m256i b = _mm256_loadu_si256((const __m256i *)(c + i));
+        const __m256i lo = _mm256_shuffle_epi8(sq, _mm256_and_si256(b, seven));
+        const __m256i hi = _mm256_shuffle_epi8(sq, _mm256_and_si256(_mm256_srli_epi16(b, 4), seven));
+        acc = _mm256_add_epi64(acc, _mm256_add_epi64(_mm256_sad_epu8(lo, zero),
+                                                     _mm256_sad_epu8(hi, zero)));
+    }
+    __m128i a = _mm_add_epi64(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    for (; i + 16 <= n; i += 16) {
+        const __m128i b = _mm_loadu_si128((const __m128i *)(c + i));
+        const __m128i s7 = _mm256_castsi256_si128(seven), t = _mm256_castsi256_si128(sq);
+        const __m128i lo = _mm_shuffle_epi8(t, _mm_and_si128(b, s7));
+        const __m128i hi = _mm_shuffle_epi8(t, _mm_and_si128(_mm_srli_epi16(b, 4), s7));
+        a = _mm_add_epi64(a, _mm_add_epi64(_mm_sad_epu8(lo, _mm_setzero_si128()),
+                                           _mm_sad_epu8(hi, _mm_setzero_si128())));
+    }
+    uint64_t t = (uint64_t)_mm_cvtsi128_si64(a) + (uint64_t)_mm_extract_epi64(a, 1);
+    static const uint8_t sq8[8] = {0, 1, 4, 9, 16, 36, 64, 144};
+    for (; i < n; i++) {
+        t += sq8[c[i] & 7u] + sq8[(c[i] >> 4) & 7u];
+    }
+    return t;
 }
 
 static void
@@ -617,4 +662,5 @@ avx2_quantize_blocks(const mf_block_params *p, const float *x, mf_intp nblocks, 
 const mf_block_ops mf_block_ops_avx2 = {
     avx2_amax, avx2_scale_clamp, avx2_mxint8, avx2_pack4, avx2_unpack4, avx2_mul2,
     avx2_unpack4t8, avx2_int8_dec, avx2_finite_amax, avx2_quantize_blocks, avx2_unpack4t8h,
+    avx2_e2m1_sq,
 };

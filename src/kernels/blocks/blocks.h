@@ -84,6 +84,9 @@ typedef struct {
      * even, overflow to inf, NaN to the quiet NaN of its sign) */
     void (*unpack4t8h)(const uint8_t *c, mf_intp ldc, mf_intp k, int B, const float *lut,
                        const float *s, mf_intp lds, uint16_t *out, mf_intp ldo);
+    /* the sum over n bytes of packed e2m1 codes of 4 * (m(lo)^2 + m(hi)^2),
+     * m the codes' magnitudes (multiples of 1/2, so the terms are integers) */
+    uint64_t (*e2m1_sq)(const uint8_t *c, mf_intp n);
 } mf_block_ops;
 
 extern const mf_block_ops mf_block_ops_serial;

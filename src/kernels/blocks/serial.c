@@ -149,6 +149,18 @@ serial_unpack4t8h(const uint8_t *c, mf_intp ldc, mf_intp k, int B, const float *
     }
 }
 
+static uint64_t
+serial_e2m1_sq(const uint8_t *c, mf_intp n)
+{
+    /* 4 * m^2 of the magnitudes 0, 1/2, 1, 3/2, 2, 3, 4, 6 */
+    static const uint8_t sq[8] = {0, 1, 4, 9, 16, 36, 64, 144};
+    uint64_t t = 0;
+    for (mf_intp i = 0; i < n; i++) {
+        t += sq[c[i] & 7u] + sq[(c[i] >> 4) & 7u];
+    }
+    return t;
+}
+
 static void
 serial_int8_dec(const int8_t *c, mf_intp n, float mul, float *o)
 {
@@ -160,6 +172,7 @@ serial_int8_dec(const int8_t *c, mf_intp n, float mul, float *o)
 const mf_block_ops mf_block_ops_serial = {
     serial_amax, serial_scale_clamp, serial_mxint8, serial_pack4, serial_unpack4, serial_mul2,
     serial_unpack4t8, serial_int8_dec, serial_finite_amax, NULL, serial_unpack4t8h,
+    serial_e2m1_sq,
 };
 
 float

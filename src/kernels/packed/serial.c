@@ -267,19 +267,13 @@ mf_unpack_e2m1_bf16(const uint8_t *codes, mf_intp ldc, mf_intp rows, mf_intp k, 
  * the cast to bfloat16 is exact.  A block whose scale is a normal power of
  * two of at most 2^125 gives exact products, none beyond float32's range
  * (6 * 2^125 < 2^128), so its sum is s^2 times the sum of its codes' squared
- * magnitudes (exact: at most 2^31 codes of <= 36); other blocks go value by
- * value. */
+ * magnitudes (the level's e2m1_sq, in integers: exact); other blocks go
+ * value by value. */
 double
 mf_e2m1_ref2(const uint8_t *codes, mf_intp ldc, mf_intp rows, mf_intp k, mf_intp block,
              const float *s, mf_intp lds)
 {
     const float *lut = mf_lut8[MF_FLOAT4_E2M1FN];
-    /* 4 * (lo^2 + hi^2) of a byte's two codes: integers (e2m1 magnitudes are
-     * multiples of 1/2), summed in integers with no rounding */
-    uint32_t sq8[256];
-    for (int b = 0; b < 256; b++) {
-        sq8[b] = (uint32_t)(4.0f * (lut[b & 15] * lut[b & 15] + lut[b >> 4] * lut[b >> 4]));
-    }
     double total = 0.0;
     for (mf_intp r = 0; r < rows; r++) {
         const uint8_t *c = codes + r * ldc;
@@ -289,18 +283,8 @@ mf_e2m1_ref2(const uint8_t *codes, mf_intp ldc, mf_intp rows, mf_intp k, mf_intp
             const float sc = sr[jb];
             const uint32_t e = (mf_f32_bits(sc) >> 23) & 0xFFu;
             if ((mf_f32_bits(sc) & 0x7FFFFFu) == 0 && e >= 1 && e <= 252) {
-                /* two chains: the additions do not wait on each other */
-                uint64_t q0 = 0, q1 = 0;
-                mf_intp b = j0 / 2;
-                const mf_intp b1 = j1 / 2;
-                for (; b + 1 < b1; b += 2) {
-                    q0 += sq8[c[b]];
-                    q1 += sq8[c[b + 1]];
-                }
-                if (b < b1) {
-                    q0 += sq8[c[b]];
-                }
-                const double q = 0.25 * (double)(q0 + q1);
+                /* the level's e2m1_sq: 4 * the squared magnitudes, in integers */
+                const double q = 0.25 * (double)mf_kb->e2m1_sq(c + j0 / 2, (j1 - j0) / 2);
                 total += q * ((double)sc * (double)sc);
             }
             else {

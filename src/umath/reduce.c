@@ -81,6 +81,10 @@ typedef struct {
     npy_intp nout;
     int first_copied;            /* max/min: the first element along the axis is the start */
     npy_intp ntasks, per_task;
+    /* row mode with fewer outputs than threads (a whole-array sum): one
+     * task, each contiguous run summed by mf_par_sum (its blocks on the
+     * threads, added in order: the kernel's bits) */
+    int par_sum;
     npy_intp next;
     fenv_t env;
     int flags;
@@ -244,7 +248,7 @@ static inline double
 sum_run(const red_job *J, double acc, const char *p, npy_intp n)
 {
     if (J->ls == J->isz && ((uintptr_t)p % (uintptr_t)J->isz) == 0) {
-        return add_first(J->k->sum(J->f, p, n), acc);
+        return add_first(J->par_sum ? mf_par_sum(J->f, p, n) : J->k->sum(J->f, p, n), acc);
     }
     char codes[RBLOCK * 2];
     for (npy_intp s = 0; s < n; s += RBLOCK) {
@@ -423,6 +427,12 @@ red_run(red_job *J)
         J->cols = cols;
         J->ncolblocks = (J->K + cols - 1) / cols;
         J->ntasks = J->A * J->ncolblocks;
+    }
+    else if (J->op == RED_SUM && T > 1 && J->nout < T) {
+        J->par_sum = 1;
+        J->per_task = J->nout;
+        J->ntasks = 1;
+        T = 1;
     }
     else {
         /* about 4 tasks per thread, of at least 64 KiB of input */

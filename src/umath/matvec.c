@@ -22,10 +22,22 @@ dots(const mf_format *f, const char *a, npy_intp sj, npy_intp sk, const char *v,
      char *out, npy_intp so, npy_intp m, npy_intp n, char *bufa, char *bufv)
 {
     int ovf = 0;
-    gather(f, v, sv, n, bufv);
+    const uintptr_t isz = (uintptr_t)f->itemsize;
+    /* operands read in place when contiguous and aligned (a gather is a
+     * call per element: 3 ns a value on a 4096 x 4096 matrix) */
+    const char *vv = v;
+    if (sv != f->itemsize || (uintptr_t)v % isz) {
+        gather(f, v, sv, n, bufv);
+        vv = bufv;
+    }
+    const int a_direct = sk == f->itemsize && (uintptr_t)a % isz == 0 && sj % f->itemsize == 0;
     for (npy_intp j = 0; j < m; j++) {
-        gather(f, a + j * sj, sk, n, bufa);
-        double d = mf_k->dot(f, bufa, bufv, n);
+        const char *row = a + j * sj;
+        if (!a_direct) {
+            gather(f, row, sk, n, bufa);
+            row = bufa;
+        }
+        double d = mf_k->dot(f, row, vv, n);
         mf_store_code(f, out + j * so, mf_encode_f64_ovf(f, d, &ovf));
     }
     return ovf;

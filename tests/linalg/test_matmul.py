@@ -106,6 +106,9 @@ SHAPES = sorted(set(
     + [(m, n, k) for m in SIZES for n in (2, 31) for k in (0, 3, 32)]
     + [(m, 15, 100) for m in SIZES]
     + [(64, 64, 64), (100, 100, 100), (13, 70, 511), (25, 65, 1031), (200, 50, 257)]
+    # one column (the matrix-vector kernels): rows in whole and ragged lane
+    # groups, k in whole and ragged pair blocks, odd k
+    + [(m, 1, k) for m in (16, 40, 300) for k in (31, 32, 33, 64, 100, 257)]
 ))
 
 
@@ -129,7 +132,7 @@ def test_gemm_threads_and_blocks_equal_serial(level):
     # big enough for several threads, several k blocks and edge tiles
     rng = np.random.default_rng(7)
     # tall (row tasks) and wide (column tasks)
-    for m, n, k in [(203, 389, 1100), (10, 3000, 301)]:
+    for m, n, k in [(203, 389, 1100), (10, 3000, 301), (3001, 1, 2999)]:
         a = bf16_codes(rng, (m, k), "cancel")
         b = bf16_codes(rng, (k, n), "normal")
         c0 = c_init(rng, (m, n), "subnormal")

@@ -472,6 +472,40 @@ def test_matvec_vecmat():
     assert np.vecmat(np.array([1, 1], bf16), A).tolist() == [3, 5, 7]
 
 
+@pytest.mark.skipif(not hasattr(np, "matvec"), reason="NumPy < 2.2 has no np.matvec")
+@pytest.mark.parametrize("fmt", ["bfloat16", "float8_e4m3fn"])
+@pytest.mark.parametrize("layout", ["C", "F", "step2", "offset"])
+def test_matvec_vecmat_are_vecdots(fmt, layout, each_level):
+    """np.matvec / np.vecmat: each output is np.vecdot's dot of a row (a
+    column) with the vector, rounded once -- contiguous rows read in place,
+    strided and unaligned ones gathered: the same bits either way."""
+    t = mf_type(fmt)
+    rng = np.random.default_rng(5)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        A = (rng.standard_normal((67, 301)) * 4).astype(np.float32).astype(t)
+        v = rng.standard_normal(301).astype(np.float32).astype(t)
+        w = rng.standard_normal(67).astype(np.float32).astype(t)
+    A.reshape(-1)[5] = np.float32(np.nan)
+    if layout == "F":
+        A = np.asfortranarray(A)
+    elif layout == "step2":
+        A = np.repeat(A, 2, axis=1)[:, ::2]
+        v = np.repeat(v, 2)[::2]
+    elif layout == "offset":        # rows starting at odd bytes: not aligned for bfloat16
+        raw = np.zeros(A.nbytes + 1, np.uint8)
+        src, A = A, np.ndarray(A.shape, A.dtype, raw.data, offset=1)
+        A[...] = src
+        assert A.itemsize == 1 or not A.flags.aligned
+    with np.errstate(all="ignore"):
+        got = np.matvec(A, v)
+        want = np.vecdot(A, v)
+        got_t = np.vecmat(w, A)
+        want_t = np.vecdot(A.T, w)
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+    np.testing.assert_array_equal(got_t.view(np.uint8), want_t.view(np.uint8))
+
+
 # --------------------------------------------------------------------------
 # warnings from binary ufuncs
 # --------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 #include "blocks.h"
 #include "scale.h"
 #include "../simd_params.h"
+#include "../transpose_avx2.h"
 
 #define MF_INLINE static inline __attribute__((always_inline))
 
@@ -128,27 +129,6 @@ avx2_mul2(float *o, mf_intp nblocks, int B, const float *a, float b)
     }
 }
 
-/* transposes 8 rows of 8 floats: row j of the result is column j of r */
-MF_INLINE void
-transpose8(__m256 r[8])
-{
-    __m256 t[8], u[8];
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 8; i += 4) {
-        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-    }
-    for (int i = 0; i < 4; i++) {
-        r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
-        r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
-    }
-}
-
 /* columns j..j+7 of an 8-row tile of packed e2m1 codes, decoded and scaled:
  * v[i] holds column j + i of rows 0..7 (unpack4t8's values).  A row's 8
  * codes from one 32-bit load: lane i shifted right by 4i; the magnitude from
@@ -168,7 +148,7 @@ e2m1_tile8(const uint8_t *c, mf_intp ldc, mf_intp j, __m256 mag, const float *s,
         m = _mm256_or_ps(m, _mm256_castsi256_ps(sign));
         v[r] = _mm256_mul_ps(m, _mm256_set1_ps(s[r * lds]));
     }
-    transpose8(v);
+    mf_transpose8(v);
 }
 
 static void

@@ -41,6 +41,79 @@ kernel_12x32(mf_intp kq, const void *ap, const void *bp, float *c, mf_intp ldc)
 #undef STOREC
 }
 
+/* r[j] <- column j of the 16 x 16 matrix of 32-bit lanes whose rows are r:
+ * 4 x 4 transposes inside the 128-bit lanes, then of the lanes */
+static inline __attribute__((always_inline)) void
+transpose16(__m512i r[16])
+{
+    __m512i t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    /* u[4g + j], lane L: column 4L + j of rows 4g .. 4g + 3 */
+    for (int g = 0; g < 16; g += 4) {
+        u[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
+        u[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
+        u[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
+        u[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
+    }
+    for (int j = 0; j < 4; j++) {
+        __m512i x0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44);
+        __m512i x1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xEE);
+        __m512i x2 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
+        __m512i x3 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xEE);
+        r[j] = _mm512_shuffle_i32x4(x0, x2, 0x88);
+        r[4 + j] = _mm512_shuffle_i32x4(x0, x2, 0xDD);
+        r[8 + j] = _mm512_shuffle_i32x4(x1, x3, 0x88);
+        r[12 + j] = _mm512_shuffle_i32x4(x1, x3, 0xDD);
+    }
+}
+
+/* 16 rows in the lanes: a row's k pairs are 32-bit lanes of its codes, so
+ * 16 rows x 16 pairs transposed give each pair's two members for the 16
+ * rows (odd index: the high half, masked; even: shifted up), and the chain
+ * adds the odd member first.  Ragged rows load zeros and are not stored;
+ * the last pairs of a row (k not a multiple of 32) are gathered, an odd k's
+ * pad being +0 * +0 as in the oracle. */
+void
+mf_avx512_gemv_bf16(mf_intp rows, mf_intp k, const uint16_t *A, mf_intp lda, const float *b, float *acc)
+{
+    const __m512i hi_mask = _mm512_set1_epi32((int)0xFFFF0000u);
+    for (mf_intp r0 = 0; r0 < rows; r0 += 16) {
+        const int nr = rows - r0 < 16 ? (int)(rows - r0) : 16;
+        const __mmask16 live = (__mmask16)((1u << nr) - 1u);
+        const uint16_t *a = A + r0 * lda;
+        __m512 c = _mm512_maskz_loadu_ps(live, acc + r0);
+        mf_intp p = 0;
+        for (; p + 32 <= k; p += 32) {
+            __m512i t[16];
+            for (int i = 0; i < 16; i++) {
+                t[i] = i < nr ? _mm512_loadu_si512(a + i * lda + p) : _mm512_setzero_si512();
+            }
+            transpose16(t);
+            for (int q = 0; q < 16; q++) {
+                const __m512 odd = _mm512_castsi512_ps(_mm512_and_si512(t[q], hi_mask));
+                const __m512 even = _mm512_castsi512_ps(_mm512_slli_epi32(t[q], 16));
+                c = _mm512_fmadd_ps(odd, _mm512_set1_ps(b[p + 2 * q + 1]), c);
+                c = _mm512_fmadd_ps(even, _mm512_set1_ps(b[p + 2 * q]), c);
+            }
+        }
+        for (; p < k; p += 2) {
+            uint32_t ev[16], od[16];
+            for (int i = 0; i < 16; i++) {
+                ev[i] = i < nr ? (uint32_t)a[i * lda + p] << 16 : 0u;
+                od[i] = i < nr && p + 1 < k ? (uint32_t)a[i * lda + p + 1] << 16 : 0u;
+            }
+            const float bo = p + 1 < k ? b[p + 1] : 0.0f;
+            c = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_loadu_si512(od)), _mm512_set1_ps(bo), c);
+            c = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_loadu_si512(ev)),
+                                _mm512_set1_ps(b[p]), c);
+        }
+        _mm512_mask_storeu_ps(acc + r0, live, c);
+    }
+}
+
 static const mf_gemm_ops f32_ops = {
     .MR = F_MR,
     .NR = F_NR,
@@ -53,6 +126,7 @@ static const mf_gemm_ops f32_ops = {
     .kernel = kernel_12x32,
     .small = mf_gemm_small,
     .ftz_daz = 1,
+    .gemv = mf_avx512_gemv_bf16,
 };
 
 void

@@ -162,6 +162,9 @@ static const mf_gemm_ops bf16_ops = {
     .kernel = kernel_12x32,
     .small = mf_gemm_small,
     .ftz_daz = 0,
+    /* one column: avx512.c's FMA chain (the same canonical bits); the
+     * driver runs it under FTZ|DAZ */
+    .gemv = mf_avx512_gemv_bf16,
 };
 
 /*

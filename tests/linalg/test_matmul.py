@@ -106,9 +106,11 @@ SHAPES = sorted(set(
     + [(m, n, k) for m in SIZES for n in (2, 31) for k in (0, 3, 32)]
     + [(m, 15, 100) for m in SIZES]
     + [(64, 64, 64), (100, 100, 100), (13, 70, 511), (25, 65, 1031), (200, 50, 257)]
-    # one column (the matrix-vector kernels): rows in whole and ragged lane
-    # groups, k in whole and ragged pair blocks, odd k
-    + [(m, 1, k) for m in (16, 40, 300) for k in (31, 32, 33, 64, 100, 257)]
+    # up to 16 columns (the matrix-vector kernels, columns in groups of 8
+    # or 4): rows in whole and ragged lane groups and tasks, k in whole and
+    # ragged pair blocks, odd k
+    + [(m, n, k) for m in (16, 40, 300) for n in (1, 3) for k in (31, 32, 33, 64, 100, 257)]
+    + [(m, n, 257) for m in (23, 130) for n in (2, 4, 5, 8, 9, 13, 16, 17)]
 ))
 
 
@@ -132,7 +134,8 @@ def test_gemm_threads_and_blocks_equal_serial(level):
     # big enough for several threads, several k blocks and edge tiles
     rng = np.random.default_rng(7)
     # tall (row tasks) and wide (column tasks)
-    for m, n, k in [(203, 389, 1100), (10, 3000, 301), (3001, 1, 2999)]:
+    for m, n, k in [(203, 389, 1100), (10, 3000, 301), (3001, 1, 2999), (1500, 16, 2001),
+                    (700, 7, 3333)]:
         a = bf16_codes(rng, (m, k), "cancel")
         b = bf16_codes(rng, (k, n), "normal")
         c0 = c_init(rng, (m, n), "subnormal")
@@ -236,13 +239,20 @@ def test_zero_signs():
 def test_matmul_levels_equal(name):
     rng = np.random.default_rng(3)
     t = mf_type(name)
-    for (m, k, n) in [(2, 3, 2), (17, 33, 31), (64, 100, 65)]:
+    # and thin products (bfloat16's matrix-vector kernels, through the
+    # bfloat16 result's epilogue), a vector, a strided operand
+    for (m, k, n) in [(2, 3, 2), (17, 33, 31), (64, 100, 65), (300, 257, 5), (130, 64, 16),
+                      (1000, 301, 1)]:
         a = as_format(format_codes(rng, name, (m, k)).astype(code_dtype(name)), name)
         b = as_format(format_codes(rng, name, (k, n)).astype(code_dtype(name)), name)
         want = mm("serial", a, b)
         assert want.dtype == t
         for lv in SIMD_LEVELS:
             assert_same_codes(mm(lv, a, b), want)
+            if n == 1:
+                assert_same_codes(mm(lv, a, b[:, 0]), mm("serial", a, b[:, 0]))
+            else:
+                assert_same_codes(mm(lv, a[::2], b[:, ::-1]), mm("serial", a[::2], b[:, ::-1]))
 
 
 @pytest.mark.parametrize("m,k,n", [(m, k, n) for m, k, n in itertools.product(SIZES, repeat=3)

@@ -42,49 +42,77 @@ kernel_6x16(mf_intp kq, const void *ap, const void *bp, float *c, mf_intp ldc)
 #undef STOREC
 }
 
-/* 8 rows in the lanes, as avx512.c's mf_avx512_gemv_bf16: 8 rows x 8 k pairs
- * transposed, the odd member of each pair added first */
-static void
-gemv_8(mf_intp rows, mf_intp k, const uint16_t *A, mf_intp lda, const float *b, float *acc)
+/* 8 rows in the lanes, NC (<= 4) columns, as avx512.c's gemv16_cols:
+ * 8 rows x 8 k pairs transposed, the odd member of each pair added first */
+static inline __attribute__((always_inline)) void
+gemv8_cols(const int NC, int nr, mf_intp k, const uint16_t *a, mf_intp lda, const float *b,
+           mf_intp nb, float *acc)
 {
     const __m256i hi_mask = _mm256_set1_epi32((int)0xFFFF0000u);
+    __m256 c[4];
+    for (int j = 0; j < NC; j++) {
+        float t0[8] = {0};
+        for (int i = 0; i < nr; i++) {
+            t0[i] = acc[i * nb + j];
+        }
+        c[j] = _mm256_loadu_ps(t0);
+    }
+    mf_intp p = 0;
+    for (; p + 16 <= k; p += 16) {
+        __m256 t[8];
+        for (int i = 0; i < 8; i++) {
+            t[i] = i < nr ? _mm256_loadu_ps((const float *)(a + i * lda + p)) : _mm256_setzero_ps();
+        }
+        mf_transpose8(t);
+        for (int q = 0; q < 8; q++) {
+            const __m256i u = _mm256_castps_si256(t[q]);
+            const __m256 odd = _mm256_castsi256_ps(_mm256_and_si256(u, hi_mask));
+            const __m256 even = _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
+            const float *bo = b + (p + 2 * q + 1) * nb, *be = b + (p + 2 * q) * nb;
+            for (int j = 0; j < NC; j++) {
+                c[j] = _mm256_fmadd_ps(odd, _mm256_set1_ps(bo[j]), c[j]);
+                c[j] = _mm256_fmadd_ps(even, _mm256_set1_ps(be[j]), c[j]);
+            }
+        }
+    }
+    for (; p < k; p += 2) {
+        uint32_t ev[8], od[8];
+        for (int i = 0; i < 8; i++) {
+            ev[i] = i < nr ? (uint32_t)a[i * lda + p] << 16 : 0u;
+            od[i] = i < nr && p + 1 < k ? (uint32_t)a[i * lda + p + 1] << 16 : 0u;
+        }
+        const __m256 odd = _mm256_loadu_ps((const float *)od);
+        const __m256 even = _mm256_loadu_ps((const float *)ev);
+        for (int j = 0; j < NC; j++) {
+            const float bo = p + 1 < k ? b[(p + 1) * nb + j] : 0.0f;
+            c[j] = _mm256_fmadd_ps(odd, _mm256_set1_ps(bo), c[j]);
+            c[j] = _mm256_fmadd_ps(even, _mm256_set1_ps(b[p * nb + j]), c[j]);
+        }
+    }
+    for (int j = 0; j < NC; j++) {
+        float t0[8];
+        _mm256_storeu_ps(t0, c[j]);
+        for (int i = 0; i < nr; i++) {
+            acc[i * nb + j] = t0[i];
+        }
+    }
+}
+
+static void
+gemv_8(mf_intp rows, mf_intp k, const uint16_t *A, mf_intp lda, const float *b, mf_intp nb,
+       float *acc)
+{
     for (mf_intp r0 = 0; r0 < rows; r0 += 8) {
         const int nr = rows - r0 < 8 ? (int)(rows - r0) : 8;
-        const uint16_t *a = A + r0 * lda;
-        float c0[8] = {0};
-        for (int i = 0; i < nr; i++) {
-            c0[i] = acc[r0 + i];
-        }
-        __m256 c = _mm256_loadu_ps(c0);
-        mf_intp p = 0;
-        for (; p + 16 <= k; p += 16) {
-            __m256 t[8];
-            for (int i = 0; i < 8; i++) {
-                t[i] = i < nr ? _mm256_loadu_ps((const float *)(a + i * lda + p))
-                              : _mm256_setzero_ps();
+        for (mf_intp j0 = 0; j0 < nb; j0 += 4) {
+            const uint16_t *a = A + r0 * lda;
+            float *o = acc + r0 * nb + j0;
+            switch (nb - j0 < 4 ? (int)(nb - j0) : 4) {
+                case 1: gemv8_cols(1, nr, k, a, lda, b + j0, nb, o); break;
+                case 2: gemv8_cols(2, nr, k, a, lda, b + j0, nb, o); break;
+                case 3: gemv8_cols(3, nr, k, a, lda, b + j0, nb, o); break;
+                default: gemv8_cols(4, nr, k, a, lda, b + j0, nb, o); break;
             }
-            mf_transpose8(t);
-            for (int q = 0; q < 8; q++) {
-                const __m256i u = _mm256_castps_si256(t[q]);
-                const __m256 odd = _mm256_castsi256_ps(_mm256_and_si256(u, hi_mask));
-                const __m256 even = _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
-                c = _mm256_fmadd_ps(odd, _mm256_set1_ps(b[p + 2 * q + 1]), c);
-                c = _mm256_fmadd_ps(even, _mm256_set1_ps(b[p + 2 * q]), c);
-            }
-        }
-        for (; p < k; p += 2) {
-            uint32_t ev[8], od[8];
-            for (int i = 0; i < 8; i++) {
-                ev[i] = i < nr ? (uint32_t)a[i * lda + p] << 16 : 0u;
-                od[i] = i < nr && p + 1 < k ? (uint32_t)a[i * lda + p + 1] << 16 : 0u;
-            }
-            const float bo = p + 1 < k ? b[p + 1] : 0.0f;
-            c = _mm256_fmadd_ps(_mm256_loadu_ps((const float *)od), _mm256_set1_ps(bo), c);
-            c = _mm256_fmadd_ps(_mm256_loadu_ps((const float *)ev), _mm256_set1_ps(b[p]), c);
-        }
-        _mm256_storeu_ps(c0, c);
-        for (int i = 0; i < nr; i++) {
-            acc[r0 + i] = c0[i];
         }
     }
 }

@@ -70,47 +70,86 @@ transpose16(__m512i r[16])
     }
 }
 
-/* 16 rows in the lanes: a row's k pairs are 32-bit lanes of its codes, so
- * 16 rows x 16 pairs transposed give each pair's two members for the 16
- * rows (odd index: the high half, masked; even: shifted up), and the chain
- * adds the odd member first.  Ragged rows load zeros and are not stored;
- * the last pairs of a row (k not a multiple of 32) are gathered, an odd k's
- * pad being +0 * +0 as in the oracle. */
-void
-mf_avx512_gemv_bf16(mf_intp rows, mf_intp k, const uint16_t *A, mf_intp lda, const float *b, float *acc)
+/* 16 rows in the lanes, NC (<= 8) columns of B: a row's k pairs are 32-bit
+ * lanes of its codes, so 16 rows x 16 pairs transposed give each pair's two
+ * members for the 16 rows (odd index: the high half, masked; even: shifted
+ * up), and each column's chain adds the odd member first.  Ragged rows load
+ * zeros and are not stored; the last pairs of a row (k not a multiple of
+ * 32) are gathered, an odd k's pad being +0 * +0 as in the oracle.  acc:
+ * the 16 rows' results, row stride nb, at column j0 (b's columns too). */
+static inline __attribute__((always_inline)) void
+gemv16_cols(const int NC, int nr, mf_intp k, const uint16_t *a, mf_intp lda, const float *b,
+            mf_intp nb, float *acc)
 {
     const __m512i hi_mask = _mm512_set1_epi32((int)0xFFFF0000u);
+    __m512 c[8];
+    for (int j = 0; j < NC; j++) {
+        float t0[16] = {0};
+        for (int i = 0; i < nr; i++) {
+            t0[i] = acc[i * nb + j];
+        }
+        c[j] = _mm512_loadu_ps(t0);
+    }
+    mf_intp p = 0;
+    for (; p + 32 <= k; p += 32) {
+        __m512i t[16];
+        for (int i = 0; i < 16; i++) {
+            t[i] = i < nr ? _mm512_loadu_si512(a + i * lda + p) : _mm512_setzero_si512();
+        }
+        transpose16(t);
+        for (int q = 0; q < 16; q++) {
+            const __m512 odd = _mm512_castsi512_ps(_mm512_and_si512(t[q], hi_mask));
+            const __m512 even = _mm512_castsi512_ps(_mm512_slli_epi32(t[q], 16));
+            const float *bo = b + (p + 2 * q + 1) * nb, *be = b + (p + 2 * q) * nb;
+            for (int j = 0; j < NC; j++) {
+                c[j] = _mm512_fmadd_ps(odd, _mm512_set1_ps(bo[j]), c[j]);
+                c[j] = _mm512_fmadd_ps(even, _mm512_set1_ps(be[j]), c[j]);
+            }
+        }
+    }
+    for (; p < k; p += 2) {
+        uint32_t ev[16], od[16];
+        for (int i = 0; i < 16; i++) {
+            ev[i] = i < nr ? (uint32_t)a[i * lda + p] << 16 : 0u;
+            od[i] = i < nr && p + 1 < k ? (uint32_t)a[i * lda + p + 1] << 16 : 0u;
+        }
+        const __m512 odd = _mm512_castsi512_ps(_mm512_loadu_si512(od));
+        const __m512 even = _mm512_castsi512_ps(_mm512_loadu_si512(ev));
+        for (int j = 0; j < NC; j++) {
+            const float bo = p + 1 < k ? b[(p + 1) * nb + j] : 0.0f;
+            c[j] = _mm512_fmadd_ps(odd, _mm512_set1_ps(bo), c[j]);
+            c[j] = _mm512_fmadd_ps(even, _mm512_set1_ps(b[p * nb + j]), c[j]);
+        }
+    }
+    for (int j = 0; j < NC; j++) {
+        float t0[16];
+        _mm512_storeu_ps(t0, c[j]);
+        for (int i = 0; i < nr; i++) {
+            acc[i * nb + j] = t0[i];
+        }
+    }
+}
+
+void
+mf_avx512_gemv_bf16(mf_intp rows, mf_intp k, const uint16_t *A, mf_intp lda, const float *b,
+                    mf_intp nb, float *acc)
+{
     for (mf_intp r0 = 0; r0 < rows; r0 += 16) {
         const int nr = rows - r0 < 16 ? (int)(rows - r0) : 16;
-        const __mmask16 live = (__mmask16)((1u << nr) - 1u);
-        const uint16_t *a = A + r0 * lda;
-        __m512 c = _mm512_maskz_loadu_ps(live, acc + r0);
-        mf_intp p = 0;
-        for (; p + 32 <= k; p += 32) {
-            __m512i t[16];
-            for (int i = 0; i < 16; i++) {
-                t[i] = i < nr ? _mm512_loadu_si512(a + i * lda + p) : _mm512_setzero_si512();
-            }
-            transpose16(t);
-            for (int q = 0; q < 16; q++) {
-                const __m512 odd = _mm512_castsi512_ps(_mm512_and_si512(t[q], hi_mask));
-                const __m512 even = _mm512_castsi512_ps(_mm512_slli_epi32(t[q], 16));
-                c = _mm512_fmadd_ps(odd, _mm512_set1_ps(b[p + 2 * q + 1]), c);
-                c = _mm512_fmadd_ps(even, _mm512_set1_ps(b[p + 2 * q]), c);
+        for (mf_intp j0 = 0; j0 < nb; j0 += 8) {
+            const uint16_t *a = A + r0 * lda;
+            float *o = acc + r0 * nb + j0;
+            switch (nb - j0 < 8 ? (int)(nb - j0) : 8) {
+                case 1: gemv16_cols(1, nr, k, a, lda, b + j0, nb, o); break;
+                case 2: gemv16_cols(2, nr, k, a, lda, b + j0, nb, o); break;
+                case 3: gemv16_cols(3, nr, k, a, lda, b + j0, nb, o); break;
+                case 4: gemv16_cols(4, nr, k, a, lda, b + j0, nb, o); break;
+                case 5: gemv16_cols(5, nr, k, a, lda, b + j0, nb, o); break;
+                case 6: gemv16_cols(6, nr, k, a, lda, b + j0, nb, o); break;
+                case 7: gemv16_cols(7, nr, k, a, lda, b + j0, nb, o); break;
+                default: gemv16_cols(8, nr, k, a, lda, b + j0, nb, o); break;
             }
         }
-        for (; p < k; p += 2) {
-            uint32_t ev[16], od[16];
-            for (int i = 0; i < 16; i++) {
-                ev[i] = i < nr ? (uint32_t)a[i * lda + p] << 16 : 0u;
-                od[i] = i < nr && p + 1 < k ? (uint32_t)a[i * lda + p + 1] << 16 : 0u;
-            }
-            const float bo = p + 1 < k ? b[p + 1] : 0.0f;
-            c = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_loadu_si512(od)), _mm512_set1_ps(bo), c);
-            c = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_loadu_si512(ev)),
-                                _mm512_set1_ps(b[p]), c);
-        }
-        _mm512_mask_storeu_ps(acc + r0, live, c);
     }
 }
 

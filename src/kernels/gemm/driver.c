@@ -440,17 +440,18 @@ mf_gemm_ctx_init(mf_gemm_ctx *c, const mf_format *f, int MR, int NR)
     }
 }
 
-/* ---- one column of bfloat16 (a matrix times a vector: a model's decode
- * step).  The blocked path packs all of A into float32 panels for a single
- * column; here each row is read once, in place, by the level's gemv (rows
- * side by side in the lanes, k in the canonical pair order), row blocks on
- * the threads. */
+/* ---- a few columns of bfloat16 (a matrix times a vector or a thin
+ * matrix: a model's decode step).  The blocked path packs all of A into
+ * float32 panels for those few columns; here each row is read in place by
+ * the level's gemv (rows side by side in the lanes, k in the canonical pair
+ * order), row blocks on the threads. */
 
-#define MF_GEMV_ROWS 256           /* rows of a task */
+#define MF_GEMV_ROWS 128           /* rows of a task */
+#define MF_GEMV_MAX_COLS 16        /* widest B taken this way */
 
 typedef struct {
     const mf_gemm_ops *ops;
-    mf_intp m, k, lda, ldc;
+    mf_intp m, n, k, lda, ldc;
     const uint16_t *A;
     const float *b;
     float *C;
@@ -463,7 +464,8 @@ mf_gemv_worker(void *ctx, int w)
 {
     (void)w;
     mf_gemv_job *J = (mf_gemv_job *)ctx;
-    float acc[MF_GEMV_ROWS];
+    float acc[MF_GEMV_ROWS * MF_GEMV_MAX_COLS];
+    const mf_intp n = J->n;
     mf_fpenv csr = mf_fpenv_enter();
     for (;;) {
         mf_intp t = __atomic_fetch_add(&J->next, 1, __ATOMIC_RELAXED);
@@ -472,39 +474,46 @@ mf_gemv_worker(void *ctx, int w)
         }
         mf_intp i0 = t * MF_GEMV_ROWS, rows = mf_gemm_min(MF_GEMV_ROWS, J->m - i0);
         for (mf_intp i = 0; i < rows; i++) {
-            acc[i] = J->ep != NULL ? 0.0f : J->C[(i0 + i) * J->ldc];
+            for (mf_intp j = 0; j < n; j++) {
+                acc[i * n + j] = J->ep != NULL ? 0.0f : J->C[(i0 + i) * J->ldc + j];
+            }
         }
-        J->ops->gemv(rows, J->k, J->A + i0 * J->lda, J->lda, J->b, acc);
+        J->ops->gemv(rows, J->k, J->A + i0 * J->lda, J->lda, J->b, n, acc);
         if (J->ep != NULL) {
             mf_fpenv_plain(csr);
-            J->ep->fn(J->ep->ctx, i0, 0, rows, 1, acc, 1);
+            J->ep->fn(J->ep->ctx, i0, 0, rows, n, acc, n);
             mf_fpenv_work(csr);
         }
         else {
             for (mf_intp i = 0; i < rows; i++) {
-                J->C[(i0 + i) * J->ldc] = acc[i];
+                for (mf_intp j = 0; j < n; j++) {
+                    J->C[(i0 + i) * J->ldc + j] = acc[i * n + j];
+                }
             }
         }
     }
     mf_fpenv_leave(csr);
 }
 
-/* 0 when done; -1 (no memory for the column) leaves it to the caller */
+/* 0 when done; -1 (no memory for B's values) leaves it to the caller */
 static int
-mf_gemv_run(const mf_gemm_ops *ops, mf_intp m, mf_intp k, const void *A, mf_intp lda,
-            const void *B, mf_intp ldb, float *C, mf_intp ldc, const mf_gemm_epilogue *ep)
+mf_gemv_run(const mf_gemm_ops *ops, mf_intp m, mf_intp n, mf_intp k, const void *A,
+            mf_intp lda, const void *B, mf_intp ldb, float *C, mf_intp ldc,
+            const mf_gemm_epilogue *ep)
 {
-    float *b = (float *)malloc((size_t)k * sizeof(float));
+    float *b = (float *)malloc((size_t)(k * n) * sizeof(float));
     if (b == NULL) {
         return -1;
     }
     for (mf_intp p = 0; p < k; p++) {
-        uint32_t u = (uint32_t)((const uint16_t *)B)[p * ldb] << 16;
-        memcpy(b + p, &u, 4);
+        for (mf_intp j = 0; j < n; j++) {
+            uint32_t u = (uint32_t)((const uint16_t *)B)[p * ldb + j] << 16;
+            memcpy(b + p * n + j, &u, 4);
+        }
     }
-    mf_gemv_job J = {ops, m, k, lda, ldc, (const uint16_t *)A, b, C, ep,
+    mf_gemv_job J = {ops, m, n, k, lda, ldc, (const uint16_t *)A, b, C, ep,
                      (m + MF_GEMV_ROWS - 1) / MF_GEMV_ROWS, 0};
-    double work = (double)m * (double)k;
+    double work = (double)m * (double)n * (double)k;
     int T = mf_get_num_threads();
     if (work < 2 * MF_GEMM_MIN_THREAD_WORK) {
         T = 1;
@@ -535,8 +544,8 @@ mf_gemm_run(const mf_gemm_ops *ops, const mf_format *f, mf_intp m, mf_intp n, mf
         ops->small(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
         return;
     }
-    if (n == 1 && ops->gemv != NULL && f == mf_fmt(MF_BFLOAT16)
-            && mf_gemv_run(ops, m, k, A, lda, B, ldb, C, ldc, ep) == 0) {
+    if (n <= MF_GEMV_MAX_COLS && ops->gemv != NULL && f == mf_fmt(MF_BFLOAT16)
+            && mf_gemv_run(ops, m, n, k, A, lda, B, ldb, C, ldc, ep) == 0) {
         return;
     }
     mf_gemm_ctx ctx;

@@ -44,16 +44,16 @@ typedef void (*mf_gemm_small_fn)(const mf_format *f, mf_intp m, mf_intp n, mf_in
                                  const void *A, mf_intp lda, const void *B, mf_intp ldb,
                                  float *C, mf_intp ldc, const mf_gemm_epilogue *ep);
 
-/* bfloat16 matrix times one column: acc[i] = the canonical chain (serial.c)
- * of row i of A (codes, row stride lda) with b (the column's k values as
- * float32) starting from acc[i], for i < rows; called in the kernels' FP
- * environment */
+/* bfloat16 matrix times a few columns: acc[i * nb + j] = the canonical
+ * chain (serial.c) of row i of A (codes, row stride lda) with column j of b
+ * (float32 values, [k][nb]) starting from acc[i * nb + j], for i < rows,
+ * j < nb; called in the kernels' FP environment */
 typedef void (*mf_gemm_gemv_fn)(mf_intp rows, mf_intp k, const uint16_t *A, mf_intp lda,
-                                const float *b, float *acc);
+                                const float *b, mf_intp nb, float *acc);
 
 /* the AVX-512 one (gemm/avx512.c), which the AVX512_BF16 level uses too */
 void mf_avx512_gemv_bf16(mf_intp rows, mf_intp k, const uint16_t *A, mf_intp lda,
-                         const float *b, float *acc);
+                         const float *b, mf_intp nb, float *acc);
 
 typedef struct {
     int MR, NR;
@@ -64,7 +64,7 @@ typedef struct {
     mf_gemm_kernel_fn kernel;
     mf_gemm_small_fn small;    /* small products, and k too deep to pack */
     int ftz_daz;               /* run in the kernels' FP environment (driver.c) */
-    mf_gemm_gemv_fn gemv;      /* NULL, or bfloat16 products with one column */
+    mf_gemm_gemv_fn gemv;      /* NULL, or bfloat16 products with few columns */
 } mf_gemm_ops;
 
 /* products of at most this many multiply-adds go to ops->small */

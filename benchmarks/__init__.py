@@ -15,6 +15,13 @@ root off sys.path first, so that `import minifloat` finds the installed one.
 import os
 import sys
 
+# OpenBLAS's worker threads spin for a while after each call (NumPy's float32
+# matmul rows): in a side-by-side run they take the second core from the row
+# timed next (minifloat's 16-column matmul ran at one thread's speed, torch's
+# at 2 threads 1.6x slower).  Put them to sleep soon after a call, before
+# NumPy loads OpenBLAS; the float32 rows themselves barely change.
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+
 _ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 
 

@@ -135,7 +135,9 @@ def header_lines(rep):
         f"ml_dtypes {vers['ml_dtypes']}, torch {vers['torch']}, numkong {vers['numkong']}",
         f"threads: minifloat rows at its {mf.get_num_threads()} (minifloat.get_num_threads(); "
         f"mf 1t: at 1); torch rows at 1 and {o.torch_threads} threads; numpy f32 matmul uses "
-        "its BLAS's default threads; numkong calls run on one",
+        "its BLAS's default threads (OPENBLAS_THREAD_TIMEOUT="
+        f"{os.environ.get('OPENBLAS_THREAD_TIMEOUT', 'unset')}: they stop spinning soon after "
+        "a call); numkong calls run on one",
         "cores busy (CPU time / wall time over the timed calls): " + _cores_busy(rep),
     ]
     return lines

@@ -55,6 +55,12 @@ def _register_all():
     register("matmul bf16 large", "matmul of two square bf16 matrices",
              lambda env: matmul.build_matmul(env.mm_sizes[1], env),
              size=lambda env: f"{env.mm_sizes[1]}^3")
+    for cols in (0, 16):
+        register(f"matmul bf16 thin{' x16' if cols else ' vector'}",
+                 f"(2S, 2S) bf16 matrix @ a {'(2S, 16) matrix' if cols else 'vector'}, S the "
+                 "large matmul size: a decode step",
+                 lambda env, c=cols: matmul.build_thin(2 * env.mm_sizes[1], c, env),
+                 size=lambda env, c=cols: f"{2 * env.mm_sizes[1]}^2 x {c or 1}")
     register("exp bf16", "exp of a bf16 array into a preallocated array", arrays.build_exp)
     register("log bf16", "log of a bf16 array (|x|) into a preallocated array",
              lambda env: arrays.build_unary("log", env))

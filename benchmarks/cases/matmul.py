@@ -30,6 +30,26 @@ def build_matmul(m, env):
     return Plan(runs, expected=ref, flops=2.0 * m ** 3, family="matmul")
 
 
+def build_thin(m, cols, env):
+    """(m, m) @ (m,) or (m, m) @ (m, cols): a model's decode step (batch 1 to
+    16), where the matrix is read once and the work is memory-bound."""
+    a = env.coded("tA", m * m, "bfloat16").reshape(m, m)
+    b = env.coded("tB", m * max(cols, 1), "bfloat16")
+    b = b.reshape(m, cols) if cols else b.reshape(m)
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    ref = a32 @ b32
+    runs = [Run("minifloat", "a @ b", lambda: a @ b)]
+    if env.ml is not None:
+        am, bm = env.as_ml(a), env.as_ml(b)
+        runs.append(Run("ml_dtypes", "a @ b (float32 result)", lambda: am @ bm))
+    if env.torch is not None:
+        ta, tb = env.as_torch(a), env.as_torch(b)
+        fn = env.torch.mv if not cols else env.torch.mm
+        runs.append(Run("torch", f"torch.{fn.__name__}(a, b)", lambda: fn(ta, tb)))
+    runs.append(Run("numpy", f"float32 a @ b ({'sgemv' if not cols else 'sgemm'}, BLAS threads)",
+                    lambda: a32 @ b32))
+    return Plan(runs, expected=ref, flops=2.0 * m * m * max(cols, 1), family="matmul")
+
 
 def build_block_matmul(m, env):
     """block_matmul of MXFP8 / MXFP4 / NVFP4 operands (a along K, b quantized

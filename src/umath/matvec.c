@@ -1,10 +1,14 @@
 /*
  * np.matvec (m,n),(n)->(m) and np.vecmat (n),(n,m)->(m) for the float
  * formats: each output is a dot product in the kernels' summation order
- * (as np.vecdot), rounded once.
+ * (as np.vecdot), rounded once, a NaN stored as the format's canonical NaN;
+ * rows read in place on the threads when contiguous (each output its own
+ * dot: the same bits on any number of threads).
  */
+#include <fenv.h>
 #include "umath.h"
 #include "../kernels/scalar_ops.h"
+#include "../kernels/parallel.h"
 
 /* gather n codes at p (stride s) into a contiguous buffer */
 static void
@@ -12,6 +16,56 @@ gather(const mf_format *f, const char *p, npy_intp s, npy_intp n, char *dst)
 {
     for (npy_intp i = 0; i < n; i++) {
         memcpy(dst + i * f->itemsize, p + i * s, f->itemsize);
+    }
+}
+
+/* a dot's result rounded once; NaN as the format's canonical NaN (as
+ * np.vecdot and matmul store it) */
+static inline void
+store_dot(const mf_format *f, char *out, double d, int *ovf)
+{
+    mf_store_code(f, out, isnan(d) ? mf_nan_code(f, 0) : mf_encode_f64_ovf(f, d, ovf));
+}
+
+/* rows of a matrix read in place, shared by the threads (below) */
+typedef struct {
+    const mf_format *f;
+    const char *a, *v;
+    npy_intp sj, n, so, m;
+    char *out;
+    npy_intp next;
+    int ovf, flags;         /* overflow of the rounding; FP flags the workers raised */
+} dots_job;
+
+#define DOTS_ROWS 64        /* rows of a task */
+
+static void
+dots_worker(void *ctx, int w)
+{
+    dots_job *J = (dots_job *)ctx;
+    int ovf = 0;
+    if (w != 0) {
+        feclearexcept(FE_ALL_EXCEPT);
+    }
+    for (;;) {
+        npy_intp j0 = __atomic_fetch_add(&J->next, DOTS_ROWS, __ATOMIC_RELAXED);
+        if (j0 >= J->m) {
+            break;
+        }
+        npy_intp j1 = J->m - j0 < DOTS_ROWS ? J->m : j0 + DOTS_ROWS;
+        for (npy_intp j = j0; j < j1; j++) {
+            double d = mf_k->dot(J->f, J->a + j * J->sj, J->v, J->n);
+            store_dot(J->f, J->out + j * J->so, d, &ovf);
+        }
+    }
+    if (ovf) {
+        __atomic_fetch_or(&J->ovf, 1, __ATOMIC_RELAXED);
+    }
+    if (w != 0) {           /* the caller raises them again (np.errstate sees them) */
+        int fl = fetestexcept(FE_ALL_EXCEPT);
+        if (fl) {
+            __atomic_fetch_or(&J->flags, fl, __ATOMIC_RELAXED);
+        }
     }
 }
 
@@ -31,6 +85,19 @@ dots(const mf_format *f, const char *a, npy_intp sj, npy_intp sk, const char *v,
         vv = bufv;
     }
     const int a_direct = sk == f->itemsize && (uintptr_t)a % isz == 0 && sj % f->itemsize == 0;
+    /* rows in place on the threads when there are at least 2^20 values (each
+     * output is its own dot: the same bits on any number of threads) */
+    int T = mf_get_num_threads();
+    if (a_direct && T > 1 && (double)m * (double)n >= (double)(1 << 20) && m >= 2 * DOTS_ROWS) {
+        dots_job J = {f, a, vv, sj, n, so, m, out, 0, 0, 0};
+        if (mf_pool_run(dots_worker, &J, T) <= 0) {
+            dots_worker(&J, 0);
+        }
+        if (J.flags) {
+            feraiseexcept(J.flags);
+        }
+        return J.ovf;
+    }
     for (npy_intp j = 0; j < m; j++) {
         const char *row = a + j * sj;
         if (!a_direct) {
@@ -38,7 +105,7 @@ dots(const mf_format *f, const char *a, npy_intp sj, npy_intp sk, const char *v,
             row = bufa;
         }
         double d = mf_k->dot(f, row, vv, n);
-        mf_store_code(f, out + j * so, mf_encode_f64_ovf(f, d, &ovf));
+        store_dot(f, out + j * so, d, &ovf);
     }
     return ovf;
 }

@@ -506,6 +506,25 @@ def test_matvec_vecmat_are_vecdots(fmt, layout, each_level):
     np.testing.assert_array_equal(got_t.view(np.uint8), want_t.view(np.uint8))
 
 
+@pytest.mark.skipif(not hasattr(np, "matvec"), reason="NumPy < 2.2 has no np.matvec")
+@pytest.mark.parametrize("nthreads", [1, 2, 3])
+def test_matvec_threads(nthreads, threads):
+    """np.matvec of 2^20 values or more: rows on the threads, the same bits
+    as one thread's np.vecdot, and an invalid operation met by any thread
+    (inf * 0 in the last row) still warns."""
+    threads(nthreads)
+    rng = np.random.default_rng(9)
+    A = rng.standard_normal((1100, 1000)).astype(np.float32).astype(bf16)
+    v = rng.standard_normal(1000).astype(np.float32).astype(bf16)
+    A[-1, 7], v[7] = np.inf, 0
+    with pytest.warns(RuntimeWarning, match="invalid value"):
+        got = np.matvec(A, v)
+    with np.errstate(all="ignore"):
+        want = np.vecdot(A, v)
+    assert np.isnan(got[-1]) and not np.isnan(got[:-1]).any()
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
 # --------------------------------------------------------------------------
 # warnings from binary ufuncs
 # --------------------------------------------------------------------------

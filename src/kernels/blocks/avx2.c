@@ -10,7 +10,7 @@
 #include "blocks.h"
 #include "scale.h"
 #include "../simd_params.h"
-#include "../transpose_avx2.h"
+#include "../transpose_x86.h"
 
 #define MF_INLINE static inline __attribute__((always_inline))
 

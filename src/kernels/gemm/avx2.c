@@ -7,7 +7,7 @@
 #include <immintrin.h>
 #include "../kernels.h"
 #include "loops.h"
-#include "../transpose_avx2.h"
+#include "../transpose_x86.h"
 
 #define F_MR 6
 #define F_NR 16

@@ -8,6 +8,7 @@
 #include <immintrin.h>
 #include "../kernels.h"
 #include "loops.h"
+#include "../transpose_x86.h"
 
 #define F_MR 12
 #define F_NR 32
@@ -41,35 +42,6 @@ kernel_12x32(mf_intp kq, const void *ap, const void *bp, float *c, mf_intp ldc)
 #undef STOREC
 }
 
-/* r[j] <- column j of the 16 x 16 matrix of 32-bit lanes whose rows are r:
- * 4 x 4 transposes inside the 128-bit lanes, then of the lanes */
-static inline __attribute__((always_inline)) void
-transpose16(__m512i r[16])
-{
-    __m512i t[16], u[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-    }
-    /* u[4g + j], lane L: column 4L + j of rows 4g .. 4g + 3 */
-    for (int g = 0; g < 16; g += 4) {
-        u[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
-        u[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
-        u[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
-        u[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
-    }
-    for (int j = 0; j < 4; j++) {
-        __m512i x0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44);
-        __m512i x1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xEE);
-        __m512i x2 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
-        __m512i x3 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xEE);
-        r[j] = _mm512_shuffle_i32x4(x0, x2, 0x88);
-        r[4 + j] = _mm512_shuffle_i32x4(x0, x2, 0xDD);
-        r[8 + j] = _mm512_shuffle_i32x4(x1, x3, 0x88);
-        r[12 + j] = _mm512_shuffle_i32x4(x1, x3, 0xDD);
-    }
-}
-
 /* 16 rows in the lanes, NC (<= 8) columns of B: a row's k pairs are 32-bit
  * lanes of its codes, so 16 rows x 16 pairs transposed give each pair's two
  * members for the 16 rows (odd index: the high half, masked; even: shifted
@@ -96,7 +68,7 @@ gemv16_cols(const int NC, int nr, mf_intp k, const uint16_t *a, mf_intp lda, con
         for (int i = 0; i < 16; i++) {
             t[i] = i < nr ? _mm512_loadu_si512(a + i * lda + p) : _mm512_setzero_si512();
         }
-        transpose16(t);
+        mf_transpose16(t);
         for (int q = 0; q < 16; q++) {
             const __m512 odd = _mm512_castsi512_ps(_mm512_and_si512(t[q], hi_mask));
             const __m512 even = _mm512_castsi512_ps(_mm512_slli_epi32(t[q], 16));

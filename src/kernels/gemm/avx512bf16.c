@@ -8,6 +8,7 @@
 #include <immintrin.h>
 #include "../kernels.h"
 #include "loops.h"
+#include "../transpose_x86.h"
 
 #define BF_MR 12
 #define BF_NR 32
@@ -79,34 +80,6 @@ pack_b_bf16(const mf_gemm_ctx *c, const void *src, mf_intp ld, mf_intp r0, mf_in
     }
 }
 
-/* 16 x 16 transpose of dwords: r[i] = row i in, column i out */
-static inline void
-transpose16(__m512i r[16])
-{
-    __m512i t[16], u[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) {
-        u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-        u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-        u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-        u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-    }
-    /* u[4g + s], 128-bit lane l: rows 4g..4g+3 of column 4l + s */
-    for (int s = 0; s < 4; s++) {
-        __m512i v0 = _mm512_shuffle_i32x4(u[s], u[4 + s], 0x88);       /* lanes 0, 2 */
-        __m512i v1 = _mm512_shuffle_i32x4(u[8 + s], u[12 + s], 0x88);
-        __m512i w0 = _mm512_shuffle_i32x4(u[s], u[4 + s], 0xDD);       /* lanes 1, 3 */
-        __m512i w1 = _mm512_shuffle_i32x4(u[8 + s], u[12 + s], 0xDD);
-        r[s] = _mm512_shuffle_i32x4(v0, v1, 0x88);
-        r[8 + s] = _mm512_shuffle_i32x4(v0, v1, 0xDD);
-        r[4 + s] = _mm512_shuffle_i32x4(w0, w1, 0x88);
-        r[12 + s] = _mm512_shuffle_i32x4(w0, w1, 0xDD);
-    }
-}
-
 /* A panels of bfloat16 codes: each row's pairs are already dwords, so a
  * panel is a transpose (12 rows x 16 pairs at a time) */
 static void
@@ -134,7 +107,7 @@ pack_a_bf16(const mf_gemm_ctx *c, const void *src, mf_intp ld, mf_intp r0, mf_in
             for (int i = BF_MR; i < 16; i++) {
                 r[i] = _mm512_setzero_si512();
             }
-            transpose16(r);
+            mf_transpose16(r);
             for (int j = 0; j < 16; j++) {
                 _mm512_mask_storeu_epi32(d + (q + j) * BF_MR, 0x0FFF, r[j]);
             }

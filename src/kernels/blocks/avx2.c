@@ -151,25 +151,6 @@ e2m1_tile8(const uint8_t *c, mf_intp ldc, mf_intp j, __m256 mag, const float *s,
     mf_transpose8(v);
 }
 
-static void
-avx2_unpack4t8(const uint8_t *c, mf_intp ldc, mf_intp k, int B, const float *lut,
-               const float *s, mf_intp lds, float *out, mf_intp ldo)
-{
-    const __m256 mag = _mm256_loadu_ps(lut);
-    /* the block index j / B counted, not divided (B is a multiple of 8) */
-    for (mf_intp j = 0, jb = 0, left = B; j < k; j += 8) {
-        __m256 v[8];
-        e2m1_tile8(c, ldc, j, mag, s + jb, lds, v);
-        if ((left -= 8) == 0) {
-            jb++;
-            left = B;
-        }
-        for (int i = 0; i < 8; i++) {
-            _mm256_storeu_ps(out + (j + i) * ldo, v[i]);
-        }
-    }
-}
-
 /* 8 float32 -> 8 bfloat16 codes, the cast's rounding: to nearest even (the
  * carry of a finite value past the largest one gives inf), NaN -> 0x7FC0
  * with its sign */
@@ -189,9 +170,10 @@ bf16_round8(__m256 x)
     return _mm256_castsi256_si128(p);
 }
 
-static void
-avx2_unpack4t8h(const uint8_t *c, mf_intp ldc, mf_intp k, int B, const float *lut,
-                const float *s, mf_intp lds, uint16_t *out, mf_intp ldo)
+/* unpack4t8 (out float32) and unpack4t8h (bf16: out uint16) in one loop */
+MF_INLINE void
+e2m1_tiles(const uint8_t *c, mf_intp ldc, mf_intp k, int B, const float *lut, const float *s,
+           mf_intp lds, void *out, mf_intp ldo, const int bf16)
 {
     const __m256 mag = _mm256_loadu_ps(lut);
     /* the block index j / B counted, not divided (B is a multiple of 8) */
@@ -203,9 +185,28 @@ avx2_unpack4t8h(const uint8_t *c, mf_intp ldc, mf_intp k, int B, const float *lu
             left = B;
         }
         for (int i = 0; i < 8; i++) {
-            _mm_storeu_si128((__m128i *)(out + (j + i) * ldo), bf16_round8(v[i]));
+            if (bf16) {
+                _mm_storeu_si128((__m128i *)((uint16_t *)out + (j + i) * ldo), bf16_round8(v[i]));
+            }
+            else {
+                _mm256_storeu_ps((float *)out + (j + i) * ldo, v[i]);
+            }
         }
     }
+}
+
+static void
+avx2_unpack4t8(const uint8_t *c, mf_intp ldc, mf_intp k, int B, const float *lut,
+               const float *s, mf_intp lds, float *out, mf_intp ldo)
+{
+    e2m1_tiles(c, ldc, k, B, lut, s, lds, out, ldo, 0);
+}
+
+static void
+avx2_unpack4t8h(const uint8_t *c, mf_intp ldc, mf_intp k, int B, const float *lut,
+                const float *s, mf_intp lds, uint16_t *out, mf_intp ldo)
+{
+    e2m1_tiles(c, ldc, k, B, lut, s, lds, out, ldo, 1);
 }
 
 static uint64_t

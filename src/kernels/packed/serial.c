@@ -189,6 +189,41 @@ e2m1_row(const uint8_t *c, mf_intp k, mf_intp block, const float *s, float *o)
     }
 }
 
+/* out[j, r] (or out16[j, r], bfloat16 codes rounded once): tiles of 8
+ * stored rows by the level's unpack4t8 / unpack4t8h (decoded, scaled and
+ * transposed in registers), over the columns up to a multiple of 8 when a
+ * block holds whole groups of 8; the rest scalar */
+static void
+e2m1_transposed(const uint8_t *codes, mf_intp ldc, mf_intp rows, mf_intp k, mf_intp block,
+                const float *s, mf_intp lds, float *out, uint16_t *out16, mf_intp ldo)
+{
+    const float *lut = mf_lut8[MF_FLOAT4_E2M1FN];
+    const mf_format *bf16 = mf_fmt(MF_BFLOAT16);
+    const mf_intp r8 = block % 8 == 0 && block <= INT_MAX ? rows / 8 * 8 : 0, k8 = k / 8 * 8;
+    for (mf_intp r0 = 0; r0 < r8 && k8 > 0; r0 += 8) {
+        if (out16 != NULL) {
+            mf_kb->unpack4t8h(codes + r0 * ldc, ldc, k8, (int)block, lut, s + r0 * lds, lds,
+                              out16 + r0, ldo);
+        }
+        else {
+            mf_kb->unpack4t8(codes + r0 * ldc, ldc, k8, (int)block, lut, s + r0 * lds, lds,
+                             out + r0, ldo);
+        }
+    }
+    for (mf_intp j = 0; j < k; j++) {
+        for (mf_intp r = j < k8 ? r8 : 0; r < rows; r++) {
+            const unsigned code = (codes[r * ldc + j / 2] >> (4 * (j & 1))) & 0xFu;
+            const float x = lut[code] * s[r * lds + j / block];
+            if (out16 != NULL) {
+                out16[j * ldo + r] = (uint16_t)mf_encode_f32(bf16, x);
+            }
+            else {
+                out[j * ldo + r] = x;
+            }
+        }
+    }
+}
+
 void
 mf_unpack_e2m1(const uint8_t *codes, mf_intp ldc, mf_intp rows, mf_intp k, mf_intp block,
                const float *s, mf_intp lds, float *out, mf_intp ldo, int transposed)
@@ -199,23 +234,7 @@ mf_unpack_e2m1(const uint8_t *codes, mf_intp ldc, mf_intp rows, mf_intp k, mf_in
         }
         return;
     }
-    /* out[j, r]: tiles of 8 stored rows by the level's unpack4t8 (decoded,
-     * scaled and transposed in registers), over the columns up to a multiple
-     * of 8 when a block holds whole groups of 8; the rest scalar */
-    const float *lut = mf_lut8[MF_FLOAT4_E2M1FN];
-    const mf_intp r8 = block % 8 == 0 && block <= INT_MAX ? rows / 8 * 8 : 0, k8 = k / 8 * 8;
-    for (mf_intp r0 = 0; r0 < r8; r0 += 8) {
-        if (k8 > 0) {
-            mf_kb->unpack4t8(codes + r0 * ldc, ldc, k8, (int)block, lut, s + r0 * lds, lds,
-                             out + r0, ldo);
-        }
-    }
-    for (mf_intp j = 0; j < k; j++) {
-        for (mf_intp r = j < k8 ? r8 : 0; r < rows; r++) {
-            const unsigned code = (codes[r * ldc + j / 2] >> (4 * (j & 1))) & 0xFu;
-            out[j * ldo + r] = lut[code] * s[r * lds + j / block];
-        }
-    }
+    e2m1_transposed(codes, ldc, rows, k, block, s, lds, out, NULL, ldo);
 }
 
 /* The same values as mf_unpack_e2m1, each rounded once to bfloat16 (the
@@ -227,7 +246,6 @@ int
 mf_unpack_e2m1_bf16(const uint8_t *codes, mf_intp ldc, mf_intp rows, mf_intp k, mf_intp block,
                     const float *s, mf_intp lds, uint16_t *out, mf_intp ldo, int transposed)
 {
-    const float *lut = mf_lut8[MF_FLOAT4_E2M1FN];
     const mf_format *bf16 = mf_fmt(MF_BFLOAT16);
     if (!transposed) {
         /* pieces of about 2048 values (whole blocks), cache-resident */
@@ -246,19 +264,7 @@ mf_unpack_e2m1_bf16(const uint8_t *codes, mf_intp ldc, mf_intp rows, mf_intp k, 
         free(buf);
         return 0;
     }
-    const mf_intp r8 = block % 8 == 0 && block <= INT_MAX ? rows / 8 * 8 : 0, k8 = k / 8 * 8;
-    for (mf_intp r0 = 0; r0 < r8; r0 += 8) {
-        if (k8 > 0) {
-            mf_kb->unpack4t8h(codes + r0 * ldc, ldc, k8, (int)block, lut, s + r0 * lds, lds,
-                              out + r0, ldo);
-        }
-    }
-    for (mf_intp j = 0; j < k; j++) {
-        for (mf_intp r = j < k8 ? r8 : 0; r < rows; r++) {
-            const unsigned code = (codes[r * ldc + j / 2] >> (4 * (j & 1))) & 0xFu;
-            out[j * ldo + r] = (uint16_t)mf_encode_f32(bf16, lut[code] * s[r * lds + j / block]);
-        }
-    }
+    e2m1_transposed(codes, ldc, rows, k, block, s, lds, NULL, out, ldo);
     return 0;
 }
 

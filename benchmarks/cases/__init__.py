@@ -56,11 +56,11 @@ def _register_all():
              lambda env: matmul.build_matmul(env.mm_sizes[1], env),
              size=lambda env: f"{env.mm_sizes[1]}^3")
     for cols in (0, 16):
-        register(f"matmul bf16 thin{' x16' if cols else ' vector'}",
-                 f"(2S, 2S) bf16 matrix @ a {'(2S, 16) matrix' if cols else 'vector'}, S the "
-                 "large matmul size: a decode step",
+        register("matmul bf16 x16" if cols else "matvec bf16",
+                 f"(2S, 2S) bf16 matrix @ a {'(2S, 16) matrix' if cols else 'vector'} (a @ b), "
+                 "S the large matmul size: a decode step",
                  lambda env, c=cols: matmul.build_thin(2 * env.mm_sizes[1], c, env),
-                 size=lambda env, c=cols: f"{2 * env.mm_sizes[1]}^2 x {c or 1}")
+                 size=lambda env: f"{2 * env.mm_sizes[1]}^2")
     register("exp bf16", "exp of a bf16 array into a preallocated array", arrays.build_exp)
     register("log bf16", "log of a bf16 array (|x|) into a preallocated array",
              lambda env: arrays.build_unary("log", env))

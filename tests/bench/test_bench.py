@@ -66,7 +66,9 @@ def test_registry():
         assert want in names
     assert [c.name for c in cases.select_cases("matmul")] == ["matmul bf16 small",
                                                               "matmul bf16 large",
+                                                              "matmul bf16 x16",
                                                               "block matmul"]
+    assert "matvec bf16" in names
     assert len(cases.select_cases("e4m3fn,e5m2")) == 8
     assert cases.select_cases(None) == cases.CASES
 

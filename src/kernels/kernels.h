@@ -87,6 +87,8 @@ typedef struct mf_gemm_epilogue {
  * rest may be anything, and a level may skip their work (convert needs
  * only the cast's error).
  */
+/* the most rows one colsum_f32 call takes */
+#define MF_COLSUM_ROWS 16
 #define MF_STATS_LANES 8
 #define MF_STATS_BLOCK 2048
 
@@ -107,6 +109,15 @@ typedef struct {
      * formats here (float32 has more than 2p+2 bits) */
     void (*binary)(mf_binary_op op, const mf_format *f, const void *a, const void *b,
                    void *out, mf_intp n);
+    /*
+     * acc[j] = acc[j] + x_i[j] for j < n, for the nrows <= MF_COLSUM_ROWS
+     * rows of codes x_i in order: each column's float32 chain (a reduction
+     * along an outer axis).  Only a NaN's sign and payload may differ from
+     * NumPy's float32 add loop (which operand's NaN comes out); finite and
+     * infinite results are its bits.
+     */
+    void (*colsum_f32)(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
+                       mf_intp n);
     /* sum of n codes in the summation order above */
     double (*sum)(const mf_format *f, const void *src, mf_intp n);
     /* sum of products of n pairs of codes, same order */
@@ -152,6 +163,8 @@ void mf_serial_encode_f32(const mf_format *f, const float *src, void *dst, mf_in
 void mf_serial_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b,
                       void *out, mf_intp n);
 double mf_serial_sum(const mf_format *f, const void *src, mf_intp n);
+void mf_serial_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows,
+                          float *acc, mf_intp n);
 double mf_serial_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
 void mf_serial_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                            const void *A, mf_intp lda, const void *B, mf_intp ldb,
@@ -192,6 +205,8 @@ void mf_avx2_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp
 void mf_avx2_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b,
                       void *out, mf_intp n);
 double mf_avx2_sum(const mf_format *f, const void *src, mf_intp n);
+void mf_avx2_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
+                          mf_intp n);
 double mf_avx2_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
 void mf_avx2_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                            const void *A, mf_intp lda, const void *B, mf_intp ldb,
@@ -201,6 +216,8 @@ void mf_avx512_encode_f32(const mf_format *f, const float *src, void *dst, mf_in
 void mf_avx512_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b,
                       void *out, mf_intp n);
 double mf_avx512_sum(const mf_format *f, const void *src, mf_intp n);
+void mf_avx512_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
+                          mf_intp n);
 double mf_avx512_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
 void mf_avx512_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                            const void *A, mf_intp lda, const void *B, mf_intp ldb,
@@ -220,6 +237,8 @@ void mf_neon_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp
 void mf_neon_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b,
                     void *out, mf_intp n);
 double mf_neon_sum(const mf_format *f, const void *src, mf_intp n);
+void mf_neon_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
+                          mf_intp n);
 double mf_neon_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
 void mf_neon_stats_f32(mf_stats_block *s, const float *x, const float *y, double rel,
                        mf_intp n, int moments);

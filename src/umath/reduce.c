@@ -17,7 +17,11 @@
  *    accumulate.c keeps), rounded once at the end.  Here each thread takes
  *    blocks of output columns and runs all rows over them with the
  *    accumulators in cache; the float32 operation is NumPy's own float32
- *    loop, as in loops.c.
+ *    loop, as in loops.c.  Sums of contiguous rows go through the kernels'
+ *    column sums instead (the same additions in the same order, several
+ *    rows a call with the accumulators in registers); only which operand's
+ *    NaN an addition returns can differ, so a column that ends NaN is
+ *    computed again NumPy's way.
  *  - "row" mode, when the innermost (merged) axis is reduced: each call
  *    reduces one run of the input into one output element, starting from
  *    the element's float32 partial.  Sums: the partial plus the kernel sum of
@@ -54,6 +58,8 @@ enum { RED_SUM = 0, RED_PROD, RED_MAX, RED_MIN, RED_NUM };
 /* columns of a column-mode task (a multiple of RBLOCK): accumulators and
  * one decoded row in L1 */
 #define COLS_MAX 1024
+/* the narrowest column task of the column sums: a few vectors */
+#define COLS_MIN 128
 #define SHADOW_MAX ((npy_intp)1 << 24)
 
 typedef struct {
@@ -85,6 +91,9 @@ typedef struct {
      * task, each contiguous run summed by mf_par_sum (its blocks on the
      * threads, added in order: the kernel's bits) */
     int par_sum;
+    /* column mode, sums without where= of aligned contiguous rows: the
+     * kernels' column sums (column_sum) */
+    int colsum;
     npy_intp next;
     fenv_t env;
     int flags;
@@ -159,21 +168,12 @@ call_fn(const red_job *J, float *acc, const float *x, npy_intp n, npy_intp acc_s
     J->fn(args, &n, steps, J->fndata);
 }
 
-/* column mode: output row a, columns [j0, j0 + n) */
+/* column mode, NumPy's route: the float32 partials of output row a,
+ * columns [j0, j0 + n) into acc (j0 a multiple of RBLOCK, or 0 with a mask;
+ * x: n floats of scratch) */
 static void
-column_task(const red_job *J, npy_intp a, npy_intp j0, npy_intp n)
+column_exact(const red_job *J, npy_intp a, npy_intp j0, npy_intp n, float *acc, float *x)
 {
-    float stack_acc[COLS_MAX], stack_x[COLS_MAX];
-    float *acc = stack_acc, *x = stack_x;
-    if (n > COLS_MAX) {
-        /* a masked row: whole (runs must not be cut) */
-        acc = (float *)malloc(sizeof(float) * (size_t)n * 2);
-        if (acc == NULL) {
-            __atomic_store_n((int *)&J->nomem, 1, __ATOMIC_RELAXED);
-            return;
-        }
-        x = acc + n;
-    }
     npy_intp ctr[NPY_MAXDIMS] = {0};
     npy_intp abase = offset_of(a, J->nk - 1, J->kshape, J->kis) + j0 * J->ks;
     npy_intp mbase = J->mask ? offset_of(a, J->nk - 1, J->kshape, J->kms) + j0 * J->kms_inner : 0;
@@ -222,6 +222,72 @@ column_task(const red_job *J, npy_intp a, npy_intp j0, npy_intp n)
             }
         }
         next_r(J, ctr, &ioff, &moff);
+    }
+}
+
+/* column mode, sums without where=: the rows through the kernels' column
+ * sums (the same float32 chains); a column that ends NaN is computed again
+ * by NumPy's route, over the RBLOCK pieces that hold it, for its NaN's
+ * sign and payload */
+static void
+column_sum(const red_job *J, npy_intp a, npy_intp j0, npy_intp n, float *acc)
+{
+    npy_intp ctr[NPY_MAXDIMS] = {0};
+    npy_intp abase = offset_of(a, J->nk - 1, J->kshape, J->kis) + j0 * J->ks;
+    npy_intp ioff = 0, moff = 0;
+    const char *rows[MF_COLSUM_ROWS];
+    int nb = 0;
+    for (npy_intp j = 0; j < n; j++) {
+        acc[j] = 0.0f;
+    }
+    for (npy_intp r = 0; r < J->R; r++) {
+        rows[nb++] = J->in + abase + ioff;
+        if (nb == MF_COLSUM_ROWS) {
+            J->k->colsum_f32(J->f, rows, nb, acc, n);
+            nb = 0;
+        }
+        next_r(J, ctr, &ioff, &moff);
+    }
+    if (nb > 0) {
+        J->k->colsum_f32(J->f, rows, nb, acc, n);
+    }
+    int any = 0;
+    for (npy_intp j = 0; j < n; j++) {
+        any |= acc[j] != acc[j];
+    }
+    if (!any) {
+        return;
+    }
+    float pacc[RBLOCK], px[RBLOCK];
+    for (npy_intp p = j0 / RBLOCK * RBLOCK; p < j0 + n; p += RBLOCK) {
+        npy_intp m = J->K - p < RBLOCK ? J->K - p : RBLOCK;
+        column_exact(J, a, p, m, pacc, px);
+        npy_intp lo = p > j0 ? p : j0;
+        npy_intp hi = p + m < j0 + n ? p + m : j0 + n;
+        memcpy(acc + (lo - j0), pacc + (lo - p), sizeof(float) * (size_t)(hi - lo));
+    }
+}
+
+/* column mode: output row a, columns [j0, j0 + n) */
+static void
+column_task(const red_job *J, npy_intp a, npy_intp j0, npy_intp n)
+{
+    float stack_acc[COLS_MAX], stack_x[COLS_MAX];
+    float *acc = stack_acc, *x = stack_x;
+    if (n > COLS_MAX) {
+        /* a masked row: whole (runs must not be cut) */
+        acc = (float *)malloc(sizeof(float) * (size_t)n * 2);
+        if (acc == NULL) {
+            __atomic_store_n((int *)&J->nomem, 1, __ATOMIC_RELAXED);
+            return;
+        }
+        x = acc + n;
+    }
+    if (J->colsum) {
+        column_sum(J, a, j0, n, acc);
+    }
+    else {
+        column_exact(J, a, j0, n, acc, x);
     }
     char *o = J->out + (a * J->K + j0) * J->isz;
     J->k->encode_f32(J->f, acc, o, n);
@@ -420,6 +486,15 @@ red_run(red_job *J)
         npy_intp cols = COLS_MAX;
         if (J->mask != NULL) {
             cols = J->K;        /* a run of True must not be cut */
+        }
+        else if (J->colsum) {
+            /* any width (column_sum redoes NaN columns over whole pieces):
+             * down to COLS_MIN for at least 2 tasks a thread (narrower
+             * tasks read a row's bytes in pieces too small to stream) */
+            while (T > 1 && cols > COLS_MIN
+                   && J->A * ((J->K + cols - 1) / cols) < 2 * (npy_intp)T) {
+                cols /= 2;
+            }
         }
         else if (J->A * ((J->K + cols - 1) / cols) < 4 * (npy_intp)T) {
             cols = RBLOCK;
@@ -694,6 +769,16 @@ mf_py_reduce(PyObject *NPY_UNUSED(self), PyObject *args)
         J.R *= J.rshape[d];
     }
     J.first_copied = minmax;
+    if (J.column && op == RED_SUM && mask == NULL && J.ks == J.isz
+            && (uintptr_t)J.in % (uintptr_t)J.isz == 0) {
+        J.colsum = 1;
+        for (int d = 0; d < J.nk; d++) {
+            J.colsum &= J.kis[d] % J.isz == 0;
+        }
+        for (int d = 0; d < J.nr; d++) {
+            J.colsum &= J.ris[d] % J.isz == 0;
+        }
+    }
     if (f32_loop_of(op, &J.fn, &J.fndata) < 0) {
         Py_RETURN_NOTIMPLEMENTED;
     }

@@ -13,7 +13,7 @@
  * payloads, signalling NaNs, subnormals) with the FP flags serial raises,
  * the four binary operations on random and special codes (flags too), sum
  * and dot over lengths that cross the vector widths and the 4096-element
- * block, inspect's statistics block kernel (every field), and gemm_f32acc on shapes around the micro-tile and blocking edges,
+ * block, the column sums (NaN columns: NaN, of any sign), inspect's statistics block kernel (every field), and gemm_f32acc on shapes around the micro-tile and blocking edges,
  * with adversarial operands whose products underflow (the FZ-before-rounding
  * case of docs/design.md), C with subnormals, and the bfloat16 epilogue.
  */
@@ -237,6 +237,52 @@ check_reduce(const char *lv, const mf_kernels *k, const mf_format *f)
         }
     }
     free(x); free(y);
+}
+
+/* ------------------------------------------------------------ colsum */
+
+/* column sums of up to MF_COLSUM_ROWS rows of random and special codes at
+ * widths that cross the vector groups: float32 bits and flags as serial's,
+ * except which NaN a NaN column holds (the callers redo those) */
+static void
+check_colsum(const char *lv, const mf_kernels *k, const mf_format *f)
+{
+    enum { W = 300 };
+    size_t sz = (size_t)f->itemsize;
+    char *x = malloc(MF_COLSUM_ROWS * W * sz);
+    float a0[W], a1[W];
+    const char *rows[MF_COLSUM_ROWS];
+    for (int trial = 0; trial < (quick ? 2 : 6); trial++) {
+        fill_codes(f, x, MF_COLSUM_ROWS * W);
+        for (int i = 0; i < MF_COLSUM_ROWS; i++) {
+            rows[i] = x + (size_t)i * W * sz;
+        }
+        for (long n = 0; n <= W; n = n < 70 ? n + 1 : n + 23) {
+            for (int nr = 1; nr <= MF_COLSUM_ROWS; nr += (nr < 3 ? 1 : 5)) {
+                for (long j = 0; j < n; j++) {
+                    a0[j] = a1[j] = (float)(j % 7) - 3.0f;
+                }
+                int fl0, fl1;
+                feclearexcept(FE_ALL_EXCEPT);
+                mf_serial_colsum_f32(f, rows, nr, a0, n);
+                fl0 = fetestexcept(FLAGS);
+                feclearexcept(FE_ALL_EXCEPT);
+                k->colsum_f32(f, rows, nr, a1, n);
+                fl1 = fetestexcept(FLAGS);
+                for (long j = 0; j < n; j++) {
+                    uint32_t u0, u1;
+                    memcpy(&u0, a0 + j, 4);
+                    memcpy(&u1, a1 + j, 4);
+                    if (a0[j] != a0[j] ? a1[j] == a1[j] : u0 != u1) {
+                        fail(lv, f->name, "colsum", n * 1000 + j, u1, u0);
+                        break;
+                    }
+                }
+                if (fl0 != fl1) fail(lv, f->name, "colsum flags", n * 100 + nr, fl1, fl0);
+            }
+        }
+    }
+    free(x);
 }
 
 /* ------------------------------------------------------------ stats */
@@ -624,6 +670,7 @@ main(int argc, char **argv)
             check_encode(lv, k, f);
             check_binary(lv, k, f);
             check_reduce(lv, k, f);
+            check_colsum(lv, k, f);
             check_stats(lv, k, f);
             check_cast_err(lv, k, f);
             check_gemm(lv, k, f);

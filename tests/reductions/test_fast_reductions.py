@@ -186,6 +186,54 @@ def test_thread_counts(threads, op):
         _core.set_num_threads(prev)
 
 
+def nan_columns(shape, fmt, seed):
+    """Data whose columns hold NaNs of both signs and several payloads: a
+    column sum's NaN then depends on which operand each addition returns,
+    which the column-sum kernels leave to NumPy's route (they redo such
+    columns); some columns have inf and -inf (NaN from finite-looking rows)."""
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(shape) * 3).astype(np.float32)
+    flat = x.reshape(-1, shape[-1])
+    cols = rng.choice(shape[-1], size=max(1, shape[-1] // 9), replace=False)
+    u = flat.view(np.uint32)
+    for j, c in enumerate(cols):
+        rows = rng.choice(flat.shape[0], size=min(4, flat.shape[0]), replace=False)
+        if j % 3 == 2:
+            flat[rows[0], c] = np.inf
+            flat[rows[-1], c] = -np.inf
+            continue
+        for k, r in enumerate(rows):
+            u[r, c] = (0xFFC00000 if k % 2 else 0x7FC00000) | (k << 16)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return x.astype(mf_type(fmt))
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_column_sums(threads):
+    # sums along outer axes go through the kernels' column sums, in tasks
+    # of any width (down to 128 columns): NumPy's bits, NaNs included
+    prev = _core.set_num_threads(threads)
+    try:
+        for level in LEVELS:
+            with kernel_level(level):
+                for fmt in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+                    for shape, ax in [((4000, 256), 0), ((2100, 700), 0), ((1200, 1100), 0),
+                                      ((500, 3, 300), (0, 1)), ((5, 600, 130), 1),
+                                      ((3000, 1), 0), ((70, 4000), 0)]:
+                        base = nan_columns(shape, fmt, seed=sum(shape))
+                        for x in (base, base[1:], base[::2], base[..., 1:]):
+                            want = reference("sum", x, axis=ax)
+                            assert same(fast("sum", x, axis=ax), want), (level, fmt, shape, ax)
+                            assert same(fast("sum", x, axis=ax, keepdims=True),
+                                        reference("sum", x, axis=ax, keepdims=True))
+                            out = np.empty_like(want)
+                            assert fast("sum", x, axis=ax, out=out) is out
+                            assert same(out, want), (level, fmt, shape, ax, "out=")
+    finally:
+        _core.set_num_threads(prev)
+
+
 def test_one_call_path_is_taken():
     # the cases that must not fall back to NumPy's route
     x = data((64, 96), "bfloat16")

@@ -574,6 +574,7 @@ const mf_kernels mf_kernels_avx2 = {
     .decode_f32 = mf_avx2_decode_f32,
     .encode_f32 = mf_avx2_encode_f32,
     .binary = mf_avx2_binary,
+    .colsum_f32 = mf_avx2_colsum_f32,
     .sum = mf_avx2_sum,
     .dot = mf_avx2_dot,
     .gemm_f32acc = mf_avx2_gemm_f32acc,

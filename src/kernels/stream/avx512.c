@@ -640,6 +640,7 @@ const mf_kernels mf_kernels_avx512 = {
     .decode_f32 = mf_avx512_decode_f32,
     .encode_f32 = mf_avx512_encode_f32,
     .binary = mf_avx512_binary,
+    .colsum_f32 = mf_avx512_colsum_f32,
     .sum = mf_avx512_sum,
     .dot = mf_avx512_dot,
     .gemm_f32acc = mf_avx512_gemm_f32acc,

@@ -189,6 +189,84 @@ MF_ISA(decode_f32)(const mf_format *f, const void *src, float *dst, mf_intp n)
 #undef CALL
 }
 
+/* ------------------------------------------------------- colsum_f32 */
+
+/* acc[j] = acc[j] + x_i[j] for the rows i in order (kernels.h); the columns
+ * of whole vector groups, returns how many were done */
+MF_INLINE mf_intp
+colsum_run(const regs_t *r, mf_simd_path path, const char *const *rows, mf_intp nrows,
+           float *acc, mf_intp n)
+{
+    mf_intp j = 0;
+    if (path == MF_SIMD_BF16) {
+        for (; j + 4 * VL <= n; j += 4 * VL) {
+            vf_t a[4], v[4];
+            for (int q = 0; q < 4; q++) {
+                a[q] = load_f(acc + j + VL * q);
+            }
+            for (mf_intp i = 0; i < nrows; i++) {
+                dec_bf16_2((const uint16_t *)rows[i] + j, v);
+                dec_bf16_2((const uint16_t *)rows[i] + j + 2 * VL, v + 2);
+                for (int q = 0; q < 4; q++) {
+                    a[q] = add_v(a[q], v[q]);
+                }
+            }
+            for (int q = 0; q < 4; q++) {
+                store_f(acc + j + VL * q, a[q], 0);
+            }
+        }
+        for (; j + 2 * VL <= n; j += 2 * VL) {
+            vf_t a[2], v[2];
+            a[0] = load_f(acc + j);
+            a[1] = load_f(acc + j + VL);
+            for (mf_intp i = 0; i < nrows; i++) {
+                dec_bf16_2((const uint16_t *)rows[i] + j, v);
+                a[0] = add_v(a[0], v[0]);
+                a[1] = add_v(a[1], v[1]);
+            }
+            store_f(acc + j, a[0], 0);
+            store_f(acc + j + VL, a[1], 0);
+        }
+        return j;
+    }
+    for (; j + DEC8_VECS * VL <= n; j += DEC8_VECS * VL) {
+        vf_t a[DEC8_VECS], v[DEC8_VECS];
+        for (int q = 0; q < DEC8_VECS; q++) {
+            a[q] = load_f(acc + j + VL * q);
+        }
+        for (mf_intp i = 0; i < nrows; i++) {
+            dec8_n(r, path, (const uint8_t *)rows[i] + j, v);
+            for (int q = 0; q < DEC8_VECS; q++) {
+                a[q] = add_v(a[q], v[q]);
+            }
+        }
+        for (int q = 0; q < DEC8_VECS; q++) {
+            store_f(acc + j + VL * q, a[q], 0);
+        }
+    }
+    return j;
+}
+
+void
+MF_ISA(colsum_f32)(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
+                   mf_intp n)
+{
+    mf_simd_params p = mf_simd_params_of(f);
+    regs_t r;
+    regs_init(&r, &p);
+    mf_intp done = 0;
+#define CALL(PATH) done = colsum_run(&r, PATH, rows, nrows, acc, n)
+    FOR_PATH(p, CALL, done = 0)
+#undef CALL
+    if (done < n) {
+        const char *rest[MF_COLSUM_ROWS];
+        for (mf_intp i = 0; i < nrows; i++) {
+            rest[i] = rows[i] + done * f->itemsize;
+        }
+        mf_serial_colsum_f32(f, rest, nrows, acc + done, n - done);
+    }
+}
+
 /* ------------------------------------------------------- encode_f32 */
 
 #ifndef HAVE_ENC_BF16_2

@@ -464,6 +464,7 @@ const mf_kernels mf_kernels_neon = {
     .decode_f32 = mf_neon_decode_f32,
     .encode_f32 = mf_neon_encode_f32,
     .binary = mf_neon_binary,
+    .colsum_f32 = mf_neon_colsum_f32,
     .sum = mf_neon_sum,
     .dot = mf_neon_dot,
     .gemm_f32acc = mf_neon_gemm_f32acc,

@@ -170,11 +170,28 @@ mf_serial_dot(const mf_format *f, const void *a, const void *b, mf_intp n)
     return total;
 }
 
+void
+mf_serial_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
+                     mf_intp n)
+{
+    float x[MF_SUM_LANES];
+    for (mf_intp j = 0; j < n; j += MF_SUM_LANES) {
+        mf_intp m = n - j < MF_SUM_LANES ? n - j : MF_SUM_LANES;
+        for (mf_intp i = 0; i < nrows; i++) {
+            mf_serial_decode_f32(f, rows[i] + j * f->itemsize, x, m);
+            for (mf_intp c = 0; c < m; c++) {
+                acc[j + c] = acc[j + c] + x[c];
+            }
+        }
+    }
+}
+
 const mf_kernels mf_kernels_serial = {
     .name = "serial",
     .decode_f32 = mf_serial_decode_f32,
     .encode_f32 = mf_serial_encode_f32,
     .binary = mf_serial_binary,
+    .colsum_f32 = mf_serial_colsum_f32,
     .sum = mf_serial_sum,
     .dot = mf_serial_dot,
     .gemm_f32acc = mf_serial_gemm_f32acc,

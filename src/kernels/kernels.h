@@ -89,6 +89,8 @@ typedef struct mf_gemm_epilogue {
  */
 /* the most rows one colsum_f32 call takes */
 #define MF_COLSUM_ROWS 16
+/* the most columns one dot_cols call takes */
+#define MF_DOT_COLS 512
 #define MF_STATS_LANES 8
 #define MF_STATS_BLOCK 2048
 
@@ -122,6 +124,16 @@ typedef struct {
     double (*sum)(const mf_format *f, const void *src, mf_intp n);
     /* sum of products of n pairs of codes, same order */
     double (*dot)(const mf_format *f, const void *a, const void *b, mf_intp n);
+    /*
+     * out[j] = dot(column j of B, v) for j < m <= MF_DOT_COLS, bit for bit
+     * (flags too) the result of dot on the column's codes and v's: B's
+     * element (i, j) at B + i * ldb bytes + j * itemsize, v the n vector
+     * values as float32 (np.vecmat of a C-ordered matrix); lanes: scratch
+     * of MF_SUM_LANES * MF_DOT_COLS floats.  NaN results may differ in sign
+     * and payload (the callers store the canonical NaN).
+     */
+    void (*dot_cols)(const mf_format *f, const float *v, const void *B, mf_intp ldb, mf_intp n,
+                     mf_intp m, double *out, float *lanes);
     /*
      * C[m x n] (float32, row stride ldc) += A[m x k] * B[k x n] where A and B
      * hold codes with row strides lda, ldb (in elements) and unit column
@@ -166,6 +178,8 @@ double mf_serial_sum(const mf_format *f, const void *src, mf_intp n);
 void mf_serial_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows,
                           float *acc, mf_intp n);
 double mf_serial_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
+void mf_serial_dot_cols(const mf_format *f, const float *v, const void *B, mf_intp ldb,
+                        mf_intp n, mf_intp m, double *out, float *lanes);
 void mf_serial_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                            const void *A, mf_intp lda, const void *B, mf_intp ldb,
                            float *C, mf_intp ldc, const mf_gemm_epilogue *ep);
@@ -208,6 +222,8 @@ double mf_avx2_sum(const mf_format *f, const void *src, mf_intp n);
 void mf_avx2_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
                           mf_intp n);
 double mf_avx2_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
+void mf_avx2_dot_cols(const mf_format *f, const float *v, const void *B, mf_intp ldb,
+                        mf_intp n, mf_intp m, double *out, float *lanes);
 void mf_avx2_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                            const void *A, mf_intp lda, const void *B, mf_intp ldb,
                            float *C, mf_intp ldc, const mf_gemm_epilogue *ep);
@@ -219,6 +235,8 @@ double mf_avx512_sum(const mf_format *f, const void *src, mf_intp n);
 void mf_avx512_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
                           mf_intp n);
 double mf_avx512_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
+void mf_avx512_dot_cols(const mf_format *f, const float *v, const void *B, mf_intp ldb,
+                        mf_intp n, mf_intp m, double *out, float *lanes);
 void mf_avx512_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                            const void *A, mf_intp lda, const void *B, mf_intp ldb,
                            float *C, mf_intp ldc, const mf_gemm_epilogue *ep);
@@ -240,6 +258,8 @@ double mf_neon_sum(const mf_format *f, const void *src, mf_intp n);
 void mf_neon_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
                           mf_intp n);
 double mf_neon_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
+void mf_neon_dot_cols(const mf_format *f, const float *v, const void *B, mf_intp ldb,
+                        mf_intp n, mf_intp m, double *out, float *lanes);
 void mf_neon_stats_f32(mf_stats_block *s, const float *x, const float *y, double rel,
                        mf_intp n, int moments);
 int mf_neon_cast_err(mf_stats_block *s, const mf_format *src, const void *x,

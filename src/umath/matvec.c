@@ -2,8 +2,10 @@
  * np.matvec (m,n),(n)->(m) and np.vecmat (n),(n,m)->(m) for the float
  * formats: each output is a dot product in the kernels' summation order
  * (as np.vecdot), rounded once, a NaN stored as the format's canonical NaN;
- * rows read in place on the threads when contiguous (each output its own
- * dot: the same bits on any number of threads).
+ * rows read in place on the threads when contiguous, or, for the columns
+ * of a C-ordered matrix (vecmat), the columns side by side in the lanes of
+ * the kernels' dot_cols (each output its own dot: the same bits on any
+ * number of threads).
  */
 #include <fenv.h>
 #include "umath.h"
@@ -69,11 +71,56 @@ dots_worker(void *ctx, int w)
     }
 }
 
+/* columns side by side (np.vecmat of a C-ordered matrix): the kernels'
+ * dot_cols on panels of MF_DOT_COLS columns, shared by the threads */
+typedef struct {
+    const mf_format *f;
+    const float *v;
+    float *lanes;           /* each thread's scratch for dot_cols */
+    const char *a;
+    npy_intp sk, n, so, m;
+    char *out;
+    npy_intp next;
+    int ovf, flags;
+} cols_job;
+
+static void
+cols_worker(void *ctx, int w)
+{
+    cols_job *J = (cols_job *)ctx;
+    int ovf = 0;
+    double d[MF_DOT_COLS];
+    float *lanes = J->lanes + (size_t)w * MF_SUM_LANES * MF_DOT_COLS;
+    if (w != 0) {
+        feclearexcept(FE_ALL_EXCEPT);
+    }
+    for (;;) {
+        npy_intp j0 = __atomic_fetch_add(&J->next, MF_DOT_COLS, __ATOMIC_RELAXED);
+        if (j0 >= J->m) {
+            break;
+        }
+        npy_intp cnt = J->m - j0 < MF_DOT_COLS ? J->m - j0 : MF_DOT_COLS;
+        mf_k->dot_cols(J->f, J->v, J->a + j0 * J->f->itemsize, J->sk, J->n, cnt, d, lanes);
+        for (npy_intp j = 0; j < cnt; j++) {
+            store_dot(J->f, J->out + (j0 + j) * J->so, d[j], &ovf);
+        }
+    }
+    if (ovf) {
+        __atomic_fetch_or(&J->ovf, 1, __ATOMIC_RELAXED);
+    }
+    if (w != 0) {
+        int fl = fetestexcept(FE_ALL_EXCEPT);
+        if (fl) {
+            __atomic_fetch_or(&J->flags, fl, __ATOMIC_RELAXED);
+        }
+    }
+}
+
 /* core: out[j] = dot(rows of a along `n` with v), for j < m
  *   a: element (j, k) at a + j*sj + k*sk;  v: element k at v + k*sv */
 static int
 dots(const mf_format *f, const char *a, npy_intp sj, npy_intp sk, const char *v, npy_intp sv,
-     char *out, npy_intp so, npy_intp m, npy_intp n, char *bufa, char *bufv)
+     char *out, npy_intp so, npy_intp m, npy_intp n, char *bufa, char *bufv, float *vf)
 {
     int ovf = 0;
     const uintptr_t isz = (uintptr_t)f->itemsize;
@@ -85,9 +132,30 @@ dots(const mf_format *f, const char *a, npy_intp sj, npy_intp sk, const char *v,
         vv = bufv;
     }
     const int a_direct = sk == f->itemsize && (uintptr_t)a % isz == 0 && sj % f->itemsize == 0;
+    int T = mf_get_num_threads();
+    /* the outputs' columns side by side in the kernel's lanes (each still
+     * its own dot: the same bits on any number of threads) */
+    if (!a_direct && sj == f->itemsize && (uintptr_t)a % isz == 0 && sk % f->itemsize == 0
+            && m >= 32) {
+        if (T <= 1 || (double)m * (double)n < (double)(1 << 20) || m < 2 * MF_DOT_COLS) {
+            T = 1;
+        }
+        float *lanes = malloc(sizeof(float) * MF_SUM_LANES * MF_DOT_COLS * (size_t)T);
+        if (lanes != NULL) {
+            mf_k->decode_f32(f, vv, vf, n);
+            cols_job J = {f, vf, lanes, a, sk, n, so, m, out, 0, 0, 0};
+            if (T <= 1 || mf_pool_run(cols_worker, &J, T) <= 0) {
+                cols_worker(&J, 0);
+            }
+            free(lanes);
+            if (J.flags) {
+                feraiseexcept(J.flags);
+            }
+            return J.ovf;
+        }
+    }
     /* rows in place on the threads when there are at least 2^20 values (each
      * output is its own dot: the same bits on any number of threads) */
-    int T = mf_get_num_threads();
     if (a_direct && T > 1 && (double)m * (double)n >= (double)(1 << 20) && m >= 2 * DOTS_ROWS) {
         dots_job J = {f, a, vv, sj, n, so, m, out, 0, 0, 0};
         if (mf_pool_run(dots_worker, &J, T) <= 0) {
@@ -119,18 +187,21 @@ run(const mf_format *f, npy_intp N, npy_intp m, npy_intp n,
 {
     char *bufa = PyMem_RawMalloc((size_t)(n * f->itemsize) + 1);
     char *bufv = PyMem_RawMalloc((size_t)(n * f->itemsize) + 1);
-    if (bufa == NULL || bufv == NULL) {
+    float *vf = PyMem_RawMalloc((size_t)n * sizeof(float) + 1);
+    if (bufa == NULL || bufv == NULL || vf == NULL) {
         PyMem_RawFree(bufa);
         PyMem_RawFree(bufv);
+        PyMem_RawFree(vf);
         return -1;
     }
     int ovf = 0;
     for (npy_intp o = 0; o < N; o++) {
         ovf |= dots(f, a + o * sa, sj, sk, v + o * sv_outer, sv, out + o * so_outer, so, m, n,
-                    bufa, bufv);
+                    bufa, bufv, vf);
     }
     PyMem_RawFree(bufa);
     PyMem_RawFree(bufv);
+    PyMem_RawFree(vf);
     if (ovf) {
         mf_raise_overflow();
     }

@@ -13,7 +13,8 @@
  * payloads, signalling NaNs, subnormals) with the FP flags serial raises,
  * the four binary operations on random and special codes (flags too), sum
  * and dot over lengths that cross the vector widths and the 4096-element
- * block, the column sums (NaN columns: NaN, of any sign), inspect's statistics block kernel (every field), and gemm_f32acc on shapes around the micro-tile and blocking edges,
+ * block, the column sums and np.vecmat's column dots (NaN: NaN,
+ * of any sign), inspect's statistics block kernel (every field), and gemm_f32acc on shapes around the micro-tile and blocking edges,
  * with adversarial operands whose products underflow (the FZ-before-rounding
  * case of docs/design.md), C with subnormals, and the bfloat16 epilogue.
  */
@@ -283,6 +284,77 @@ check_colsum(const char *lv, const mf_kernels *k, const mf_format *f)
         }
     }
     free(x);
+}
+
+/* codes replaced by random ones of magnitude 1/16 .. 16 (or zero) where the
+ * format has them: sums whose rounding depends on their order */
+static void
+refill_moderate(const mf_format *f, char *x, long n)
+{
+    size_t sz = (size_t)f->itemsize;
+    float tmp;
+    for (long i = 0; i < n; i++) {
+        for (int t = 0; t < 100; t++) {
+            mf_serial_decode_f32(f, x + i * sz, &tmp, 1);
+            if (tmp == 0.0f || (fabsf(tmp) >= 0.0625f && fabsf(tmp) <= 16.0f)) break;
+            fill_codes(f, x + i * sz, 1);
+        }
+    }
+}
+
+/* np.vecmat's columns side by side (dot_cols) against serial's, and
+ * against dot of each gathered column: float64 bits and flags (NaN: NaN) */
+static void
+check_dot_cols(const char *lv, const mf_kernels *k, const mf_format *f)
+{
+    static const long ns[] = {1, 31, 33, 100, 4097, 8300};
+    static const long ms[] = {1, 17, 33, 64, 100, 300};
+    const long W = 300, N = 8300;
+    size_t sz = (size_t)f->itemsize;
+    char *b = malloc(N * W * sz), *col = malloc(N * sz), *vc = malloc(N * sz);
+    float *v = malloc(N * sizeof(float));
+    float *lanes = malloc(sizeof(float) * MF_SUM_LANES * MF_DOT_COLS);
+    double o0[300], o1[300];
+    for (int trial = 0; trial < (quick ? 2 : 3); trial++) {
+        fill_codes(f, b, N * W);
+        fill_codes(f, vc, N);
+        if (trial != 1) {
+            /* moderate values: dots that are not simply NaN or inf */
+            refill_moderate(f, b, N * W);
+            refill_moderate(f, vc, N);
+        }
+        mf_serial_decode_f32(f, vc, v, N);
+        for (int a = 0; a < 6; a++) {
+            for (int c = 0; c < 6; c++) {
+                long n = ns[a], m = ms[c];
+                int fl0, fl1;
+                feclearexcept(FE_ALL_EXCEPT);
+                mf_serial_dot_cols(f, v, b, W * (long)sz, n, m, o0, lanes);
+                fl0 = fetestexcept(FLAGS);
+                feclearexcept(FE_ALL_EXCEPT);
+                k->dot_cols(f, v, b, W * (long)sz, n, m, o1, lanes);
+                fl1 = fetestexcept(FLAGS);
+                if (fl0 != fl1) fail(lv, f->name, "dot_cols flags", n * 1000 + m, fl1, fl0);
+                for (long j = 0; j < m; j++) {
+                    double d = o0[j];
+                    if (j % 7 == 0) {
+                        for (long i = 0; i < n; i++) {
+                            memcpy(col + i * sz, b + (i * W + j) * sz, sz);
+                        }
+                        d = mf_serial_dot(f, col, vc, n);
+                        if (d == d ? d2u(d) != d2u(o0[j]) : o0[j] == o0[j]) {
+                            fail("serial", f->name, "dot_cols vs dot", n * 1000 + j, d2u(o0[j]), d2u(d));
+                        }
+                    }
+                    if (o0[j] == o0[j] ? d2u(o0[j]) != d2u(o1[j]) : o1[j] == o1[j]) {
+                        fail(lv, f->name, "dot_cols", n * 1000 + j, d2u(o1[j]), d2u(o0[j]));
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    free(b); free(col); free(vc); free(v); free(lanes);
 }
 
 /* ------------------------------------------------------------ stats */
@@ -671,6 +743,7 @@ main(int argc, char **argv)
             check_binary(lv, k, f);
             check_reduce(lv, k, f);
             check_colsum(lv, k, f);
+            check_dot_cols(lv, k, f);
             check_stats(lv, k, f);
             check_cast_err(lv, k, f);
             check_gemm(lv, k, f);

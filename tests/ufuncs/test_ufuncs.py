@@ -525,6 +525,33 @@ def test_matvec_threads(nthreads, threads):
     np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
 
 
+@pytest.mark.skipif(not hasattr(np, "vecmat"), reason="NumPy < 2.2 has no np.vecmat")
+@pytest.mark.parametrize("nthreads", [1, 2, 3])
+@pytest.mark.parametrize("fmt", ["bfloat16", "float8_e5m2"])
+def test_vecmat_columns_side_by_side(nthreads, fmt, threads, each_level):
+    """np.vecmat of a C-ordered matrix: the columns side by side in the
+    kernels' lanes (dot_cols), panels of columns on the threads; each output
+    the bits of np.vecdot of its gathered column (a column longer than one
+    4096-value block, NaN and inf among them), and flags still warn."""
+    threads(nthreads)
+    t = mf_type(fmt)
+    rng = np.random.default_rng(3)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        A = (rng.standard_normal((5000, 1300)) * 2).astype(np.float32).astype(t)
+        w = rng.standard_normal(5000).astype(np.float32).astype(t)
+    A[17, 5], A[4500, 900], A[3, 1299] = np.nan, np.inf, -np.inf
+    A[-1, 1000], w[-1] = np.inf, 0          # inf * 0 in one column: invalid
+    with pytest.warns(RuntimeWarning, match="invalid value"):
+        got = np.vecmat(w, A)
+    with np.errstate(all="ignore"):
+        want = np.vecdot(np.asfortranarray(A).T, w)
+        got_view = np.vecmat(w, A[:, 3:])               # a view: columns from the 4th
+    assert np.isnan(got[[5, 1000]]).all() and np.isinf(got[[900, 1299]]).all()
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+    np.testing.assert_array_equal(got_view.view(np.uint8), want[3:].view(np.uint8))
+
+
 # --------------------------------------------------------------------------
 # warnings from binary ufuncs
 # --------------------------------------------------------------------------

@@ -577,6 +577,7 @@ const mf_kernels mf_kernels_avx2 = {
     .colsum_f32 = mf_avx2_colsum_f32,
     .sum = mf_avx2_sum,
     .dot = mf_avx2_dot,
+    .dot_cols = mf_avx2_dot_cols,
     .gemm_f32acc = mf_avx2_gemm_f32acc,
     .stats_f32 = mf_avx2_stats_f32,
     .cast_err = mf_avx2_cast_err,

@@ -12,6 +12,7 @@ const mf_kernels mf_kernels_avx512bf16 = {
     .colsum_f32 = mf_avx512_colsum_f32,
     .sum = mf_avx512_sum,
     .dot = mf_avx512_dot,
+    .dot_cols = mf_avx512_dot_cols,
     .gemm_f32acc = mf_avx512bf16_gemm_f32acc,
     .stats_f32 = mf_avx512_stats_f32,
     .cast_err = mf_avx512_cast_err,

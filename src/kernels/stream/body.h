@@ -626,6 +626,93 @@ dot_block(const regs_t *r, mf_simd_path path, const mf_format *f, const void *a,
     return combine32(acc);
 }
 
+/* ------------------------------------------------------- dot_cols */
+
+/* out[j] = dot(column j of B, v) for the columns of whole vector groups, in
+ * the order of dot (element i of a block in lane i % 32, the lanes halved,
+ * the blocks added into a float64 total): the columns in the vector lanes,
+ * the 32 sum lanes of each column a row of `lanes`.  Returns how many
+ * columns were done. */
+#define DOT_COLS_AHEAD 32
+
+MF_INLINE mf_intp
+dot_cols_run(const regs_t *r, mf_simd_path path, const mf_format *f, const float *v,
+             const char *B, mf_intp ldb, mf_intp n, mf_intp m, double *out, float *lanes)
+{
+    const mf_intp gw = (path == MF_SIMD_BF16 ? 2 : DEC8_VECS) * VL;
+    const mf_intp mv = m / gw * gw;
+    if (mv == 0) {
+        return 0;
+    }
+    float last[VL];
+    for (mf_intp j = 0; j < mv; j++) {
+        out[j] = -0.0;
+    }
+    for (mf_intp start = 0; start < n; start += MF_SUM_BLOCK) {
+        const mf_intp len = n - start < MF_SUM_BLOCK ? n - start : MF_SUM_BLOCK;
+        for (mf_intp q = 0; q < MF_SUM_LANES * mv; q += VL) {
+            store_f(lanes + (q / mv) * MF_DOT_COLS + q % mv, splat_f(-0.0f), 0);
+        }
+        for (mf_intp i = 0; i < len; i++) {
+            const char *row = B + (start + i) * ldb;
+            float *l = lanes + (i % MF_SUM_LANES) * MF_DOT_COLS;
+            /* a row's few lines, a page apart from the last row's: no
+             * hardware prefetcher follows that */
+            if (start + i + DOT_COLS_AHEAD < n) {
+                const char *ahead = row + DOT_COLS_AHEAD * ldb;
+                for (mf_intp b = 0; b < mv * f->itemsize; b += 64) {
+                    __builtin_prefetch(ahead + b);
+                }
+            }
+            const vf_t s = splat_f(v[start + i]);
+            for (mf_intp j = 0; j < mv; j += gw) {
+                vf_t x[4];
+                if (path == MF_SIMD_BF16) {
+                    dec_bf16_2((const uint16_t *)row + j, x);
+                }
+                else {
+                    dec8_n(r, path, (const uint8_t *)row + j, x);
+                }
+                for (int q = 0; q < gw / VL; q++) {
+                    store_f(l + j + VL * q, fma_acc(x[q], s, load_f(l + j + VL * q)), 0);
+                }
+            }
+        }
+        for (int w = MF_SUM_LANES / 2; w >= 1; w /= 2) {
+            for (int L = 0; L < w; L++) {
+                float *a = lanes + L * MF_DOT_COLS, *b = lanes + (L + w) * MF_DOT_COLS;
+                for (mf_intp j = 0; j < mv; j += VL) {
+                    store_f(a + j, add_v(load_f(a + j), load_f(b + j)), 0);
+                }
+            }
+        }
+        for (mf_intp j = 0; j < mv; j += VL) {
+            store_f(last, load_f(lanes + j), 0);
+            for (int c = 0; c < VL; c++) {
+                out[j + c] = add_total(out[j + c], last[c]);
+            }
+        }
+    }
+    return mv;
+}
+
+void
+MF_ISA(dot_cols)(const mf_format *f, const float *v, const void *B, mf_intp ldb, mf_intp n,
+                 mf_intp m, double *out, float *lanes)
+{
+    mf_simd_params p = mf_simd_params_of(f);
+    regs_t r;
+    regs_init(&r, &p);
+    mf_intp done = 0;
+#define CALL(PATH) done = dot_cols_run(&r, PATH, f, v, (const char *)B, ldb, n, m, out, lanes)
+    FOR_PATH(p, CALL, done = 0)
+#undef CALL
+    if (done < m) {
+        mf_serial_dot_cols(f, v, (const char *)B + done * f->itemsize, ldb, n, m - done,
+                           out + done, lanes);
+    }
+}
+
 MF_INLINE double
 sum_path(const regs_t *r, mf_simd_path path, const mf_format *f, const void *src, mf_intp n)
 {

@@ -120,6 +120,7 @@ const mf_kernels mf_kernels_neon_bf16 = {
     .colsum_f32 = mf_neon_colsum_f32,
     .sum = mf_neon_sum,
     .dot = mf_neon_dot,
+    .dot_cols = mf_neon_dot_cols,
     .gemm_f32acc = mf_neon_bf16_gemm_f32acc,
     .stats_f32 = mf_neon_stats_f32,
     .cast_err = mf_neon_cast_err,

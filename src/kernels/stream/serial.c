@@ -186,6 +186,31 @@ mf_serial_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows,
     }
 }
 
+void
+mf_serial_dot_cols(const mf_format *f, const float *v, const void *B, mf_intp ldb, mf_intp n,
+                   mf_intp m, double *out, float *scratch)
+{
+    (void)scratch;
+    for (mf_intp j = 0; j < m; j++) {
+        const char *col = (const char *)B + j * f->itemsize;
+        double total = -0.0;
+        for (mf_intp start = 0; start < n; start += MF_SUM_BLOCK) {
+            mf_intp len = n - start < MF_SUM_BLOCK ? n - start : MF_SUM_BLOCK;
+            float lanes[MF_SUM_LANES];
+            for (int L = 0; L < MF_SUM_LANES; L++) {
+                lanes[L] = -0.0f;
+            }
+            for (mf_intp i = 0; i < len; i++) {
+                float x;
+                mf_serial_decode_f32(f, col + (start + i) * ldb, &x, 1);
+                lanes[i % MF_SUM_LANES] = fmaf(x, v[start + i], lanes[i % MF_SUM_LANES]);
+            }
+            total += (double)lanes_combine(lanes);
+        }
+        out[j] = total;
+    }
+}
+
 const mf_kernels mf_kernels_serial = {
     .name = "serial",
     .decode_f32 = mf_serial_decode_f32,
@@ -194,6 +219,7 @@ const mf_kernels mf_kernels_serial = {
     .colsum_f32 = mf_serial_colsum_f32,
     .sum = mf_serial_sum,
     .dot = mf_serial_dot,
+    .dot_cols = mf_serial_dot_cols,
     .gemm_f32acc = mf_serial_gemm_f32acc,
     .stats_f32 = mf_serial_stats_f32,
 };

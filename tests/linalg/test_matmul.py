@@ -134,8 +134,11 @@ def test_gemm_threads_and_blocks_equal_serial(level):
     # big enough for several threads, several k blocks and edge tiles
     rng = np.random.default_rng(7)
     # tall (row tasks) and wide (column tasks)
+    # and a few rows (v @ B: B's columns in the lanes, column panels on the
+    # threads), an odd k among them
     for m, n, k in [(203, 389, 1100), (10, 3000, 301), (3001, 1, 2999), (1500, 16, 2001),
-                    (700, 7, 3333)]:
+                    (700, 7, 3333), (1, 4100, 2001), (2, 2111, 1200), (3, 1031, 1999),
+                    (4, 2500, 1000)]:
         a = bf16_codes(rng, (m, k), "cancel")
         b = bf16_codes(rng, (k, n), "normal")
         c0 = c_init(rng, (m, n), "subnormal")
@@ -239,10 +242,11 @@ def test_zero_signs():
 def test_matmul_levels_equal(name):
     rng = np.random.default_rng(3)
     t = mf_type(name)
-    # and thin products (bfloat16's matrix-vector kernels, through the
-    # bfloat16 result's epilogue), a vector, a strided operand
+    # and thin products (bfloat16's matrix-vector and vector-matrix
+    # kernels, through the bfloat16 result's epilogue), a vector on either
+    # side, a strided operand
     for (m, k, n) in [(2, 3, 2), (17, 33, 31), (64, 100, 65), (300, 257, 5), (130, 64, 16),
-                      (1000, 301, 1)]:
+                      (1000, 301, 1), (1, 301, 1000), (3, 257, 130), (4, 64, 300)]:
         a = as_format(format_codes(rng, name, (m, k)).astype(code_dtype(name)), name)
         b = as_format(format_codes(rng, name, (k, n)).astype(code_dtype(name)), name)
         want = mm("serial", a, b)
@@ -251,6 +255,9 @@ def test_matmul_levels_equal(name):
             assert_same_codes(mm(lv, a, b), want)
             if n == 1:
                 assert_same_codes(mm(lv, a, b[:, 0]), mm("serial", a, b[:, 0]))
+            elif m == 1:
+                assert_same_codes(mm(lv, a[0], b), mm("serial", a[0], b))
+                assert_same_codes(mm(lv, a[0], b[:, 1:]), mm("serial", a[0], b[:, 1:]))
             else:
                 assert_same_codes(mm(lv, a[::2], b[:, ::-1]), mm("serial", a[::2], b[:, ::-1]))
 

@@ -117,6 +117,23 @@ gemv_8(mf_intp rows, mf_intp k, const uint16_t *A, mf_intp lda, const float *b, 
     }
 }
 
+/* gevm.h's vector: 8 lanes, 4 vectors of columns a block (16 ymm) */
+typedef __m256 gv_t;
+#define GV_L 8
+#define GV_NV 4
+static inline gv_t gv_zero(void) { return _mm256_setzero_ps(); }
+static inline gv_t gv_set1(float x) { return _mm256_set1_ps(x); }
+static inline gv_t gv_fma(gv_t a, gv_t b, gv_t c) { return _mm256_fmadd_ps(a, b, c); }
+static inline gv_t gv_loadu(const float *p) { return _mm256_loadu_ps(p); }
+static inline void gv_storeu(float *p, gv_t v) { _mm256_storeu_ps(p, v); }
+static inline gv_t
+gv_bf16(const uint16_t *p)
+{
+    __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+#include "gevm.h"
+
 static const mf_gemm_ops f32_ops = {
     .MR = F_MR,
     .NR = F_NR,
@@ -130,6 +147,7 @@ static const mf_gemm_ops f32_ops = {
     .small = mf_gemm_small,
     .ftz_daz = 1,
     .gemv = gemv_8,
+    .gevm = gevm_rows,
 };
 
 void

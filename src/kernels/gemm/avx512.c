@@ -125,6 +125,30 @@ mf_avx512_gemv_bf16(mf_intp rows, mf_intp k, const uint16_t *A, mf_intp lda, con
     }
 }
 
+/* gevm.h's vector: 16 lanes, 8 vectors of columns a block */
+typedef __m512 gv_t;
+#define GV_L 16
+#define GV_NV 8
+static inline gv_t gv_zero(void) { return _mm512_setzero_ps(); }
+static inline gv_t gv_set1(float x) { return _mm512_set1_ps(x); }
+static inline gv_t gv_fma(gv_t a, gv_t b, gv_t c) { return _mm512_fmadd_ps(a, b, c); }
+static inline gv_t gv_loadu(const float *p) { return _mm512_loadu_ps(p); }
+static inline void gv_storeu(float *p, gv_t v) { _mm512_storeu_ps(p, v); }
+static inline gv_t
+gv_bf16(const uint16_t *p)
+{
+    __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+#include "gevm.h"
+
+void
+mf_avx512_gevm_bf16(int rows, mf_intp k, const uint16_t *A, mf_intp lda, const uint16_t *B,
+                    mf_intp ldb, mf_intp n, float *acc, mf_intp na)
+{
+    gevm_rows(rows, k, A, lda, B, ldb, n, acc, na);
+}
+
 static const mf_gemm_ops f32_ops = {
     .MR = F_MR,
     .NR = F_NR,
@@ -138,6 +162,7 @@ static const mf_gemm_ops f32_ops = {
     .small = mf_gemm_small,
     .ftz_daz = 1,
     .gemv = mf_avx512_gemv_bf16,
+    .gevm = mf_avx512_gevm_bf16,
 };
 
 void

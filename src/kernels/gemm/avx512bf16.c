@@ -138,6 +138,7 @@ static const mf_gemm_ops bf16_ops = {
     /* one column: avx512.c's FMA chain (the same canonical bits); the
      * driver runs it under FTZ|DAZ */
     .gemv = mf_avx512_gemv_bf16,
+    .gevm = mf_avx512_gevm_bf16,
 };
 
 /*

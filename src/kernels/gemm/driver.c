@@ -479,7 +479,10 @@ mf_gemv_worker(void *ctx, int w)
             }
         }
         J->ops->gemv(rows, J->k, J->A + i0 * J->lda, J->lda, J->b, n, acc);
-        if (J->ep != NULL) {
+        if (J->ep != NULL && J->ep->bf16_out != NULL) {
+            mf_gemm_store_bf16(J->ep, i0, 0, rows, n, acc, n);   /* integer only */
+        }
+        else if (J->ep != NULL) {
             mf_fpenv_plain(csr);
             J->ep->fn(J->ep->ctx, i0, 0, rows, n, acc, n);
             mf_fpenv_work(csr);
@@ -528,6 +531,77 @@ mf_gemv_run(const mf_gemm_ops *ops, mf_intp m, mf_intp n, mf_intp k, const void 
     return 0;
 }
 
+/* ---- a few rows of bfloat16 (v @ B): B read in place by the level's gevm
+ * (B's columns side by side in the lanes), panels of columns on the
+ * threads.  The blocked path would pack all of B for those few rows. */
+
+#define MF_GEVM_COLS 1024          /* columns of a task */
+
+typedef struct {
+    const mf_gemm_ops *ops;
+    mf_intp m, n, k, lda, ldb, ldc;
+    const uint16_t *A, *B;
+    float *C;
+    const mf_gemm_epilogue *ep;
+    mf_intp ntasks, next;
+} mf_gevm_job;
+
+static void
+mf_gevm_worker(void *ctx, int w)
+{
+    (void)w;
+    mf_gevm_job *J = (mf_gevm_job *)ctx;
+    float acc[MF_GEVM_MAX_ROWS * MF_GEVM_COLS];
+    mf_fpenv csr = mf_fpenv_enter();
+    for (;;) {
+        mf_intp t = __atomic_fetch_add(&J->next, 1, __ATOMIC_RELAXED);
+        if (t >= J->ntasks) {
+            break;
+        }
+        mf_intp j0 = t * MF_GEVM_COLS, cols = mf_gemm_min(MF_GEVM_COLS, J->n - j0);
+        for (mf_intp i = 0; i < J->m; i++) {
+            for (mf_intp j = 0; j < cols; j++) {
+                acc[i * MF_GEVM_COLS + j] = J->ep != NULL ? 0.0f : J->C[i * J->ldc + j0 + j];
+            }
+        }
+        J->ops->gevm((int)J->m, J->k, J->A, J->lda, J->B + j0, J->ldb, cols, acc, MF_GEVM_COLS);
+        if (J->ep != NULL && J->ep->bf16_out != NULL) {
+            mf_gemm_store_bf16(J->ep, 0, j0, J->m, cols, acc, MF_GEVM_COLS);
+        }
+        else if (J->ep != NULL) {
+            mf_fpenv_plain(csr);
+            J->ep->fn(J->ep->ctx, 0, j0, J->m, cols, acc, MF_GEVM_COLS);
+            mf_fpenv_work(csr);
+        }
+        else {
+            for (mf_intp i = 0; i < J->m; i++) {
+                memcpy(J->C + i * J->ldc + j0, acc + i * MF_GEVM_COLS, (size_t)cols * sizeof(float));
+            }
+        }
+    }
+    mf_fpenv_leave(csr);
+}
+
+static void
+mf_gevm_run(const mf_gemm_ops *ops, mf_intp m, mf_intp n, mf_intp k, const void *A,
+            mf_intp lda, const void *B, mf_intp ldb, float *C, mf_intp ldc,
+            const mf_gemm_epilogue *ep)
+{
+    mf_gevm_job J = {ops, m, n, k, lda, ldb, ldc, (const uint16_t *)A, (const uint16_t *)B, C, ep,
+                     (n + MF_GEVM_COLS - 1) / MF_GEVM_COLS, 0};
+    double work = (double)m * (double)n * (double)k;
+    int T = mf_get_num_threads();
+    if (work < 2 * MF_GEMM_MIN_THREAD_WORK) {
+        T = 1;
+    }
+    if (T > J.ntasks) {
+        T = (int)J.ntasks;
+    }
+    if (T <= 1 || mf_pool_run(mf_gevm_worker, &J, T) <= 0) {
+        mf_gevm_worker(&J, 0);
+    }
+}
+
 void
 mf_gemm_run(const mf_gemm_ops *ops, const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
             const void *A, mf_intp lda, const void *B, mf_intp ldb,
@@ -546,6 +620,10 @@ mf_gemm_run(const mf_gemm_ops *ops, const mf_format *f, mf_intp m, mf_intp n, mf
     }
     if (n <= MF_GEMV_MAX_COLS && ops->gemv != NULL && f == mf_fmt(MF_BFLOAT16)
             && mf_gemv_run(ops, m, n, k, A, lda, B, ldb, C, ldc, ep) == 0) {
+        return;
+    }
+    if (m <= MF_GEVM_MAX_ROWS && ops->gevm != NULL && f == mf_fmt(MF_BFLOAT16)) {
+        mf_gevm_run(ops, m, n, k, A, lda, B, ldb, C, ldc, ep);
         return;
     }
     mf_gemm_ctx ctx;

@@ -50,8 +50,19 @@ typedef void (*mf_gemm_small_fn)(const mf_format *f, mf_intp m, mf_intp n, mf_in
  * j < nb; called in the kernels' FP environment */
 typedef void (*mf_gemm_gemv_fn)(mf_intp rows, mf_intp k, const uint16_t *A, mf_intp lda,
                                 const float *b, mf_intp nb, float *acc);
+void mf_avx512_gevm_bf16(int rows, mf_intp k, const uint16_t *A, mf_intp lda,
+                         const uint16_t *B, mf_intp ldb, mf_intp n, float *acc, mf_intp na);
 
-/* the AVX-512 one (gemm/avx512.c), which the AVX512_BF16 level uses too */
+/* a few bfloat16 rows times B (v @ B): acc[i * na + j] = the canonical
+ * chain of row i of A (codes, row stride lda) with column j of B (codes,
+ * row stride ldb) from acc[i * na + j], for i < rows <= MF_GEVM_MAX_ROWS,
+ * j < n; called in the kernels' FP environment (gemm/gevm.h) */
+#define MF_GEVM_MAX_ROWS 4
+typedef void (*mf_gemm_gevm_fn)(int rows, mf_intp k, const uint16_t *A, mf_intp lda,
+                                const uint16_t *B, mf_intp ldb, mf_intp n, float *acc,
+                                mf_intp na);
+
+/* the AVX-512 ones (gemm/avx512.c), which the AVX512_BF16 level uses too */
 void mf_avx512_gemv_bf16(mf_intp rows, mf_intp k, const uint16_t *A, mf_intp lda,
                          const float *b, mf_intp nb, float *acc);
 
@@ -65,6 +76,7 @@ typedef struct {
     mf_gemm_small_fn small;    /* small products, and k too deep to pack */
     int ftz_daz;               /* run in the kernels' FP environment (driver.c) */
     mf_gemm_gemv_fn gemv;      /* NULL, or bfloat16 products with few columns */
+    mf_gemm_gevm_fn gevm;      /* NULL, or bfloat16 products with few rows */
 } mf_gemm_ops;
 
 /* products of at most this many multiply-adds go to ops->small */

@@ -53,6 +53,10 @@ typedef enum {
  * floating-point flags raised in other threads than the caller's are lost:
  * fn reports what it must through ctx.  fn may overwrite vals.
  */
+/* gemm_f32acc runs products of at least this many multiply-adds on several
+ * threads (fewer: on the calling thread) */
+#define MF_GEMM_THREADED_WORK ((double)(1 << 23))
+
 typedef struct mf_gemm_epilogue {
     void (*fn)(void *ctx, mf_intp i0, mf_intp j0, mf_intp rows, mf_intp cols,
                float *vals, mf_intp ldv);
@@ -142,7 +146,8 @@ typedef struct {
      * at every level and for any number of threads.
      * With ep != NULL, the chains start from +0 instead, C is not used (may
      * be NULL) and the finished results are handed to ep in blocks.
-     * The SIMD levels run products of 2^23 or more multiply-adds on up to
+     * The SIMD levels run products of MF_GEMM_THREADED_WORK or more
+     * multiply-adds on up to
      * mf_get_num_threads() threads of the persistent pool (parallel.h);
      * call with the GIL released.
      */

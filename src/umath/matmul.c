@@ -249,6 +249,98 @@ mf_strided_dots(const mf_format *f, int out_f32, npy_intp N, npy_intp k,
     return 0;
 }
 
+/* one np.matmul loop call: N products of (n x k) @ (k x m) */
+typedef struct {
+    const mf_format *f;
+    int out_f32, a_direct, b_direct;
+    npy_intp N, n, k, m;
+    char *const *data;
+    const npy_intp *strides;
+    npy_intp next;              /* the next product (threads over the stack) */
+    int raise_invalid, raise_overflow, nomem;
+} mm_job;
+
+/* product o; apack, bpack: scratch for operands not read in place */
+static void
+mm_item(mm_job *J, npy_intp o, char *apack, char *bpack, int *raise_invalid, int *raise_overflow)
+{
+    const mf_format *f = J->f;
+    const npy_intp *strides = J->strides;
+    npy_intp n = J->n, k = J->k, m = J->m, sz = f->itemsize;
+    npy_intp a_n = strides[3], a_k = strides[4], b_k = strides[5], b_m = strides[6];
+    npy_intp c_n = strides[7], c_m = strides[8];
+    const char *A0 = J->data[0] + o * strides[0];
+    const char *B0 = J->data[1] + o * strides[1];
+    const char *A = A0, *B = B0;
+    npy_intp lda = a_n / sz, ldb = b_k / sz;
+    if (!J->a_direct) {
+        pack_codes(f, A0, a_n, a_k, n, k, apack);
+        A = apack;
+        lda = k;
+    }
+    if (!J->b_direct) {
+        pack_codes(f, B0, b_k, b_m, k, m, bpack);
+        B = bpack;
+        ldb = m;
+    }
+    mm_out out = {f, J->data[2] + o * strides[2], c_n, c_m, 0, 0, 0, J->out_f32};
+    int bf16_flags = 0;
+    mf_gemm_epilogue ep = {mm_epilogue, &out, NULL, 0, &bf16_flags};
+    if (!J->out_f32 && f->id == MF_BFLOAT16 && c_m == 2 && c_n % 2 == 0
+            && (uintptr_t)out.C % 2 == 0) {
+        ep.bf16_out = out.C;
+        ep.bf16_rs = c_n;
+    }
+    mf_k->gemm_f32acc(f, n, m, k, A, lda, B, ldb, NULL, 0, &ep);
+    out.nan |= (bf16_flags & 1) != 0;
+    out.inf |= (bf16_flags & 2) != 0;
+    out.ovf |= (bf16_flags & 4) != 0;
+    if (out.nan || out.inf) {
+        int in_nan = 0, in_inf = 0;
+        scan_specials(f, A0, a_n, a_k, n, k, &in_nan, &in_inf);
+        scan_specials(f, B0, b_k, b_m, k, m, &in_nan, &in_inf);
+        *raise_invalid |= out.nan && !in_nan;
+        *raise_overflow |= out.inf && !in_inf;
+    }
+    *raise_overflow |= out.ovf;
+}
+
+/* threads over a stack of products too small to be threaded one by one:
+ * each product on one thread (its gemm finds the pool busy), the same bits */
+static void
+mm_worker(void *ctx, int w)
+{
+    (void)w;
+    mm_job *J = (mm_job *)ctx;
+    npy_intp sz = J->f->itemsize;
+    char *apack = J->a_direct ? NULL : malloc((size_t)(J->n * J->k * sz) + 1);
+    char *bpack = J->b_direct ? NULL : malloc((size_t)(J->k * J->m * sz) + 1);
+    int inv = 0, ovf = 0;
+    if ((!J->a_direct && apack == NULL) || (!J->b_direct && bpack == NULL)) {
+        /* the others take the products; the caller's thread must not fail */
+        if (w == 0) {
+            __atomic_store_n(&J->nomem, 1, __ATOMIC_RELAXED);
+        }
+    }
+    else {
+        for (;;) {
+            npy_intp o = __atomic_fetch_add(&J->next, 1, __ATOMIC_RELAXED);
+            if (o >= J->N) {
+                break;
+            }
+            mm_item(J, o, apack, bpack, &inv, &ovf);
+        }
+    }
+    free(apack);
+    free(bpack);
+    if (inv) {
+        __atomic_fetch_or(&J->raise_invalid, 1, __ATOMIC_RELAXED);
+    }
+    if (ovf) {
+        __atomic_fetch_or(&J->raise_overflow, 1, __ATOMIC_RELAXED);
+    }
+}
+
 static int
 matmul_loop(PyArrayMethod_Context *context, char *const data[],
             npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *NPY_UNUSED(aux))
@@ -258,7 +350,6 @@ matmul_loop(PyArrayMethod_Context *context, char *const data[],
     npy_intp N = dimensions[0], n = dimensions[1], k = dimensions[2], m = dimensions[3];
     npy_intp sz = f->itemsize;
     npy_intp a_n = strides[3], a_k = strides[4], b_k = strides[5], b_m = strides[6];
-    npy_intp c_n = strides[7], c_m = strides[8];
     if (N <= 0 || n <= 0 || m <= 0) {
         return 0;
     }
@@ -272,71 +363,49 @@ matmul_loop(PyArrayMethod_Context *context, char *const data[],
     /* operands the gemm can read in place: aligned, unit column stride, row
      * stride a multiple of the itemsize; others are copied into contiguous
      * blocks */
-    int a_direct = (a_k == sz || k <= 1) && a_n % sz == 0
-                   && (uintptr_t)data[0] % (uintptr_t)sz == 0 && strides[0] % sz == 0;
-    int b_direct = (b_m == sz || m <= 1) && b_k % sz == 0
-                   && (uintptr_t)data[1] % (uintptr_t)sz == 0 && strides[1] % sz == 0;
-    char *apack = a_direct ? NULL : PyMem_RawMalloc((size_t)(n * k * sz) + 1);
-    char *bpack = b_direct ? NULL : PyMem_RawMalloc((size_t)(k * m * sz) + 1);
-    if ((!a_direct && apack == NULL) || (!b_direct && bpack == NULL)) {
-        PyMem_RawFree(apack);
-        PyMem_RawFree(bpack);
-        NPY_ALLOW_C_API_DEF
-        NPY_ALLOW_C_API
-        PyErr_NoMemory();
-        NPY_DISABLE_C_API
-        return -1;
-    }
-    int raise_invalid = 0, raise_overflow = 0;
+    mm_job J = {f, out_f32, 0, 0, N, n, k, m, data, strides, 0, 0, 0, 0};
+    J.a_direct = (a_k == sz || k <= 1) && a_n % sz == 0
+                 && (uintptr_t)data[0] % (uintptr_t)sz == 0 && strides[0] % sz == 0;
+    J.b_direct = (b_m == sz || m <= 1) && b_k % sz == 0
+                 && (uintptr_t)data[1] % (uintptr_t)sz == 0 && strides[1] % sz == 0;
     fexcept_t flags;
     fegetexceptflag(&flags, FE_ALL_EXCEPT);
-    for (npy_intp o = 0; o < N; o++) {
-        const char *A0 = data[0] + o * strides[0];
-        const char *B0 = data[1] + o * strides[1];
-        const char *A = A0, *B = B0;
-        npy_intp lda = a_n / sz, ldb = b_k / sz;
-        if (!a_direct) {
-            pack_codes(f, A0, a_n, a_k, n, k, apack);
-            A = apack;
-            lda = k;
+    /* a stack of products each below the gemm's own threading, 2^20
+     * multiply-adds or more in all: the products on the threads */
+    double work = (double)n * (double)m * (double)k;
+    int T = mf_get_num_threads();
+    if (N > 1 && T > 1 && work < MF_GEMM_THREADED_WORK && work * (double)N >= (double)(1 << 20)
+            && mf_pool_run(mm_worker, &J, T > N ? (int)N : T) > 0 && !J.nomem) {
+        /* done */
+    }
+    else {
+        char *apack = J.a_direct ? NULL : PyMem_RawMalloc((size_t)(n * k * sz) + 1);
+        char *bpack = J.b_direct ? NULL : PyMem_RawMalloc((size_t)(k * m * sz) + 1);
+        if ((!J.a_direct && apack == NULL) || (!J.b_direct && bpack == NULL)) {
+            PyMem_RawFree(apack);
+            PyMem_RawFree(bpack);
+            NPY_ALLOW_C_API_DEF
+            NPY_ALLOW_C_API
+            PyErr_NoMemory();
+            NPY_DISABLE_C_API
+            return -1;
         }
-        if (!b_direct) {
-            pack_codes(f, B0, b_k, b_m, k, m, bpack);
-            B = bpack;
-            ldb = m;
+        /* the products the threads left (all of them when they did not run) */
+        for (npy_intp o = J.next; o < N; o++) {
+            mm_item(&J, o, apack, bpack, &J.raise_invalid, &J.raise_overflow);
         }
-        mm_out out = {f, data[2] + o * strides[2], c_n, c_m, 0, 0, 0, out_f32};
-        int bf16_flags = 0;
-        mf_gemm_epilogue ep = {mm_epilogue, &out, NULL, 0, &bf16_flags};
-        if (!out_f32 && f->id == MF_BFLOAT16 && c_m == 2 && c_n % 2 == 0
-                && (uintptr_t)out.C % 2 == 0) {
-            ep.bf16_out = out.C;
-            ep.bf16_rs = c_n;
-        }
-        mf_k->gemm_f32acc(f, n, m, k, A, lda, B, ldb, NULL, 0, &ep);
-        out.nan |= (bf16_flags & 1) != 0;
-        out.inf |= (bf16_flags & 2) != 0;
-        out.ovf |= (bf16_flags & 4) != 0;
-        if (out.nan || out.inf) {
-            int in_nan = 0, in_inf = 0;
-            scan_specials(f, A0, a_n, a_k, n, k, &in_nan, &in_inf);
-            scan_specials(f, B0, b_k, b_m, k, m, &in_nan, &in_inf);
-            raise_invalid |= out.nan && !in_nan;
-            raise_overflow |= out.inf && !in_inf;
-        }
-        raise_overflow |= out.ovf;
+        PyMem_RawFree(apack);
+        PyMem_RawFree(bpack);
     }
     /* the flags of the gemm (and of the epilogue in this thread) are
      * dropped; those of the rules above are raised */
     fesetexceptflag(&flags, FE_ALL_EXCEPT);
-    if (raise_invalid) {
+    if (J.raise_invalid) {
         feraiseexcept(FE_INVALID);
     }
-    if (raise_overflow) {
+    if (J.raise_overflow) {
         mf_raise_overflow();
     }
-    PyMem_RawFree(apack);
-    PyMem_RawFree(bpack);
     return 0;
 }
 

@@ -354,6 +354,27 @@ def test_matmul_stacks(each_level):
     assert codes_of(np.asarray(r)[None]) == codes_of(mm("serial", v[None, :], v[:, None])[0])
 
 
+@pytest.mark.parametrize("nthreads", [1, 2, 3])
+def test_stack_on_the_threads(nthreads, threads, each_level):
+    # a stack of products each too small for the gemm's own threads: the
+    # products on the threads, each on one; the bits of one product at a
+    # time, strided operands (packed by each thread) and the warnings too
+    threads(nthreads)
+    rng = np.random.default_rng(21)
+    for name in ("bfloat16", "float8_e4m3fn"):
+        a = as_format(format_codes(rng, name, (24, 40, 72)).astype(code_dtype(name)), name)
+        b = as_format(format_codes(rng, name, (24, 72, 50)).astype(code_dtype(name)), name)
+        for x, y in ((a, b), (a[:, ::2, :], b[:, :, ::-1])):
+            with np.errstate(all="ignore"):
+                got = x @ y
+                for i in range(x.shape[0]):
+                    assert_same_codes(got[i], mm("serial", x[i].copy(), y[i].copy()))
+    big = as_format(np.full((16, 64, 64), 0x7F00, np.uint16), "bfloat16")   # 1.7e38
+    with pytest.warns(RuntimeWarning, match="overflow"):
+        r = big @ big
+    assert np.isinf(r.astype(np.float32)).all()
+
+
 def test_many_small_matmuls(each_level):
     rng = np.random.default_rng(9)
     a = as_format(bf16_codes(rng, (1000, 4, 4), "normal"), "bfloat16")

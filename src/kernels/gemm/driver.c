@@ -102,7 +102,8 @@ typedef struct {
 } mf_gemm_job;
 
 #define MF_GEMM_ALIGN 64
-#define MF_GEMM_MIN_THREAD_WORK ((double)(1 << 22))   /* m*n*k per extra thread */
+/* m*n*k per extra thread: a product of MF_GEMM_THREADED_WORK gets two */
+#define MF_GEMM_MIN_THREAD_WORK (MF_GEMM_THREADED_WORK / 2)
 #define MF_GEMM_MAX_BPACK ((size_t)16 << 20)          /* bytes of packed B per job */
 
 static inline mf_intp mf_gemm_roundup(mf_intp a, mf_intp b) { return (a + b - 1) / b * b; }
@@ -543,7 +544,7 @@ typedef struct {
     const uint16_t *A, *B;
     float *C;
     const mf_gemm_epilogue *ep;
-    mf_intp ntasks, next;
+    mf_intp cols, ntasks, next;    /* cols <= MF_GEVM_COLS a task */
 } mf_gevm_job;
 
 static void
@@ -558,7 +559,7 @@ mf_gevm_worker(void *ctx, int w)
         if (t >= J->ntasks) {
             break;
         }
-        mf_intp j0 = t * MF_GEVM_COLS, cols = mf_gemm_min(MF_GEVM_COLS, J->n - j0);
+        mf_intp j0 = t * J->cols, cols = mf_gemm_min(J->cols, J->n - j0);
         for (mf_intp i = 0; i < J->m; i++) {
             for (mf_intp j = 0; j < cols; j++) {
                 acc[i * MF_GEVM_COLS + j] = J->ep != NULL ? 0.0f : J->C[i * J->ldc + j0 + j];
@@ -587,13 +588,18 @@ mf_gevm_run(const mf_gemm_ops *ops, mf_intp m, mf_intp n, mf_intp k, const void 
             mf_intp lda, const void *B, mf_intp ldb, float *C, mf_intp ldc,
             const mf_gemm_epilogue *ep)
 {
-    mf_gevm_job J = {ops, m, n, k, lda, ldb, ldc, (const uint16_t *)A, (const uint16_t *)B, C, ep,
-                     (n + MF_GEVM_COLS - 1) / MF_GEVM_COLS, 0};
-    double work = (double)m * (double)n * (double)k;
+    /* reading B is the work: a thread for each MF_PAR_THREAD_BYTES of it */
+    double bytes = 2.0 * (double)n * (double)k;
     int T = mf_get_num_threads();
-    if (work < 2 * MF_GEMM_MIN_THREAD_WORK) {
-        T = 1;
+    if (bytes < (double)T * MF_PAR_THREAD_BYTES) {
+        T = (int)(bytes / MF_PAR_THREAD_BYTES) + 1;
     }
+    /* panels as wide as they go (long pieces of B's rows), yet at least
+     * one a thread; a multiple of 64 columns */
+    mf_intp cols = (n + T - 1) / T;
+    cols = mf_gemm_min(MF_GEVM_COLS, (cols + 63) / 64 * 64);
+    mf_gevm_job J = {ops, m, n, k, lda, ldb, ldc, (const uint16_t *)A, (const uint16_t *)B, C, ep,
+                     cols, (n + cols - 1) / cols, 0};
     if (T > J.ntasks) {
         T = (int)J.ntasks;
     }

@@ -5,6 +5,8 @@ arrays.py (casts, elementwise, reductions, exp, DLPack import), matmul.py
 (bf16 and block-scaled matmul), blocks.py (quantize / dequantize of the
 block-scaled formats) and checkpoints.py (safetensors load, inspect, convert).
 """
+import numpy as np
+
 import minifloat as mf
 
 from ..harness import Case, n_text
@@ -61,6 +63,15 @@ def _register_all():
                  "S the large matmul size: a decode step",
                  lambda env, c=cols: matmul.build_thin(2 * env.mm_sizes[1], c, env),
                  size=lambda env: f"{2 * env.mm_sizes[1]}^2")
+    for mm in (False, True):
+        register("v @ a bf16" if mm else "vecmat bf16",
+                 f"a bf16 vector times a (2S, 2S) matrix ({'v @ a' if mm else 'np.vecmat'}), "
+                 "S the large matmul size",
+                 lambda env, m=mm: matmul.build_vecmat(2 * env.mm_sizes[1], env, m),
+                 available=(lambda: True) if mm else (lambda: hasattr(np, "vecmat")),
+                 size=lambda env: f"{2 * env.mm_sizes[1]}^2")
+    register("matmul bf16 stack", "a stack of 64 bf16 products (128, 256) @ (256, 128)",
+             matmul.build_stack, size=lambda env: "64x128x256")
     register("exp bf16", "exp of a bf16 array into a preallocated array", arrays.build_exp)
     register("log bf16", "log of a bf16 array (|x|) into a preallocated array",
              lambda env: arrays.build_unary("log", env))

@@ -51,6 +51,46 @@ def build_thin(m, cols, env):
     return Plan(runs, expected=ref, flops=2.0 * m * m * max(cols, 1), family="matmul")
 
 
+def build_vecmat(m, env, matmul):
+    """A vector times an (m, m) matrix: np.vecmat (np.vecdot's order per
+    column) or v @ a (matmul's chains), the matrix's columns read across its
+    rows; memory-bound like build_thin."""
+    a = env.coded("tA", m * m, "bfloat16").reshape(m, m)
+    v = env.coded("tB", m, "bfloat16")
+    a32, v32 = a.astype(np.float32), v.astype(np.float32)
+    ref = v32 @ a32
+    if matmul:
+        runs = [Run("minifloat", "v @ a", lambda: v @ a)]
+    else:
+        runs = [Run("minifloat", "np.vecmat(v, a)", lambda: np.vecmat(v, a))]
+    if env.ml is not None:
+        am, vm = env.as_ml(a), env.as_ml(v)
+        runs.append(Run("ml_dtypes", "v @ a (float32 result)", lambda: vm @ am))
+    if env.torch is not None:
+        ta, tv = env.as_torch(a), env.as_torch(v)
+        runs.append(Run("torch", "torch.mv(a.T, v)", lambda: env.torch.mv(ta.T, tv)))
+    runs.append(Run("numpy", "float32 v @ a (sgemv, BLAS threads)", lambda: v32 @ a32))
+    return Plan(runs, expected=ref, flops=2.0 * m * m, family="matmul")
+
+
+def build_stack(env):
+    """A stack of 64 products of (128, 256) @ (256, 128): attention-sized
+    pieces, each too small to be worth threads of its own."""
+    a = env.coded("mA", 64 * 128 * 256, "bfloat16").reshape(64, 128, 256)
+    b = env.coded("mB", 64 * 256 * 128, "bfloat16").reshape(64, 256, 128)
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    ref = a32 @ b32
+    runs = [Run("minifloat", "a @ b", lambda: a @ b)]
+    if env.ml is not None:
+        am, bm = env.as_ml(a), env.as_ml(b)
+        runs.append(Run("ml_dtypes", "a @ b (float32 result)", lambda: am @ bm))
+    if env.torch is not None:
+        ta, tb = env.as_torch(a), env.as_torch(b)
+        runs.append(Run("torch", "torch.bmm(a, b)", lambda: env.torch.bmm(ta, tb)))
+    runs.append(Run("numpy", "float32 a @ b (BLAS threads)", lambda: a32 @ b32))
+    return Plan(runs, expected=ref, flops=2.0 * 64 * 128 * 256 * 128, family="matmul")
+
+
 def build_block_matmul(m, env):
     """block_matmul of MXFP8 / MXFP4 / NVFP4 operands (a along K, b quantized
     with axis=0) next to minifloat's bfloat16 matmul and NumPy's float32 sgemm

@@ -126,6 +126,10 @@ typedef struct {
                        mf_intp n);
     /* sum of n codes in the summation order above */
     double (*sum)(const mf_format *f, const void *src, mf_intp n);
+    /* out[i] = sum(rows[i], n) for i < nrows <= MF_COLSUM_ROWS: several
+     * runs a call (a reduction along the last axis), each sum's bits */
+    void (*sum_rows)(const mf_format *f, const char *const *rows, mf_intp nrows, mf_intp n,
+                     double *out);
     /* sum of products of n pairs of codes, same order */
     double (*dot)(const mf_format *f, const void *a, const void *b, mf_intp n);
     /*
@@ -180,6 +184,8 @@ void mf_serial_encode_f32(const mf_format *f, const float *src, void *dst, mf_in
 void mf_serial_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b,
                       void *out, mf_intp n);
 double mf_serial_sum(const mf_format *f, const void *src, mf_intp n);
+void mf_serial_sum_rows(const mf_format *f, const char *const *rows, mf_intp nrows, mf_intp n,
+                        double *out);
 void mf_serial_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows,
                           float *acc, mf_intp n);
 double mf_serial_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
@@ -224,6 +230,8 @@ void mf_avx2_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp
 void mf_avx2_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b,
                       void *out, mf_intp n);
 double mf_avx2_sum(const mf_format *f, const void *src, mf_intp n);
+void mf_avx2_sum_rows(const mf_format *f, const char *const *rows, mf_intp nrows, mf_intp n,
+                        double *out);
 void mf_avx2_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
                           mf_intp n);
 double mf_avx2_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
@@ -237,6 +245,8 @@ void mf_avx512_encode_f32(const mf_format *f, const float *src, void *dst, mf_in
 void mf_avx512_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b,
                       void *out, mf_intp n);
 double mf_avx512_sum(const mf_format *f, const void *src, mf_intp n);
+void mf_avx512_sum_rows(const mf_format *f, const char *const *rows, mf_intp nrows, mf_intp n,
+                        double *out);
 void mf_avx512_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
                           mf_intp n);
 double mf_avx512_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
@@ -260,6 +270,8 @@ void mf_neon_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp
 void mf_neon_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b,
                     void *out, mf_intp n);
 double mf_neon_sum(const mf_format *f, const void *src, mf_intp n);
+void mf_neon_sum_rows(const mf_format *f, const char *const *rows, mf_intp nrows, mf_intp n,
+                        double *out);
 void mf_neon_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
                           mf_intp n);
 double mf_neon_dot(const mf_format *f, const void *a, const void *b, mf_intp n);

@@ -94,6 +94,9 @@ typedef struct {
     /* column mode, sums without where= of aligned contiguous rows: the
      * kernels' column sums (column_sum) */
     int colsum;
+    /* row mode, sums of one contiguous aligned run an output without
+     * where=: the kernels' sum_rows (rows_sum) */
+    int sum_rows;
     npy_intp next;
     fenv_t env;
     int flags;
@@ -422,6 +425,30 @@ row_task(const red_job *J, npy_intp o)
     }
 }
 
+/* row mode, sums of single contiguous runs without where=: several runs a
+ * kernel call (sum_rows), each output what row_task gives it */
+static void
+rows_sum(const red_job *J, npy_intp o0, npy_intp o1)
+{
+    const char *rows[MF_COLSUM_ROWS];
+    double s[MF_COLSUM_ROWS];
+    int ovf = 0;
+    for (npy_intp o = o0; o < o1; o += MF_COLSUM_ROWS) {
+        npy_intp cnt = o1 - o < MF_COLSUM_ROWS ? o1 - o : MF_COLSUM_ROWS;
+        for (npy_intp i = 0; i < cnt; i++) {
+            rows[i] = J->in + offset_of(o + i, J->nk, J->kshape, J->kis);
+        }
+        J->k->sum_rows(J->f, rows, cnt, J->L, s);
+        for (npy_intp i = 0; i < cnt; i++) {
+            mf_store_code(J->f, J->out + (o + i) * J->isz,
+                          mf_encode_f64_ovf(J->f, add_first(s[i], 0.0), &ovf));
+        }
+    }
+    if (ovf) {
+        mf_raise_overflow();
+    }
+}
+
 static void
 run_task(const red_job *J, npy_intp t)
 {
@@ -434,6 +461,10 @@ run_task(const red_job *J, npy_intp t)
     }
     npy_intp o0 = t * J->per_task;
     npy_intp o1 = o0 + J->per_task < J->nout ? o0 + J->per_task : J->nout;
+    if (J->sum_rows) {
+        rows_sum(J, o0, o1);
+        return;
+    }
     for (npy_intp o = o0; o < o1; o++) {
         row_task(J, o);
     }
@@ -505,6 +536,7 @@ red_run(red_job *J)
     }
     else if (J->op == RED_SUM && T > 1 && J->nout < T) {
         J->par_sum = 1;
+        J->sum_rows = 0;
         J->per_task = J->nout;
         J->ntasks = 1;
         T = 1;
@@ -769,6 +801,13 @@ mf_py_reduce(PyObject *NPY_UNUSED(self), PyObject *args)
         J.R *= J.rshape[d];
     }
     J.first_copied = minmax;
+    if (!J.column && op == RED_SUM && mask == NULL && J.nr == 0 && J.ls == J.isz
+            && (uintptr_t)J.in % (uintptr_t)J.isz == 0) {
+        J.sum_rows = 1;
+        for (int d = 0; d < J.nk; d++) {
+            J.sum_rows &= J.kis[d] % J.isz == 0;
+        }
+    }
     if (J.column && op == RED_SUM && mask == NULL && J.ks == J.isz
             && (uintptr_t)J.in % (uintptr_t)J.isz == 0) {
         J.colsum = 1;

@@ -67,8 +67,10 @@ def test_registry():
     assert [c.name for c in cases.select_cases("matmul")] == ["matmul bf16 small",
                                                               "matmul bf16 large",
                                                               "matmul bf16 x16",
+                                                              "matmul bf16 stack",
                                                               "block matmul"]
-    assert "matvec bf16" in names
+    for want in ("matvec bf16", "vecmat bf16", "v @ a bf16"):
+        assert want in names
     assert len(cases.select_cases("e4m3fn,e5m2")) == 8
     assert cases.select_cases(None) == cases.CASES
 

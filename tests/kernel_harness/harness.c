@@ -12,7 +12,7 @@
  * float32 inputs from every exponent and the edges (ties, overflow, NaN
  * payloads, signalling NaNs, subnormals) with the FP flags serial raises,
  * the four binary operations on random and special codes (flags too), sum
- * and dot over lengths that cross the vector widths and the 4096-element
+ * (one run and several a call) and dot over lengths that cross the vector widths and the 4096-element
  * block, the column sums and np.vecmat's column dots (NaN: NaN,
  * of any sign), inspect's statistics block kernel (every field), and gemm_f32acc on shapes around the micro-tile and blocking edges,
  * with adversarial operands whose products underflow (the FZ-before-rounding
@@ -227,6 +227,22 @@ check_reduce(const char *lv, const mf_kernels *k, const mf_format *f)
             fl1 = fetestexcept(FLAGS);
             if (d2u(s0) != d2u(s1)) fail(lv, f->name, "sum", len, d2u(s1), d2u(s0));
             if (fl0 != fl1) fail(lv, f->name, "sum flags", len, fl1, fl0);
+            /* several runs a call: runs of len // 3 from three places */
+            {
+                long m3 = len / 3;
+                const char *rows[3] = {x, x + m3 * sz, x + 2 * m3 * sz};
+                double r0[3], r1[3];
+                feclearexcept(FE_ALL_EXCEPT);
+                mf_serial_sum_rows(f, rows, 3, m3, r0);
+                fl0 = fetestexcept(FLAGS);
+                feclearexcept(FE_ALL_EXCEPT);
+                k->sum_rows(f, rows, 3, m3, r1);
+                fl1 = fetestexcept(FLAGS);
+                for (int q = 0; q < 3; q++) {
+                    if (d2u(r0[q]) != d2u(r1[q])) fail(lv, f->name, "sum_rows", m3, d2u(r1[q]), d2u(r0[q]));
+                }
+                if (fl0 != fl1) fail(lv, f->name, "sum_rows flags", m3, fl1, fl0);
+            }
             feclearexcept(FE_ALL_EXCEPT);
             s0 = mf_serial_dot(f, x, y, len);
             fl0 = fetestexcept(FLAGS);

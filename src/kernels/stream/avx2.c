@@ -576,6 +576,7 @@ const mf_kernels mf_kernels_avx2 = {
     .binary = mf_avx2_binary,
     .colsum_f32 = mf_avx2_colsum_f32,
     .sum = mf_avx2_sum,
+    .sum_rows = mf_avx2_sum_rows,
     .dot = mf_avx2_dot,
     .dot_cols = mf_avx2_dot_cols,
     .gemm_f32acc = mf_avx2_gemm_f32acc,

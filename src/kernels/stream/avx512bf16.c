@@ -11,6 +11,7 @@ const mf_kernels mf_kernels_avx512bf16 = {
     .binary = mf_avx512_binary,
     .colsum_f32 = mf_avx512_colsum_f32,
     .sum = mf_avx512_sum,
+    .sum_rows = mf_avx512_sum_rows,
     .dot = mf_avx512_dot,
     .dot_cols = mf_avx512_dot_cols,
     .gemm_f32acc = mf_avx512bf16_gemm_f32acc,

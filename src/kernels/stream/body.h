@@ -563,34 +563,51 @@ load_tail(const mf_format *f, const void *src, mf_intp i, mf_intp m, float pad, 
 }
 #endif
 
-MF_INLINE float
-sum_block(const regs_t *r, mf_simd_path path, const mf_format *f, const void *src, mf_intp len)
+/* the block sums of R (1 or 2) runs of len codes at once, each in its own
+ * lanes (two runs: twice the independent chains) */
+MF_INLINE void
+sum_blocks(const int R, const regs_t *r, mf_simd_path path, const mf_format *f,
+           const void *const *src, mf_intp len, float *out)
 {
-    vf_t acc[NACC], v[NACC];
-    for (int q = 0; q < NACC; q++) {
-        acc[q] = splat_f(-0.0f);
+    vf_t acc[2][NACC], v[NACC];
+    for (int k = 0; k < R; k++) {
+        for (int q = 0; q < NACC; q++) {
+            acc[k][q] = splat_f(-0.0f);
+        }
     }
     mf_intp i = 0;
     for (; i + MF_SUM_LANES <= len; i += MF_SUM_LANES) {
-        for (int g = 0; g < NACC; g += SUM_VECS) {
-            load_dec_n(r, path, src, i + VL * g, v);
-            for (int q = 0; q < SUM_VECS; q++) {
-                acc[g + q] = add_v(acc[g + q], v[q]);
+        for (int k = 0; k < R; k++) {
+            for (int g = 0; g < NACC; g += SUM_VECS) {
+                load_dec_n(r, path, src[k], i + VL * g, v);
+                for (int q = 0; q < SUM_VECS; q++) {
+                    acc[k][g + q] = add_v(acc[k][g + q], v[q]);
+                }
             }
         }
     }
-    if (i < len) {
+    for (int k = 0; k < R; k++) {
+        if (i < len) {
 #ifdef SUM_TAIL
-        SUM_TAIL(r, path, src, i, len, acc);
+            SUM_TAIL(r, path, src[k], i, len, acc[k]);
 #else
-        /* -0.0 leaves every lane as it is */
-        load_tail(f, src, i, len - i, -0.0f, v);
-        for (int q = 0; q < NACC; q++) {
-            acc[q] = add_v(acc[q], v[q]);
-        }
+            /* -0.0 leaves every lane as it is */
+            load_tail(f, src[k], i, len - i, -0.0f, v);
+            for (int q = 0; q < NACC; q++) {
+                acc[k][q] = add_v(acc[k][q], v[q]);
+            }
 #endif
+        }
+        out[k] = combine32(acc[k]);
     }
-    return combine32(acc);
+}
+
+MF_INLINE float
+sum_block(const regs_t *r, mf_simd_path path, const mf_format *f, const void *src, mf_intp len)
+{
+    float s;
+    sum_blocks(1, r, path, f, &src, len, &s);
+    return s;
 }
 
 MF_INLINE float
@@ -748,6 +765,32 @@ MF_ISA(sum)(const mf_format *f, const void *src, mf_intp n)
     FOR_PATH(p, CALL, s = mf_serial_sum(f, src, n))
 #undef CALL
     return s;
+}
+
+void
+MF_ISA(sum_rows)(const mf_format *f, const char *const *rows, mf_intp nrows, mf_intp n,
+                 double *out)
+{
+    mf_simd_params p = mf_simd_params_of(f);
+    regs_t r;
+    regs_init(&r, &p);
+    mf_intp i = 0;
+    if (n <= MF_SUM_BLOCK
+            && (p.path == MF_SIMD_BF16 || p.path == MF_SIMD_E8M0 || p.path == MF_SIMD_SMALL)) {
+        /* one block a run: two runs at a time, as sum_path adds them */
+        for (; i + 2 <= nrows; i += 2) {
+            const void *two[2] = {rows[i], rows[i + 1]};
+            float s[2] = {0.0f, 0.0f};
+#define CALL(PATH) sum_blocks(2, &r, PATH, f, two, n, s)
+            FOR_PATH(p, CALL, (void)0)
+#undef CALL
+            out[i] = add_total(-0.0, s[0]);
+            out[i + 1] = add_total(-0.0, s[1]);
+        }
+    }
+    for (; i < nrows; i++) {
+        out[i] = MF_ISA(sum)(f, rows[i], n);
+    }
 }
 
 double

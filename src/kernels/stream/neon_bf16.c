@@ -119,6 +119,7 @@ const mf_kernels mf_kernels_neon_bf16 = {
     .binary = mf_neon_bf16_binary,
     .colsum_f32 = mf_neon_colsum_f32,
     .sum = mf_neon_sum,
+    .sum_rows = mf_neon_sum_rows,
     .dot = mf_neon_dot,
     .dot_cols = mf_neon_dot_cols,
     .gemm_f32acc = mf_neon_bf16_gemm_f32acc,

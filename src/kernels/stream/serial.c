@@ -211,6 +211,15 @@ mf_serial_dot_cols(const mf_format *f, const float *v, const void *B, mf_intp ld
     }
 }
 
+void
+mf_serial_sum_rows(const mf_format *f, const char *const *rows, mf_intp nrows, mf_intp n,
+                   double *out)
+{
+    for (mf_intp i = 0; i < nrows; i++) {
+        out[i] = mf_serial_sum(f, rows[i], n);
+    }
+}
+
 const mf_kernels mf_kernels_serial = {
     .name = "serial",
     .decode_f32 = mf_serial_decode_f32,
@@ -218,6 +227,7 @@ const mf_kernels mf_kernels_serial = {
     .binary = mf_serial_binary,
     .colsum_f32 = mf_serial_colsum_f32,
     .sum = mf_serial_sum,
+    .sum_rows = mf_serial_sum_rows,
     .dot = mf_serial_dot,
     .dot_cols = mf_serial_dot_cols,
     .gemm_f32acc = mf_serial_gemm_f32acc,

@@ -93,8 +93,13 @@ typedef struct mf_gemm_epilogue {
  */
 /* the most rows one colsum_f32 call takes */
 #define MF_COLSUM_ROWS 16
-/* the most columns one dot_cols call takes */
-#define MF_DOT_COLS 512
+/* the most columns one dot_cols call takes, and the floats of its scratch:
+ * 32 rows of sum lanes, their stride 64 bytes past a multiple of 4 KiB (a
+ * store to one row and a load from the next must not look alike to the
+ * CPU's 4K-aliasing check) */
+#define MF_DOT_COLS 2048
+#define MF_DOT_LANES_STRIDE (MF_DOT_COLS + 16)
+#define MF_DOT_SCRATCH (MF_SUM_LANES * MF_DOT_LANES_STRIDE)
 #define MF_STATS_LANES 8
 #define MF_STATS_BLOCK 2048
 
@@ -137,7 +142,7 @@ typedef struct {
      * (flags too) the result of dot on the column's codes and v's: B's
      * element (i, j) at B + i * ldb bytes + j * itemsize, v the n vector
      * values as float32 (np.vecmat of a C-ordered matrix); lanes: scratch
-     * of MF_SUM_LANES * MF_DOT_COLS floats.  NaN results may differ in sign
+     * of MF_DOT_SCRATCH floats.  NaN results may differ in sign
      * and payload (the callers store the canonical NaN).
      */
     void (*dot_cols)(const mf_format *f, const float *v, const void *B, mf_intp ldb, mf_intp n,

@@ -72,7 +72,7 @@ dots_worker(void *ctx, int w)
 }
 
 /* columns side by side (np.vecmat of a C-ordered matrix): the kernels'
- * dot_cols on panels of MF_DOT_COLS columns, shared by the threads */
+ * dot_cols on panels of up to MF_DOT_COLS columns, shared by the threads */
 typedef struct {
     const mf_format *f;
     const float *v;
@@ -80,7 +80,7 @@ typedef struct {
     const char *a;
     npy_intp sk, n, so, m;
     char *out;
-    npy_intp next;
+    npy_intp cols, next;    /* cols <= MF_DOT_COLS a task */
     int ovf, flags;
 } cols_job;
 
@@ -90,16 +90,16 @@ cols_worker(void *ctx, int w)
     cols_job *J = (cols_job *)ctx;
     int ovf = 0;
     double d[MF_DOT_COLS];
-    float *lanes = J->lanes + (size_t)w * MF_SUM_LANES * MF_DOT_COLS;
+    float *lanes = J->lanes + (size_t)w * MF_DOT_SCRATCH;
     if (w != 0) {
         feclearexcept(FE_ALL_EXCEPT);
     }
     for (;;) {
-        npy_intp j0 = __atomic_fetch_add(&J->next, MF_DOT_COLS, __ATOMIC_RELAXED);
+        npy_intp j0 = __atomic_fetch_add(&J->next, J->cols, __ATOMIC_RELAXED);
         if (j0 >= J->m) {
             break;
         }
-        npy_intp cnt = J->m - j0 < MF_DOT_COLS ? J->m - j0 : MF_DOT_COLS;
+        npy_intp cnt = J->m - j0 < J->cols ? J->m - j0 : J->cols;
         mf_k->dot_cols(J->f, J->v, J->a + j0 * J->f->itemsize, J->sk, J->n, cnt, d, lanes);
         for (npy_intp j = 0; j < cnt; j++) {
             store_dot(J->f, J->out + (j0 + j) * J->so, d[j], &ovf);
@@ -137,13 +137,18 @@ dots(const mf_format *f, const char *a, npy_intp sj, npy_intp sk, const char *v,
      * its own dot: the same bits on any number of threads) */
     if (!a_direct && sj == f->itemsize && (uintptr_t)a % isz == 0 && sk % f->itemsize == 0
             && m >= 32) {
-        if (T <= 1 || (double)m * (double)n < (double)(1 << 20) || m < 2 * MF_DOT_COLS) {
+        if (T <= 1 || (double)m * (double)n < (double)(1 << 20) || m < 128) {
             T = 1;
         }
-        float *lanes = malloc(sizeof(float) * MF_SUM_LANES * MF_DOT_COLS * (size_t)T);
+        /* panels as wide as one a thread allows (long pieces of each row),
+         * a multiple of 64 columns */
+        npy_intp cols = (m + T - 1) / T;
+        cols = (cols + 63) / 64 * 64;
+        cols = cols < MF_DOT_COLS ? cols : MF_DOT_COLS;
+        float *lanes = malloc(sizeof(float) * MF_DOT_SCRATCH * (size_t)T);
         if (lanes != NULL) {
             mf_k->decode_f32(f, vv, vf, n);
-            cols_job J = {f, vf, lanes, a, sk, n, so, m, out, 0, 0, 0};
+            cols_job J = {f, vf, lanes, a, sk, n, so, m, out, cols, 0, 0, 0};
             if (T <= 1 || mf_pool_run(cols_worker, &J, T) <= 0) {
                 cols_worker(&J, 0);
             }

@@ -329,7 +329,7 @@ check_dot_cols(const char *lv, const mf_kernels *k, const mf_format *f)
     size_t sz = (size_t)f->itemsize;
     char *b = malloc(N * W * sz), *col = malloc(N * sz), *vc = malloc(N * sz);
     float *v = malloc(N * sizeof(float));
-    float *lanes = malloc(sizeof(float) * MF_SUM_LANES * MF_DOT_COLS);
+    float *lanes = malloc(sizeof(float) * MF_DOT_SCRATCH);
     double o0[300], o1[300];
     for (int trial = 0; trial < (quick ? 2 : 3); trial++) {
         fill_codes(f, b, N * W);

@@ -668,11 +668,11 @@ dot_cols_run(const regs_t *r, mf_simd_path path, const mf_format *f, const float
     for (mf_intp start = 0; start < n; start += MF_SUM_BLOCK) {
         const mf_intp len = n - start < MF_SUM_BLOCK ? n - start : MF_SUM_BLOCK;
         for (mf_intp q = 0; q < MF_SUM_LANES * mv; q += VL) {
-            store_f(lanes + (q / mv) * MF_DOT_COLS + q % mv, splat_f(-0.0f), 0);
+            store_f(lanes + (q / mv) * MF_DOT_LANES_STRIDE + q % mv, splat_f(-0.0f), 0);
         }
         for (mf_intp i = 0; i < len; i++) {
             const char *row = B + (start + i) * ldb;
-            float *l = lanes + (i % MF_SUM_LANES) * MF_DOT_COLS;
+            float *l = lanes + (i % MF_SUM_LANES) * MF_DOT_LANES_STRIDE;
             /* a row's few lines, a page apart from the last row's: no
              * hardware prefetcher follows that */
             if (start + i + DOT_COLS_AHEAD < n) {
@@ -697,7 +697,7 @@ dot_cols_run(const regs_t *r, mf_simd_path path, const mf_format *f, const float
         }
         for (int w = MF_SUM_LANES / 2; w >= 1; w /= 2) {
             for (int L = 0; L < w; L++) {
-                float *a = lanes + L * MF_DOT_COLS, *b = lanes + (L + w) * MF_DOT_COLS;
+                float *a = lanes + L * MF_DOT_LANES_STRIDE, *b = lanes + (L + w) * MF_DOT_LANES_STRIDE;
                 for (mf_intp j = 0; j < mv; j += VL) {
                     store_f(a + j, add_v(load_f(a + j), load_f(b + j)), 0);
                 }

@@ -30,6 +30,25 @@ def build_matmul(m, env):
     return Plan(runs, expected=ref, flops=2.0 * m ** 3, family="matmul")
 
 
+def _peer_runs(env, a, b, a32, b32, torch_call, numpy_what, names="a @ b"):
+    """ml_dtypes' `a @ b`, torch's `torch_call` (a name in torch, or a
+    (what, fn(ta, tb)) pair) and NumPy's float32 `a @ b`, for the products
+    of bf16 arrays a and b (`names`: how the rows show a @ b)."""
+    runs = []
+    if env.ml is not None:
+        am, bm = env.as_ml(a), env.as_ml(b)
+        runs.append(Run("ml_dtypes", f"{names} (float32 result)", lambda: am @ bm))
+    if env.torch is not None:
+        ta, tb = env.as_torch(a), env.as_torch(b)
+        if isinstance(torch_call, str):
+            fn = getattr(env.torch, torch_call)
+            torch_call = (f"torch.{torch_call}(a, b)", fn)
+        what, fn = torch_call
+        runs.append(Run("torch", what, lambda: fn(ta, tb)))
+    runs.append(Run("numpy", f"float32 {names} ({numpy_what})", lambda: a32 @ b32))
+    return runs
+
+
 def build_thin(m, cols, env):
     """(m, m) @ (m,) or (m, m) @ (m, cols): a model's decode step (batch 1 to
     16), where the matrix is read once and the work is memory-bound."""
@@ -39,15 +58,8 @@ def build_thin(m, cols, env):
     a32, b32 = a.astype(np.float32), b.astype(np.float32)
     ref = a32 @ b32
     runs = [Run("minifloat", "a @ b", lambda: a @ b)]
-    if env.ml is not None:
-        am, bm = env.as_ml(a), env.as_ml(b)
-        runs.append(Run("ml_dtypes", "a @ b (float32 result)", lambda: am @ bm))
-    if env.torch is not None:
-        ta, tb = env.as_torch(a), env.as_torch(b)
-        fn = env.torch.mv if not cols else env.torch.mm
-        runs.append(Run("torch", f"torch.{fn.__name__}(a, b)", lambda: fn(ta, tb)))
-    runs.append(Run("numpy", f"float32 a @ b ({'sgemv' if not cols else 'sgemm'}, BLAS threads)",
-                    lambda: a32 @ b32))
+    runs += _peer_runs(env, a, b, a32, b32, "mm" if cols else "mv",
+                       f"{'sgemm' if cols else 'sgemv'}, BLAS threads")
     return Plan(runs, expected=ref, flops=2.0 * m * m * max(cols, 1), family="matmul")
 
 
@@ -63,13 +75,9 @@ def build_vecmat(m, env, matmul):
         runs = [Run("minifloat", "v @ a", lambda: v @ a)]
     else:
         runs = [Run("minifloat", "np.vecmat(v, a)", lambda: np.vecmat(v, a))]
-    if env.ml is not None:
-        am, vm = env.as_ml(a), env.as_ml(v)
-        runs.append(Run("ml_dtypes", "v @ a (float32 result)", lambda: vm @ am))
-    if env.torch is not None:
-        ta, tv = env.as_torch(a), env.as_torch(v)
-        runs.append(Run("torch", "torch.mv(a.T, v)", lambda: env.torch.mv(ta.T, tv)))
-    runs.append(Run("numpy", "float32 v @ a (sgemv, BLAS threads)", lambda: v32 @ a32))
+    mv = env.torch.mv if env.torch is not None else None
+    runs += _peer_runs(env, v, a, v32, a32, ("torch.mv(a.T, v)", lambda tv, ta: mv(ta.T, tv)),
+                       "sgemv, BLAS threads", names="v @ a")
     return Plan(runs, expected=ref, flops=2.0 * m * m, family="matmul")
 
 
@@ -81,13 +89,7 @@ def build_stack(env):
     a32, b32 = a.astype(np.float32), b.astype(np.float32)
     ref = a32 @ b32
     runs = [Run("minifloat", "a @ b", lambda: a @ b)]
-    if env.ml is not None:
-        am, bm = env.as_ml(a), env.as_ml(b)
-        runs.append(Run("ml_dtypes", "a @ b (float32 result)", lambda: am @ bm))
-    if env.torch is not None:
-        ta, tb = env.as_torch(a), env.as_torch(b)
-        runs.append(Run("torch", "torch.bmm(a, b)", lambda: env.torch.bmm(ta, tb)))
-    runs.append(Run("numpy", "float32 a @ b (BLAS threads)", lambda: a32 @ b32))
+    runs += _peer_runs(env, a, b, a32, b32, "bmm", "BLAS threads")
     return Plan(runs, expected=ref, flops=2.0 * 64 * 128 * 256 * 128, family="matmul")
 
 

@@ -447,6 +447,42 @@ mf_gemm_ctx_init(mf_gemm_ctx *c, const mf_format *f, int MR, int NR)
  * the level's gemv (rows side by side in the lanes, k in the canonical pair
  * order), row blocks on the threads. */
 
+/* a thin path's block of rows x cols results at (i0, j0), row stride na:
+ * the chains start from +0 (an epilogue) or from C, and end in the epilogue
+ * (its bfloat16 shortcut where the caller offers it) or back in C */
+static void
+mf_thin_start(const mf_gemm_epilogue *ep, mf_intp i0, mf_intp j0, mf_intp rows, mf_intp cols,
+              float *acc, mf_intp na, const float *C, mf_intp ldc)
+{
+    for (mf_intp i = 0; i < rows; i++) {
+        if (ep != NULL) {
+            memset(acc + i * na, 0, (size_t)cols * sizeof(float));
+        }
+        else {
+            memcpy(acc + i * na, C + (i0 + i) * ldc + j0, (size_t)cols * sizeof(float));
+        }
+    }
+}
+
+static void
+mf_thin_finish(const mf_gemm_epilogue *ep, mf_fpenv csr, mf_intp i0, mf_intp j0, mf_intp rows,
+               mf_intp cols, float *acc, mf_intp na, float *C, mf_intp ldc)
+{
+    if (ep != NULL && ep->bf16_out != NULL) {
+        mf_gemm_store_bf16(ep, i0, j0, rows, cols, acc, na);   /* integer only */
+    }
+    else if (ep != NULL) {
+        mf_fpenv_plain(csr);
+        ep->fn(ep->ctx, i0, j0, rows, cols, acc, na);
+        mf_fpenv_work(csr);
+    }
+    else {
+        for (mf_intp i = 0; i < rows; i++) {
+            memcpy(C + (i0 + i) * ldc + j0, acc + i * na, (size_t)cols * sizeof(float));
+        }
+    }
+}
+
 #define MF_GEMV_ROWS 128           /* rows of a task */
 #define MF_GEMV_MAX_COLS 16        /* widest B taken this way */
 
@@ -474,27 +510,9 @@ mf_gemv_worker(void *ctx, int w)
             break;
         }
         mf_intp i0 = t * MF_GEMV_ROWS, rows = mf_gemm_min(MF_GEMV_ROWS, J->m - i0);
-        for (mf_intp i = 0; i < rows; i++) {
-            for (mf_intp j = 0; j < n; j++) {
-                acc[i * n + j] = J->ep != NULL ? 0.0f : J->C[(i0 + i) * J->ldc + j];
-            }
-        }
+        mf_thin_start(J->ep, i0, 0, rows, n, acc, n, J->C, J->ldc);
         J->ops->gemv(rows, J->k, J->A + i0 * J->lda, J->lda, J->b, n, acc);
-        if (J->ep != NULL && J->ep->bf16_out != NULL) {
-            mf_gemm_store_bf16(J->ep, i0, 0, rows, n, acc, n);   /* integer only */
-        }
-        else if (J->ep != NULL) {
-            mf_fpenv_plain(csr);
-            J->ep->fn(J->ep->ctx, i0, 0, rows, n, acc, n);
-            mf_fpenv_work(csr);
-        }
-        else {
-            for (mf_intp i = 0; i < rows; i++) {
-                for (mf_intp j = 0; j < n; j++) {
-                    J->C[(i0 + i) * J->ldc + j] = acc[i * n + j];
-                }
-            }
-        }
+        mf_thin_finish(J->ep, csr, i0, 0, rows, n, acc, n, J->C, J->ldc);
     }
     mf_fpenv_leave(csr);
 }
@@ -560,25 +578,9 @@ mf_gevm_worker(void *ctx, int w)
             break;
         }
         mf_intp j0 = t * J->cols, cols = mf_gemm_min(J->cols, J->n - j0);
-        for (mf_intp i = 0; i < J->m; i++) {
-            for (mf_intp j = 0; j < cols; j++) {
-                acc[i * MF_GEVM_COLS + j] = J->ep != NULL ? 0.0f : J->C[i * J->ldc + j0 + j];
-            }
-        }
+        mf_thin_start(J->ep, 0, j0, J->m, cols, acc, MF_GEVM_COLS, J->C, J->ldc);
         J->ops->gevm((int)J->m, J->k, J->A, J->lda, J->B + j0, J->ldb, cols, acc, MF_GEVM_COLS);
-        if (J->ep != NULL && J->ep->bf16_out != NULL) {
-            mf_gemm_store_bf16(J->ep, 0, j0, J->m, cols, acc, MF_GEVM_COLS);
-        }
-        else if (J->ep != NULL) {
-            mf_fpenv_plain(csr);
-            J->ep->fn(J->ep->ctx, 0, j0, J->m, cols, acc, MF_GEVM_COLS);
-            mf_fpenv_work(csr);
-        }
-        else {
-            for (mf_intp i = 0; i < J->m; i++) {
-                memcpy(J->C + i * J->ldc + j0, acc + i * MF_GEVM_COLS, (size_t)cols * sizeof(float));
-            }
-        }
+        mf_thin_finish(J->ep, csr, 0, j0, J->m, cols, acc, MF_GEVM_COLS, J->C, J->ldc);
     }
     mf_fpenv_leave(csr);
 }

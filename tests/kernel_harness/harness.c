@@ -274,7 +274,7 @@ check_colsum(const char *lv, const mf_kernels *k, const mf_format *f)
         for (int i = 0; i < MF_COLSUM_ROWS; i++) {
             rows[i] = x + (size_t)i * W * sz;
         }
-        for (long n = 0; n <= W; n = n < 70 ? n + 1 : n + 23) {
+        for (long n = 0; n <= W; n = n < (quick ? 36 : 70) ? n + 1 : n + (quick ? 67 : 23)) {
             for (int nr = 1; nr <= MF_COLSUM_ROWS; nr += (nr < 3 ? 1 : 5)) {
                 for (long j = 0; j < n; j++) {
                     a0[j] = a1[j] = (float)(j % 7) - 3.0f;
@@ -302,20 +302,31 @@ check_colsum(const char *lv, const mf_kernels *k, const mf_format *f)
     free(x);
 }
 
-/* codes replaced by random ones of magnitude 1/16 .. 16 (or zero) where the
- * format has them: sums whose rounding depends on their order */
+/* random codes of magnitude 1/16 .. 16 (or zero), from the format's list
+ * of them (every format has some): sums whose rounding depends on their
+ * order */
 static void
-refill_moderate(const mf_format *f, char *x, long n)
+fill_moderate(const mf_format *f, char *x, long n)
 {
     size_t sz = (size_t)f->itemsize;
-    float tmp;
-    for (long i = 0; i < n; i++) {
-        for (int t = 0; t < 100; t++) {
-            mf_serial_decode_f32(f, x + i * sz, &tmp, 1);
-            if (tmp == 0.0f || (fabsf(tmp) >= 0.0625f && fabsf(tmp) <= 16.0f)) break;
-            fill_codes(f, x + i * sz, 1);
+    uint32_t ncodes = sz == 2 ? 65536u : 256u;
+    uint32_t *ok = malloc(sizeof(uint32_t) * ncodes);
+    long cnt = 0;
+    for (uint32_t c = 0; c < ncodes; c++) {
+        float tmp;
+        uint16_t c16 = (uint16_t)c;
+        uint8_t c8 = (uint8_t)c;
+        mf_serial_decode_f32(f, sz == 2 ? (const void *)&c16 : (const void *)&c8, &tmp, 1);
+        if (tmp == 0.0f || (fabsf(tmp) >= 0.0625f && fabsf(tmp) <= 16.0f)) {
+            ok[cnt++] = c;
         }
     }
+    for (long i = 0; i < n && cnt > 0; i++) {
+        uint32_t c = ok[rnd() % (uint32_t)cnt];
+        if (sz == 2) ((uint16_t *)x)[i] = (uint16_t)c;
+        else ((uint8_t *)x)[i] = (uint8_t)c;
+    }
+    free(ok);
 }
 
 /* np.vecmat's columns side by side (dot_cols) against serial's, and
@@ -323,9 +334,13 @@ refill_moderate(const mf_format *f, char *x, long n)
 static void
 check_dot_cols(const char *lv, const mf_kernels *k, const mf_format *f)
 {
-    static const long ns[] = {1, 31, 33, 100, 4097, 8300};
-    static const long ms[] = {1, 17, 33, 64, 100, 300};
-    const long W = 300, N = 8300;
+    /* --quick (every qemu leg of CI): the lengths that cross a lane group
+     * and a 4096-block, on a smaller matrix */
+    static const long ns_all[] = {1, 31, 33, 100, 4097, 8300}, ns_quick[] = {33, 4097};
+    static const long ms_all[] = {1, 17, 33, 64, 100, 300}, ms_quick[] = {1, 33, 100};
+    const long *ns = quick ? ns_quick : ns_all, *ms = quick ? ms_quick : ms_all;
+    const int nn = quick ? 2 : 6, nm = quick ? 3 : 6;
+    const long W = quick ? 100 : 300, N = quick ? 4097 : 8300;
     size_t sz = (size_t)f->itemsize;
     char *b = malloc(N * W * sz), *col = malloc(N * sz), *vc = malloc(N * sz);
     float *v = malloc(N * sizeof(float));
@@ -336,12 +351,12 @@ check_dot_cols(const char *lv, const mf_kernels *k, const mf_format *f)
         fill_codes(f, vc, N);
         if (trial != 1) {
             /* moderate values: dots that are not simply NaN or inf */
-            refill_moderate(f, b, N * W);
-            refill_moderate(f, vc, N);
+            fill_moderate(f, b, N * W);
+            fill_moderate(f, vc, N);
         }
         mf_serial_decode_f32(f, vc, v, N);
-        for (int a = 0; a < 6; a++) {
-            for (int c = 0; c < 6; c++) {
+        for (int a = 0; a < nn; a++) {
+            for (int c = 0; c < nm; c++) {
                 long n = ns[a], m = ms[c];
                 int fl0, fl1;
                 feclearexcept(FE_ALL_EXCEPT);

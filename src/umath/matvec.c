@@ -145,14 +145,14 @@ dots(const mf_format *f, const char *a, npy_intp sj, npy_intp sk, const char *v,
         npy_intp cols = (m + T - 1) / T;
         cols = (cols + 63) / 64 * 64;
         cols = cols < MF_DOT_COLS ? cols : MF_DOT_COLS;
-        float *lanes = malloc(sizeof(float) * MF_DOT_SCRATCH * (size_t)T);
+        float *lanes = PyMem_RawMalloc(sizeof(float) * MF_DOT_SCRATCH * (size_t)T);
         if (lanes != NULL) {
             mf_k->decode_f32(f, vv, vf, n);
             cols_job J = {f, vf, lanes, a, sk, n, so, m, out, cols, 0, 0, 0};
             if (T <= 1 || mf_pool_run(cols_worker, &J, T) <= 0) {
                 cols_worker(&J, 0);
             }
-            free(lanes);
+            PyMem_RawFree(lanes);
             if (J.flags) {
                 feraiseexcept(J.flags);
             }

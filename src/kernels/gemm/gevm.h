@@ -29,8 +29,8 @@ gv_code(uint16_t c)
 /* R rows, NV vectors of columns from column 0 of B and acc, the pairs of
  * k in [p0, p1) (p0 even; p1 even or k, whose odd last pair has the pad) */
 static inline __attribute__((always_inline)) void
-gevm_block(const int R, const int NV, mf_intp p0, mf_intp p1, mf_intp k, const uint16_t *A,
-           mf_intp lda, const uint16_t *B, mf_intp ldb, float *acc, mf_intp na)
+gevm_block(const int R, const int NV, mf_intp p0, mf_intp p1, const uint16_t *A, mf_intp lda,
+           const uint16_t *B, mf_intp ldb, float *acc, mf_intp na)
 {
     gv_t c[MF_GEVM_MAX_ROWS][GV_NV];
     for (int r = 0; r < R; r++) {
@@ -65,7 +65,6 @@ gevm_block(const int R, const int NV, mf_intp p0, mf_intp p1, mf_intp k, const u
             }
         }
     }
-    (void)k;
     for (int r = 0; r < R; r++) {
         for (int v = 0; v < NV; v++) {
             gv_storeu(acc + r * na + v * GV_L, c[r][v]);
@@ -115,18 +114,18 @@ gevm_rows(int rows, mf_intp k, const uint16_t *A, mf_intp lda, const uint16_t *B
         mf_intp j = 0;
         for (; j + nv * GV_L <= nvec; j += nv * GV_L) {
             switch (rows) {
-                case 1: gevm_block(1, GV_NV, p0, p1, k, A, lda, B + j, ldb, acc + j, na); break;
-                case 2: gevm_block(2, GV_NV / 2, p0, p1, k, A, lda, B + j, ldb, acc + j, na); break;
-                case 3: gevm_block(3, 2, p0, p1, k, A, lda, B + j, ldb, acc + j, na); break;
-                default: gevm_block(4, 2, p0, p1, k, A, lda, B + j, ldb, acc + j, na); break;
+                case 1: gevm_block(1, GV_NV, p0, p1, A, lda, B + j, ldb, acc + j, na); break;
+                case 2: gevm_block(2, GV_NV / 2, p0, p1, A, lda, B + j, ldb, acc + j, na); break;
+                case 3: gevm_block(3, 2, p0, p1, A, lda, B + j, ldb, acc + j, na); break;
+                default: gevm_block(4, 2, p0, p1, A, lda, B + j, ldb, acc + j, na); break;
             }
         }
         for (; j < nvec; j += GV_L) {
             switch (rows) {
-                case 1: gevm_block(1, 1, p0, p1, k, A, lda, B + j, ldb, acc + j, na); break;
-                case 2: gevm_block(2, 1, p0, p1, k, A, lda, B + j, ldb, acc + j, na); break;
-                case 3: gevm_block(3, 1, p0, p1, k, A, lda, B + j, ldb, acc + j, na); break;
-                default: gevm_block(4, 1, p0, p1, k, A, lda, B + j, ldb, acc + j, na); break;
+                case 1: gevm_block(1, 1, p0, p1, A, lda, B + j, ldb, acc + j, na); break;
+                case 2: gevm_block(2, 1, p0, p1, A, lda, B + j, ldb, acc + j, na); break;
+                case 3: gevm_block(3, 1, p0, p1, A, lda, B + j, ldb, acc + j, na); break;
+                default: gevm_block(4, 1, p0, p1, A, lda, B + j, ldb, acc + j, na); break;
             }
         }
     }

@@ -26,13 +26,12 @@
  *
  * Operand order matters for which NaN a float operation returns when both
  * operands are NaNs (x86 returns the first source), which decides the sign
- * of the NaN code stored.  The kernels use the order of the serial kernels
- * as gcc 12 compiles them: a op b with a first, lanes[j] + x with the lane
- * first, fmaf(a, b, lane) preferring a's NaN, then b's, then the lane's,
- * and lanes_combine's own order (combine32).  The operations are written in
- * assembly so that the compiler cannot commute them; the tests check the
- * NaN signs against serial.  (The serial order itself is a compiler choice:
- * IEEE 754 leaves the NaN of a NaN-NaN operation unspecified.)
+ * of the NaN code stored.  The kernels use the serial kernels' order, which
+ * serial states explicitly (nan_order.h): a op b with a first, lanes[j] + x
+ * with the lane first, fmaf(a, b, lane) preferring a's NaN, then b's, then
+ * the lane's, and lanes_combine's own order (combine32).  The operations
+ * are written in assembly so that the compiler cannot commute them; the
+ * tests check the NaN signs against serial.
  */
 #include <immintrin.h>
 #include "../kernels.h"
@@ -182,6 +181,14 @@ enc_bf16(__m512 x, __mmask16 *ovf)
  * gets them: the rounded magnitude out of the encoder's own steps (a normal
  * result's bits with the dropped bits cleared, a subnormal one as t - C),
  * big lanes r->big_val, the sign x's. */
+/* masked forms of x86.h's operations, in assembly: a compiler may
+ * otherwise compute a masked operation on every lane and blend (clang does),
+ * raising flags for the masked-off lanes */
+#define ASM_OP_MASKZ(INSN, R, K, A, B) \
+    __asm__(INSN " %[b], %[a], %[r]%{%[k]%}%{z%}" : [r] "=v"(R) : [a] "v"(A), [b] "v"(B), [k] "Yk"(K))
+#define ASM_OP_MERGE(INSN, ACC, K, B) \
+    __asm__(INSN " %[b], %[acc], %[acc]%{%[k]%}" : [acc] "+v"(ACC) : [b] "v"(B), [k] "Yk"(K))
+
 MF_INLINE __m512i
 enc_small_w(const regs512 *r, __m512 x, __mmask16 *ovf, mf_simd_path path, __m512 *w)
 {
@@ -197,7 +204,8 @@ enc_small_w(const regs512 *r, __m512 x, __mmask16 *ovf, mf_simd_path path, __m51
      * the other lanes except NaN ones, masked off so that a signaling NaN
      * raises nothing: a NaN is copied, as by NumPy's float16 casts) */
     __mmask16 knan_in = _mm512_cmpgt_epi32_mask(au, I32(0x7F800000));
-    __m512 t = _mm512_maskz_add_ps((__mmask16)~knan_in, _mm512_castsi512_ps(au), r->sub_c);
+    __m512 t;
+    ASM_OP_MASKZ("vaddps", t, (__mmask16)~knan_in, _mm512_castsi512_ps(au), r->sub_c);
     __m512i cs = _mm512_sub_epi32(_mm512_castps_si512(t), r->sub_cbits);
     __mmask16 knorm = _mm512_cmpge_epi32_mask(au, r->min_normal);
     __m512i code = _mm512_mask_mov_epi32(cs, knorm, cn);
@@ -319,12 +327,6 @@ first16(mf_intp m)
 
 typedef __m512 vf_t;
 #include "x86.h"
-
-/* masked forms of x86.h's operations */
-#define ASM_OP_MASKZ(INSN, R, K, A, B) \
-    __asm__(INSN " %[b], %[a], %[r]%{%[k]%}%{z%}" : [r] "=v"(R) : [a] "v"(A), [b] "v"(B), [k] "Yk"(K))
-#define ASM_OP_MERGE(INSN, ACC, K, B) \
-    __asm__(INSN " %[b], %[acc], %[acc]%{%[k]%}" : [acc] "+v"(ACC) : [b] "v"(B), [k] "Yk"(K))
 
 MF_INLINE __m512
 op512_mask(mf_binary_op op, __mmask16 k, __m512 a, __m512 b)

@@ -7,6 +7,7 @@
 #include <math.h>
 #include "../kernels.h"
 #include "../scalar_ops.h"
+#include "../nan_order.h"
 
 float mf_lut8[MF_NUM_FORMATS][256];
 
@@ -86,10 +87,10 @@ static inline float
 apply_op(mf_binary_op op, float a, float b)
 {
     switch (op) {
-        case MF_OP_ADD: return a + b;
-        case MF_OP_SUB: return a - b;
-        case MF_OP_MUL: return a * b;
-        default:        return a / b;
+        case MF_OP_ADD: return mf_ordered2(a, b, a + b);
+        case MF_OP_SUB: return mf_ordered2(a, b, a - b);
+        case MF_OP_MUL: return mf_ordered2(a, b, a * b);
+        default:        return mf_ordered2(a, b, a / b);
     }
 }
 
@@ -109,12 +110,17 @@ mf_serial_binary(mf_binary_op op, const mf_format *f, const void *a, const void 
     }
 }
 
+/* lanes[j] + lanes[j + w] for w = 16, 8, 4, 2, 1.  Which of the two is
+ * the first operand (the NaN returned when both are NaNs) is the order the
+ * SIMD levels use: on x86 the upper lane for w >= 4 and the lower one for
+ * w = 2, 1; on Arm the lower one throughout. */
 static inline float
 lanes_combine(float *lanes)
 {
     for (int w = MF_SUM_LANES / 2; w >= 1; w /= 2) {
         for (int j = 0; j < w; j++) {
-            lanes[j] += lanes[j + w];
+            lanes[j] = (!MF_NAN_SIGNALING_FIRST && w >= 4) ? mf_add_ord(lanes[j + w], lanes[j])
+                                                           : mf_add_ord(lanes[j], lanes[j + w]);
         }
     }
     return lanes[0];
@@ -136,10 +142,10 @@ mf_serial_sum(const mf_format *f, const void *src, mf_intp n)
             mf_intp m = len - i < MF_SUM_LANES ? len - i : MF_SUM_LANES;
             mf_serial_decode_f32(f, base + i * f->itemsize, buf, m);
             for (mf_intp j = 0; j < m; j++) {
-                lanes[j] += buf[j];
+                lanes[j] = mf_add_ord(lanes[j], buf[j]);
             }
         }
-        total += (double)lanes_combine(lanes);
+        total = mf_add_ord_d(total, (double)lanes_combine(lanes));
     }
     return total;
 }
@@ -162,10 +168,10 @@ mf_serial_dot(const mf_format *f, const void *a, const void *b, mf_intp n)
             mf_serial_decode_f32(f, pa + i * f->itemsize, ba, m);
             mf_serial_decode_f32(f, pb + i * f->itemsize, bb, m);
             for (mf_intp j = 0; j < m; j++) {
-                lanes[j] = fmaf(ba[j], bb[j], lanes[j]);
+                lanes[j] = mf_fma_ord(ba[j], bb[j], lanes[j]);
             }
         }
-        total += (double)lanes_combine(lanes);
+        total = mf_add_ord_d(total, (double)lanes_combine(lanes));
     }
     return total;
 }
@@ -180,7 +186,7 @@ mf_serial_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows,
         for (mf_intp i = 0; i < nrows; i++) {
             mf_serial_decode_f32(f, rows[i] + j * f->itemsize, x, m);
             for (mf_intp c = 0; c < m; c++) {
-                acc[j + c] = acc[j + c] + x[c];
+                acc[j + c] = mf_add_ord(acc[j + c], x[c]);
             }
         }
     }
@@ -203,9 +209,9 @@ mf_serial_dot_cols(const mf_format *f, const float *v, const void *B, mf_intp ld
             for (mf_intp i = 0; i < len; i++) {
                 float x;
                 mf_serial_decode_f32(f, col + (start + i) * ldb, &x, 1);
-                lanes[i % MF_SUM_LANES] = fmaf(x, v[start + i], lanes[i % MF_SUM_LANES]);
+                lanes[i % MF_SUM_LANES] = mf_fma_ord(x, v[start + i], lanes[i % MF_SUM_LANES]);
             }
-            total += (double)lanes_combine(lanes);
+            total = mf_add_ord_d(total, (double)lanes_combine(lanes));
         }
         out[j] = total;
     }

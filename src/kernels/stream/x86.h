@@ -60,10 +60,8 @@ add_ss(__m128 a, __m128 b)
     return r;
 }
 
-/* lanes = fmaf(a, b, lanes) as the serial kernel computes it: a * b + acc
- * with a's NaN first, then b's, then acc's (gcc 12 passes the product's
- * operands to glibc's fmaf swapped, and glibc's FMA version prefers its
- * second argument's NaN) */
+/* lanes = a * b + lanes as the serial kernel computes it (nan_order.h):
+ * a's NaN first, then b's, then the lane's */
 MF_INLINE vf_t
 fma_acc(vf_t a, vf_t b, vf_t acc)
 {
@@ -84,8 +82,9 @@ add_total(double total, float x)
  * The end of combine32 (body.h's sum lanes by halving): lanes[j] +=
  * lanes[j + w] for w = 4, 2, 1 on the eight lanes left.  Which operand comes
  * first only matters when both are NaNs of different signs; the serial
- * lanes_combine, as gcc 12 -O2 vectorises it, adds with the upper lanes as
- * the first source for w = 16, 8, 4 and the lower lanes first for w = 2, 1.
+ * lanes_combine adds with the upper lanes as the first source for
+ * w = 16, 8, 4 and the lower lanes first for w = 2, 1 (the order gcc 12
+ * gave it when it was left to the compiler; now written out there).
  */
 MF_INLINE float
 combine8(__m256 s8)

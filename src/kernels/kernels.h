@@ -266,6 +266,8 @@ void mf_avx512bf16_binary(mf_binary_op op, const mf_format *f, const void *a, co
                       void *out, mf_intp n);
 double mf_avx512bf16_sum(const mf_format *f, const void *src, mf_intp n);
 double mf_avx512bf16_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
+/* the avx512bf16 gemm: -1 picks by CPU, 0 the avx512 kernel, 1 VDPBF16PS */
+extern int mf_avx512bf16_gemm_dp;
 void mf_avx512bf16_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                            const void *A, mf_intp lda, const void *B, mf_intp ldb,
                            float *C, mf_intp ldc, const mf_gemm_epilogue *ep);

@@ -755,6 +755,11 @@ main(int argc, char **argv)
     }
     quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
     mf_init_luts();
+#ifdef MF_HAVE_AVX512BF16
+    /* the VDPBF16PS gemm itself, also on CPUs where the level runs the avx512
+     * one (which the avx512 level checks) */
+    mf_avx512bf16_gemm_dp = 1;
+#endif
     int checked = 0;
     printf("kernel levels here:");
     for (int l = 0; l < MF_NUM_LEVELS; l++) {

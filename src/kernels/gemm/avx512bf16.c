@@ -6,7 +6,9 @@
  * accumulators) takes one VDPBF16PS per pair and 16 columns.
  */
 #include <immintrin.h>
+#include <cpuid.h>
 #include "../kernels.h"
+#include "../parallel.h"
 #include "loops.h"
 #include "../transpose_x86.h"
 
@@ -222,12 +224,50 @@ vdpbf16ps_ok(void)
     return st == 1;
 }
 
+/*
+ * Whether VDPBF16PS is the faster way here.  On an Intel core that also has
+ * AMX-BF16 (Sapphire Rapids and later) it is not at low thread counts: a
+ * 16-core Xeon of that kind ran a 2048^3 product at 118 GF/s on one thread
+ * with the avx512 level's two FMAs per pair against 78 GF/s with VDPBF16PS,
+ * and 2048^3 and 4096^3 1.15-1.3x faster on 4 threads; on 16 threads
+ * VDPBF16PS was as fast or faster (docs/design.md).  The bits are the same.
+ * So on such a CPU this level's gemm is the avx512 one up to 4 threads.  AMD
+ * Zen 4 has no AMX and keeps VDPBF16PS.  -1: decide so; 0 or 1: forced (the
+ * kernel harness checks the VDPBF16PS kernel on every CPU that has it).
+ */
+int mf_avx512bf16_gemm_dp = -1;
+
+#define FMA_PAIRS_MAX_THREADS 4
+
+static int
+amx_bf16_cpu(void)
+{
+    static int state = 0;      /* 0 unknown, 1 yes, 2 no */
+    int st = __atomic_load_n(&state, __ATOMIC_RELAXED);
+    if (st == 0) {
+        unsigned a, b, c, d;
+        st = (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 22))) ? 1 : 2;
+        __atomic_store_n(&state, st, __ATOMIC_RELAXED);
+    }
+    return st == 1;
+}
+
+static int
+use_vdpbf16ps(void)
+{
+    int forced = __atomic_load_n(&mf_avx512bf16_gemm_dp, __ATOMIC_RELAXED);
+    if (forced < 0) {
+        forced = !(amx_bf16_cpu() && mf_get_num_threads() <= FMA_PAIRS_MAX_THREADS);
+    }
+    return forced && vdpbf16ps_ok();
+}
+
 void
 mf_avx512bf16_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                           const void *A, mf_intp lda, const void *B, mf_intp ldb,
                           float *C, mf_intp ldc, const mf_gemm_epilogue *ep)
 {
-    if (!vdpbf16ps_ok()) {
+    if (!use_vdpbf16ps()) {
         mf_avx512_gemm_f32acc(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
         return;
     }

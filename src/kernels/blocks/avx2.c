@@ -520,6 +520,54 @@ quantize_mx(const mf_block_params *p, const float *x, mf_intp nblocks, uint8_t *
     }
 }
 
+/* MX, 32-element blocks: y = dequantize(quantize(x)) without the codes.
+ * Each element goes through quantize_mx's scale-and-clamp and rounding;
+ * e4m3_value gives the float32 value of the code (its magnitude, the sign
+ * put back, as the element's lookup table holds it), +0 in a block with the
+ * NaN scale (whose codes are +0); then times the block's scale 2^(code -
+ * 127) (0: 2^-127; 0xFF: NaN), as dequantize's mul2 (whose second factor,
+ * 1 for MX, changes no bits). */
+static void
+round_trip_mx(const mf_block_params *p, const float *x, mf_intp nblocks, float *y)
+{
+    enc_regs e;
+    enc_regs_init(&e, p->elem);
+    const __m256 hi = _mm256_set1_ps(p->elem_max), lo = _mm256_set1_ps(-p->elem_max);
+    const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
+    uint8_t sc[8];
+    for (mf_intp g = 0; g < nblocks; g += 8) {
+        int nb = nblocks - g < 8 ? (int)(nblocks - g) : 8;
+        const float *xg = x + g * 32;
+        __m256i ok;
+        __m256 mul = mx_group_scales(p, xg, nb, sc, &ok);
+        __m128i c8 = _mm_loadl_epi64((const __m128i *)sc);
+        if (nb < 8) {
+            uint8_t t[16] = {0};
+            memcpy(t, sc, (size_t)nb);
+            c8 = _mm_loadu_si128((const __m128i *)t);
+        }
+        __m256i codes = _mm256_cvtepu8_epi32(c8);
+        __m256i db = _mm256_slli_epi32(codes, 23);
+        db = _mm256_blendv_epi8(db, _mm256_set1_epi32(0x00400000),
+                                _mm256_cmpeq_epi32(codes, _mm256_setzero_si256()));
+        db = _mm256_blendv_epi8(db, _mm256_set1_epi32(0x7FC00000),
+                                _mm256_cmpeq_epi32(codes, _mm256_set1_epi32(0xFF)));
+        const __m256 dscale = _mm256_castsi256_ps(db);
+        for (int b = 0; b < nb; b++) {
+            const float *xb = xg + b * 32;
+            float *yb = y + (g + b) * 32;
+            const __m256 m = lane_ps(mul, b), d = lane_ps(dscale, b);
+            const __m256 okb = _mm256_castsi256_ps(lane_si(ok, b));
+            for (int i = 0; i < 4; i++) {
+                __m256 v = scale_clamp8(_mm256_loadu_ps(xb + 8 * i), m, hi, lo);
+                __m256 val = e4m3_value(&e, _mm256_andnot_ps(sign, v));
+                val = _mm256_and_ps(_mm256_or_ps(val, _mm256_and_ps(v, sign)), okb);
+                _mm256_storeu_ps(yb + 8 * i, _mm256_mul_ps(val, d));
+            }
+        }
+    }
+}
+
 /* NVFP4's scale constants */
 typedef struct {
     enc_regs es;                 /* E4M3 */
@@ -532,7 +580,8 @@ typedef struct {
  * 1 / (S_dec_b * S_dec), at most FLT_MAX, and which blocks are finite (the
  * float32 operations of serial.c) */
 MF_INLINE __m256
-nv_group_scales(const nv_regs *r, const float *xg, int nb, uint8_t *scales, __m256i *fin)
+nv_group_scales_d(const nv_regs *r, const float *xg, int nb, uint8_t *scales, __m256i *fin,
+                  __m256 *dec_out)
 {
     __m256i ab = group_amax(xg, 16, nb);
     *fin = _mm256_cmpgt_epi32(r->inf, ab);                     /* amax < inf */
@@ -546,7 +595,30 @@ nv_group_scales(const nv_regs *r, const float *xg, int nb, uint8_t *scales, __m2
     __m256 dec = e4m3_value(&r->es, sdb);
     __m256 rcp = _mm256_div_ps(r->one, _mm256_mul_ps(dec, r->s_dec));
     store_scales(scales, _mm256_blendv_epi8(r->nv_nan, sc, *fin), nb);
+    if (dec_out != NULL) {
+        *dec_out = dec;
+    }
     return _mm256_min_ps(rcp, r->fmax);                        /* rcp < FLT_MAX ? rcp : FLT_MAX */
+}
+
+MF_INLINE __m256
+nv_group_scales(const nv_regs *r, const float *xg, int nb, uint8_t *scales, __m256i *fin)
+{
+    return nv_group_scales_d(r, xg, nb, scales, fin, NULL);
+}
+
+static void
+nv_regs_init(nv_regs *r, const mf_block_params *p)
+{
+    const mf_format *e4m3 = mf_fmt(MF_FLOAT8_E4M3FN);
+    enc_regs_init(&r->es, e4m3);
+    r->nv_nan = _mm256_set1_epi32((int)mf_nan_code(e4m3, 0));
+    r->inf = _mm256_set1_epi32(0x7F800000);
+    r->smax = _mm256_set1_ps(mf_lut8[MF_FLOAT8_E4M3FN][mf_max_finite_mag(e4m3)]);
+    r->s_dec = _mm256_set1_ps(1.0f / p->s_enc);
+    r->sdb_mul = _mm256_set1_ps(p->s_enc * (1.0f / 6.0f));
+    r->one = _mm256_set1_ps(1.0f);
+    r->fmax = _mm256_set1_ps(FLT_MAX);
 }
 
 /* NVFP4, 16-element blocks, eight at a time: the scales of the next eight
@@ -556,18 +628,10 @@ static void
 quantize_nv(const mf_block_params *p, const float *x, mf_intp nblocks, uint8_t *codes,
             uint8_t *scales)
 {
-    const mf_format *e4m3 = mf_fmt(MF_FLOAT8_E4M3FN);
     nv_regs r;
     enc_regs e;
     enc_regs_init(&e, p->elem);
-    enc_regs_init(&r.es, e4m3);
-    r.nv_nan = _mm256_set1_epi32((int)mf_nan_code(e4m3, 0));
-    r.inf = _mm256_set1_epi32(0x7F800000);
-    r.smax = _mm256_set1_ps(mf_lut8[MF_FLOAT8_E4M3FN][mf_max_finite_mag(e4m3)]);
-    r.s_dec = _mm256_set1_ps(1.0f / p->s_enc);
-    r.sdb_mul = _mm256_set1_ps(p->s_enc * (1.0f / 6.0f));
-    r.one = _mm256_set1_ps(1.0f);
-    r.fmax = _mm256_set1_ps(FLT_MAX);
+    nv_regs_init(&r, p);
     const __m256 hi = _mm256_set1_ps(p->elem_max), lo = _mm256_set1_ps(-p->elem_max);
     if (nblocks <= 0) {
         return;
@@ -628,6 +692,55 @@ quantize_nv(const mf_block_params *p, const float *x, mf_intp nblocks, uint8_t *
     }
 }
 
+/* NVFP4, 16-element blocks: y = dequantize(quantize(x)) without the codes:
+ * the element's value as in round_trip_mx (+0 in a block with the NaN
+ * scale), times the block scale's E4M3 value (the NaN code's value in such
+ * a block), times the tensor's decode scale s_dec, as mul2 computes */
+static void
+round_trip_nv(const mf_block_params *p, const float *x, mf_intp nblocks, float s_dec, float *y)
+{
+    nv_regs r;
+    enc_regs e;
+    enc_regs_init(&e, p->elem);
+    nv_regs_init(&r, p);
+    const __m256 hi = _mm256_set1_ps(p->elem_max), lo = _mm256_set1_ps(-p->elem_max);
+    const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
+    const __m256 nanv = _mm256_set1_ps(mf_lut8[MF_FLOAT8_E4M3FN][mf_nan_code(mf_fmt(MF_FLOAT8_E4M3FN), 0)]);
+    const __m256 m2 = _mm256_set1_ps(s_dec);
+    uint8_t sc[8];
+    for (mf_intp g = 0; g < nblocks; g += 8) {
+        int nb = nblocks - g < 8 ? (int)(nblocks - g) : 8;
+        const float *xg = x + g * 16;
+        __m256i fin;
+        __m256 dec;
+        __m256 rcp = nv_group_scales_d(&r, xg, nb, sc, &fin, &dec);
+        dec = _mm256_blendv_ps(nanv, dec, _mm256_castsi256_ps(fin));
+        for (int b = 0; b < nb; b++) {
+            const float *xb = xg + b * 16;
+            float *yb = y + (g + b) * 16;
+            const __m256 m = lane_ps(rcp, b), d = lane_ps(dec, b);
+            const __m256 okb = _mm256_castsi256_ps(lane_si(fin, b));
+            for (int i = 0; i < 2; i++) {
+                __m256 v = scale_clamp8(_mm256_loadu_ps(xb + 8 * i), m, hi, lo);
+                __m256 val = e4m3_value(&e, _mm256_andnot_ps(sign, v));
+                val = _mm256_and_ps(_mm256_or_ps(val, _mm256_and_ps(v, sign)), okb);
+                _mm256_storeu_ps(yb + 8 * i, _mm256_mul_ps(_mm256_mul_ps(val, d), m2));
+            }
+        }
+    }
+}
+
+static void
+avx2_round_trip(const mf_block_params *p, const float *x, mf_intp nblocks, float s_dec, float *y)
+{
+    if (p->kind == MF_BLOCK_NV) {
+        round_trip_nv(p, x, nblocks, s_dec, y);
+    }
+    else {
+        round_trip_mx(p, x, nblocks, y);
+    }
+}
+
 static void
 avx2_quantize_blocks(const mf_block_params *p, const float *x, mf_intp nblocks, uint8_t *codes,
                      uint8_t *scales)
@@ -643,5 +756,5 @@ avx2_quantize_blocks(const mf_block_params *p, const float *x, mf_intp nblocks, 
 const mf_block_ops mf_block_ops_avx2 = {
     avx2_amax, avx2_scale_clamp, avx2_mxint8, avx2_pack4, avx2_unpack4, avx2_mul2,
     avx2_unpack4t8, avx2_int8_dec, avx2_finite_amax, avx2_quantize_blocks, avx2_unpack4t8h,
-    avx2_e2m1_sq,
+    avx2_e2m1_sq, avx2_round_trip,
 };

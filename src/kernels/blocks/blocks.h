@@ -87,6 +87,13 @@ typedef struct {
     /* the sum over n bytes of packed e2m1 codes of 4 * (m(lo)^2 + m(hi)^2),
      * m the codes' magnitudes (multiples of 1/2, so the terms are integers) */
     uint64_t (*e2m1_sq)(const uint8_t *c, mf_intp n);
+    /* NULL, or quantize then dequantize nblocks full blocks (MX with float
+     * elements, NVFP4) in one pass: y[i] = the value of x[i]'s element code
+     * times its block's scale (times s_dec for NVFP4), bit for bit what
+     * quantize_blocks, unpack4 (or the element decode) and mul2 give,
+     * without the codes in between */
+    void (*round_trip)(const mf_block_params *p, const float *x, mf_intp nblocks, float s_dec,
+                       float *y);
 } mf_block_ops;
 
 extern const mf_block_ops mf_block_ops_serial;

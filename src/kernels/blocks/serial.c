@@ -172,7 +172,7 @@ serial_int8_dec(const int8_t *c, mf_intp n, float mul, float *o)
 const mf_block_ops mf_block_ops_serial = {
     serial_amax, serial_scale_clamp, serial_mxint8, serial_pack4, serial_unpack4, serial_mul2,
     serial_unpack4t8, serial_int8_dec, serial_finite_amax, NULL, serial_unpack4t8h,
-    serial_e2m1_sq,
+    serial_e2m1_sq, NULL,
 };
 
 float
@@ -485,8 +485,17 @@ mf_block_round_trip(const mf_block_params *p, const float *x, mf_intp k, mf_intp
     float mul[CHUNK / 8];
     uint8_t codes[MF_BLOCK_RUN_MAX], scales[MF_BLOCK_RUN_MAX / 2];
     const mf_block_ops *ops = mf_kb;
-    quantize_row(p, ops, x, k, 0, nb, codes, scales, buf, cbuf, amax, mul);
-    dequantize_row(p, ops, codes, scales, k, 0, nb, s_dec, y);
+    mf_intp b0 = 0;
+    if (ops->round_trip != NULL && p->kind != MF_BLOCK_MXINT8) {
+        /* the whole blocks in one pass; a padded tail block below */
+        b0 = k / p->block < nb ? k / p->block : nb;
+        ops->round_trip(p, x, b0, s_dec, y);
+        if (b0 == nb) {
+            return;
+        }
+    }
+    quantize_row(p, ops, x, k, b0, nb, codes, scales, buf, cbuf, amax, mul);
+    dequantize_row(p, ops, codes, scales, k, b0, nb, s_dec, y + b0 * p->block);
 }
 
 /* blocks [blo, bhi) of one row (of k elements): their elements [blo * B,

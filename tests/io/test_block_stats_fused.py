@@ -175,3 +175,28 @@ def test_convert_mode_zero_counts(src):
             with kernel_level(level), np.errstate(over="ignore", invalid="ignore"):
                 _core._stats(acc, x, target, 0.25, None, out, False)
             assert (int(acc[ck._A_ZY]), int(acc[ck._A_ZX])) == want, (level, target)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_finite_amax_bf16_codes_every_level(level):
+    """bfloat16 codes are scanned as they are (no decode): at every level,
+    lengths around the vector widths, the largest magnitude at any place
+    (negative, subnormal, beside infs and NaNs larger in bits)."""
+    rng = np.random.default_rng(11)
+    bf = minifloat.bfloat16
+    specials = np.array([np.inf, -np.inf, np.nan, -np.nan], np.float32).astype(bf)
+    with kernel_level(level):
+        for n in list(range(0, 70)) + [1000, 4099]:
+            x = np.empty(n, bf)
+            x[...] = (rng.standard_normal(n) * 1e-3).astype(np.float32).astype(bf)
+            if n:
+                x[rng.integers(0, n, 3)] = specials[rng.integers(0, 4, 3)]
+                for where, v in ((n - 1, -2.5), (0, 3e38), (n // 2, 1e-40)):
+                    y = x.copy()
+                    y[where] = np.float32(v).astype(bf)
+                    x[...] = y
+                    with np.errstate(invalid="ignore"):
+                        want = float(_core._finite_amax(x.astype(np.float32)))
+                    assert float(_core._finite_amax(x)) == want, (n, where, v)
+            else:
+                assert float(_core._finite_amax(x)) == 0.0

@@ -753,8 +753,37 @@ avx2_quantize_blocks(const mf_block_params *p, const float *x, mf_intp nblocks, 
     }
 }
 
+/* finite_amax of bfloat16 codes: 16 a vector, magnitudes at or above
+ * 0x7F80 (inf, NaN) zeroed, an unsigned 16-bit max */
+static uint32_t
+avx2_finite_amax_bf16(const void *c, mf_intp n)
+{
+    const char *p = (const char *)c;
+    const __m256i mag = _mm256_set1_epi16(0x7FFF), lim = _mm256_set1_epi16(0x7F80);
+    __m256i m0 = _mm256_setzero_si256(), m1 = _mm256_setzero_si256();
+    mf_intp i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256i a = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(p + 2 * i)), mag);
+        __m256i b = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(p + 2 * i + 32)), mag);
+        m0 = _mm256_max_epu16(m0, _mm256_and_si256(a, _mm256_cmpgt_epi16(lim, a)));
+        m1 = _mm256_max_epu16(m1, _mm256_and_si256(b, _mm256_cmpgt_epi16(lim, b)));
+    }
+    m0 = _mm256_max_epu16(m0, m1);
+    __m128i h = _mm_max_epu16(_mm256_castsi256_si128(m0), _mm256_extracti128_si256(m0, 1));
+    /* the largest of eight: minpos of the complements */
+    uint16_t m = (uint16_t)~_mm_cvtsi128_si32(_mm_minpos_epu16(_mm_xor_si128(h, _mm_set1_epi16(-1))));
+    for (; i < n; i++) {
+        uint16_t a;
+        memcpy(&a, p + 2 * i, 2);
+        a &= 0x7FFFu;
+        a = a < 0x7F80u ? a : 0;
+        m = a > m ? a : m;
+    }
+    return (uint32_t)m << 16;
+}
+
 const mf_block_ops mf_block_ops_avx2 = {
     avx2_amax, avx2_scale_clamp, avx2_mxint8, avx2_pack4, avx2_unpack4, avx2_mul2,
     avx2_unpack4t8, avx2_int8_dec, avx2_finite_amax, avx2_quantize_blocks, avx2_unpack4t8h,
-    avx2_e2m1_sq, avx2_round_trip,
+    avx2_e2m1_sq, avx2_round_trip, avx2_finite_amax_bf16,
 };

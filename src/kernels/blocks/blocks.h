@@ -94,6 +94,11 @@ typedef struct {
      * without the codes in between */
     void (*round_trip)(const mf_block_params *p, const float *x, mf_intp nblocks, float s_dec,
                        float *y);
+    /* NULL, or finite_amax of n bfloat16 codes at c (any alignment), read as
+     * they are: a code's float32 bits are the code shifted up, so the
+     * largest finite magnitude's bits are the largest code magnitude below
+     * 0x7F80, shifted */
+    uint32_t (*finite_amax_bf16)(const void *c, mf_intp n);
 } mf_block_ops;
 
 extern const mf_block_ops mf_block_ops_serial;

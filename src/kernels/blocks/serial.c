@@ -172,7 +172,7 @@ serial_int8_dec(const int8_t *c, mf_intp n, float mul, float *o)
 const mf_block_ops mf_block_ops_serial = {
     serial_amax, serial_scale_clamp, serial_mxint8, serial_pack4, serial_unpack4, serial_mul2,
     serial_unpack4t8, serial_int8_dec, serial_finite_amax, NULL, serial_unpack4t8h,
-    serial_e2m1_sq, NULL,
+    serial_e2m1_sq, NULL, NULL,
 };
 
 float
@@ -199,6 +199,7 @@ amax_worker(void *ctx, int w)
     amax_job *J = (amax_job *)ctx;
     float buf[CHUNK];
     (void)w;
+    const int bf16 = J->f->id == MF_BFLOAT16 && mf_kb->finite_amax_bf16 != NULL;
     for (;;) {
         mf_intp t = __atomic_fetch_add(&J->next, 1, __ATOMIC_RELAXED);
         if (t >= J->ntasks) {
@@ -206,7 +207,10 @@ amax_worker(void *ctx, int w)
         }
         mf_intp i1 = (t + 1) * AMAX_TASK < J->n ? (t + 1) * AMAX_TASK : J->n;
         uint32_t m = 0;
-        for (mf_intp i = t * AMAX_TASK; i < i1; i += CHUNK) {
+        if (bf16) {
+            m = mf_kb->finite_amax_bf16(J->x + 2 * t * AMAX_TASK, i1 - t * AMAX_TASK);
+        }
+        for (mf_intp i = t * AMAX_TASK; i < (bf16 ? 0 : i1); i += CHUNK) {
             mf_intp len = i1 - i < CHUNK ? i1 - i : CHUNK;
             mf_k->decode_f32(J->f, J->x + i * J->f->itemsize, buf, len);
             uint32_t b = mf_kb->finite_amax(buf, len);

@@ -520,6 +520,19 @@ quantize_mx(const mf_block_params *p, const float *x, mf_intp nblocks, uint8_t *
     }
 }
 
+/* one vector of a round trip: x scaled by m and clamped as quantize does,
+ * rounded to the element format and its value taken (the magnitude's, the
+ * sign put back: what the code decodes to), +0 where ok is clear, times the
+ * block scale's value d */
+MF_INLINE __m256
+round_trip8(const enc_regs *e, __m256 x, __m256 m, __m256 hi, __m256 lo, __m256 ok, __m256 d)
+{
+    const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
+    __m256 v = scale_clamp8(x, m, hi, lo);
+    __m256 val = e4m3_value(e, _mm256_andnot_ps(sign, v));
+    return _mm256_mul_ps(_mm256_and_ps(_mm256_or_ps(val, _mm256_and_ps(v, sign)), ok), d);
+}
+
 /* MX, 32-element blocks: y = dequantize(quantize(x)) without the codes.
  * Each element goes through quantize_mx's scale-and-clamp and rounding;
  * e4m3_value gives the float32 value of the code (its magnitude, the sign
@@ -533,7 +546,6 @@ round_trip_mx(const mf_block_params *p, const float *x, mf_intp nblocks, float *
     enc_regs e;
     enc_regs_init(&e, p->elem);
     const __m256 hi = _mm256_set1_ps(p->elem_max), lo = _mm256_set1_ps(-p->elem_max);
-    const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
     uint8_t sc[8];
     for (mf_intp g = 0; g < nblocks; g += 8) {
         int nb = nblocks - g < 8 ? (int)(nblocks - g) : 8;
@@ -554,15 +566,11 @@ round_trip_mx(const mf_block_params *p, const float *x, mf_intp nblocks, float *
                                 _mm256_cmpeq_epi32(codes, _mm256_set1_epi32(0xFF)));
         const __m256 dscale = _mm256_castsi256_ps(db);
         for (int b = 0; b < nb; b++) {
-            const float *xb = xg + b * 32;
-            float *yb = y + (g + b) * 32;
             const __m256 m = lane_ps(mul, b), d = lane_ps(dscale, b);
             const __m256 okb = _mm256_castsi256_ps(lane_si(ok, b));
-            for (int i = 0; i < 4; i++) {
-                __m256 v = scale_clamp8(_mm256_loadu_ps(xb + 8 * i), m, hi, lo);
-                __m256 val = e4m3_value(&e, _mm256_andnot_ps(sign, v));
-                val = _mm256_and_ps(_mm256_or_ps(val, _mm256_and_ps(v, sign)), okb);
-                _mm256_storeu_ps(yb + 8 * i, _mm256_mul_ps(val, d));
+            for (int i = 0; i < 32; i += 8) {
+                _mm256_storeu_ps(y + (g + b) * 32 + i,
+                                 round_trip8(&e, _mm256_loadu_ps(xg + b * 32 + i), m, hi, lo, okb, d));
             }
         }
     }
@@ -704,7 +712,6 @@ round_trip_nv(const mf_block_params *p, const float *x, mf_intp nblocks, float s
     enc_regs_init(&e, p->elem);
     nv_regs_init(&r, p);
     const __m256 hi = _mm256_set1_ps(p->elem_max), lo = _mm256_set1_ps(-p->elem_max);
-    const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
     const __m256 nanv = _mm256_set1_ps(mf_lut8[MF_FLOAT8_E4M3FN][mf_nan_code(mf_fmt(MF_FLOAT8_E4M3FN), 0)]);
     const __m256 m2 = _mm256_set1_ps(s_dec);
     uint8_t sc[8];
@@ -716,16 +723,13 @@ round_trip_nv(const mf_block_params *p, const float *x, mf_intp nblocks, float s
         __m256 rcp = nv_group_scales_d(&r, xg, nb, sc, &fin, &dec);
         dec = _mm256_blendv_ps(nanv, dec, _mm256_castsi256_ps(fin));
         for (int b = 0; b < nb; b++) {
-            const float *xb = xg + b * 16;
-            float *yb = y + (g + b) * 16;
             const __m256 m = lane_ps(rcp, b), d = lane_ps(dec, b);
             const __m256 okb = _mm256_castsi256_ps(lane_si(fin, b));
-            for (int i = 0; i < 2; i++) {
-                __m256 v = scale_clamp8(_mm256_loadu_ps(xb + 8 * i), m, hi, lo);
-                __m256 val = e4m3_value(&e, _mm256_andnot_ps(sign, v));
-                val = _mm256_and_ps(_mm256_or_ps(val, _mm256_and_ps(v, sign)), okb);
-                _mm256_storeu_ps(yb + 8 * i, _mm256_mul_ps(_mm256_mul_ps(val, d), m2));
-            }
+            const float *xb = xg + b * 16;
+            float *yb = y + (g + b) * 16;
+            _mm256_storeu_ps(yb, _mm256_mul_ps(round_trip8(&e, _mm256_loadu_ps(xb), m, hi, lo, okb, d), m2));
+            _mm256_storeu_ps(yb + 8,
+                             _mm256_mul_ps(round_trip8(&e, _mm256_loadu_ps(xb + 8), m, hi, lo, okb, d), m2));
         }
     }
 }

@@ -206,9 +206,9 @@ def test_ct_pack_quantized(tmp_path, case, chunk_values):
 def test_ct_dequantize_float32_output(tmp_path):
     """compressed-tensors' dequantize asked for float32 output computes in the
     scale's dtype all the same: the same values."""
+    ctq = pytest.importorskip("compressed_tensors.quantization")
     from compressed_tensors.compressors.pack_quantized.helpers import unpack_from_int32
     from compressed_tensors.quantization.lifecycle.forward import dequantize
-    ctq = pytest.importorskip("compressed_tensors.quantization")
     arrays, qcfg, _ = _ct_checkpoint(20, 256, 4, "group", 128, False, torch.bfloat16, seed=3)
     f, lay = _open(tmp_path, arrays, qcfg)
     g = lay.groups["model.layers.0.mlp.down_proj.weight"]

@@ -199,8 +199,16 @@ def test_failures_do_not_stop_the_run(monkeypatch, capsys):
     assert "fails: RuntimeError" in out
 
 
-def _python(args, cwd, flags=()):
+def _python(args, cwd, flags=(), keep_path=True):
+    """A child Python; PYTHONPATH keeps only entries outside the checkout (a
+    package installed with --target and PYTHONPATH, as on a lent GPU machine),
+    none at all with keep_path=False."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    root = os.path.realpath(ROOT)
+    kept = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+            if p and keep_path and not os.path.realpath(p).startswith(root)]
+    if kept:
+        env["PYTHONPATH"] = os.pathsep.join(kept)
     return subprocess.run([sys.executable, *flags, *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
 
@@ -221,7 +229,8 @@ def test_times_the_installed_package():
     out = _python(["-c", "import benchmarks, minifloat; print(minifloat.__file__)"], ROOT)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == minifloat.__file__
-    out = _python(["-m", "benchmarks", "--list"], ROOT, flags=["-S"])   # no site-packages
+    out = _python(["-m", "benchmarks", "--list"], ROOT, flags=["-S"],   # no site-packages
+                  keep_path=False)
     assert out.returncode != 0
     last = out.stderr.strip().splitlines()[-1]
     assert "the benchmarks time the installed minifloat" in last and "pip install" in last

@@ -210,11 +210,13 @@ amax_worker(void *ctx, int w)
         if (bf16) {
             m = mf_kb->finite_amax_bf16(J->x + 2 * t * AMAX_TASK, i1 - t * AMAX_TASK);
         }
-        for (mf_intp i = t * AMAX_TASK; i < (bf16 ? 0 : i1); i += CHUNK) {
-            mf_intp len = i1 - i < CHUNK ? i1 - i : CHUNK;
-            mf_k->decode_f32(J->f, J->x + i * J->f->itemsize, buf, len);
-            uint32_t b = mf_kb->finite_amax(buf, len);
-            m = b > m ? b : m;          /* magnitudes order as their bits */
+        else {
+            for (mf_intp i = t * AMAX_TASK; i < i1; i += CHUNK) {
+                mf_intp len = i1 - i < CHUNK ? i1 - i : CHUNK;
+                mf_k->decode_f32(J->f, J->x + i * J->f->itemsize, buf, len);
+                uint32_t b = mf_kb->finite_amax(buf, len);
+                m = b > m ? b : m;      /* magnitudes order as their bits */
+            }
         }
         uint32_t cur = __atomic_load_n(&J->m, __ATOMIC_RELAXED);
         while (m > cur && !__atomic_compare_exchange_n(&J->m, &cur, m, 0, __ATOMIC_RELAXED,

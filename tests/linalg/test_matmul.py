@@ -146,6 +146,28 @@ def test_gemm_threads_and_blocks_equal_serial(level):
                                       canonical_bits(gemm("serial", "bfloat16", a, b, c0)))
 
 
+@pytest.mark.parametrize("level", SIMD_LEVELS)
+def test_gemm_block_orders_equal_serial(level, threads):
+    # the blocked driver's orders: A packed for all of k and the scratch
+    # gone through in column chunks (several chunks, a ragged last one),
+    # B packed once by all threads for row tasks, and k so deep that A is
+    # packed one k block at a time; the float32 chain and the bfloat16
+    # epilogue, at 1, 2 and 3 threads
+    rng = np.random.default_rng(17)
+    for m, n, k in [(401, 713, 1101), (250, 300, 6001), (37, 2100, 260)]:
+        a = bf16_codes(rng, (m, k), "cancel")
+        b = bf16_codes(rng, (k, n), "normal")
+        c0 = c_init(rng, (m, n), "subnormal")
+        want = canonical_bits(gemm("serial", "bfloat16", a, b, c0))
+        aa, bb = as_format(a, "bfloat16"), as_format(b, "bfloat16")
+        want_mm = mm("serial", aa, bb)
+        for t in (1, 2, 3):
+            threads(t)
+            np.testing.assert_array_equal(canonical_bits(gemm(level, "bfloat16", a, b, c0)), want,
+                                          err_msg=f"{level} {(m, n, k)} {t} threads")
+            assert_same_codes(mm(level, aa, bb), want_mm)
+
+
 @pytest.mark.parametrize("name", FLOAT_FORMATS)
 @pytest.mark.parametrize("level", SIMD_LEVELS)
 def test_gemm_every_format_equals_serial(level, name):

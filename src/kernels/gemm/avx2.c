@@ -13,8 +13,10 @@
 #define F_NR 16
 
 static void
-kernel_6x16(mf_intp kq, const void *ap, const void *bp, float *c, mf_intp ldc)
+kernel_6x16(mf_intp kq, const void *ap, const void *bp, float *c, mf_intp ldc,
+            const void *pf, mf_intp npf)
 {
+    mf_gemm_pf pfs = mf_gemm_pf_start(pf, npf, 2 * kq);
     const float *a = (const float *)ap;
     const float *b = (const float *)bp;
 #define LOADC(i) __m256 c##i##0 = _mm256_loadu_ps(c + (i) * ldc), \
@@ -25,6 +27,7 @@ kernel_6x16(mf_intp kq, const void *ap, const void *bp, float *c, mf_intp ldc)
      * instructions of one step otherwise; B is fetched ahead of use */
 #pragma GCC unroll 4
     for (mf_intp s = 0; s < 2 * kq; s++) {
+        mf_gemm_pf_step(&pfs);
         _mm_prefetch((const char *)(b + 8 * F_NR), _MM_HINT_T0);
         __m256 b0 = _mm256_load_ps(b);
         __m256 b1 = _mm256_load_ps(b + 8);
@@ -144,6 +147,7 @@ static const mf_gemm_ops f32_ops = {
     .pack_a = mf_gemm_pack_a_f32,
     .pack_b = mf_gemm_pack_b_f32,
     .kernel = kernel_6x16,
+    .store_bf16 = mf_gemm_store_bf16,
     .small = mf_gemm_small,
     .ftz_daz = 1,
     .gemv = gemv_8,

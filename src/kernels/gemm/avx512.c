@@ -14,8 +14,10 @@
 #define F_NR 32
 
 static void
-kernel_12x32(mf_intp kq, const void *ap, const void *bp, float *c, mf_intp ldc)
+kernel_12x32(mf_intp kq, const void *ap, const void *bp, float *c, mf_intp ldc, const void *pf,
+             mf_intp npf)
 {
+    mf_gemm_pf pfs = mf_gemm_pf_start(pf, npf, 2 * kq);
     const float *a = (const float *)ap;
     const float *b = (const float *)bp;
 #define LOADC(i) __m512 c##i##0 = _mm512_loadu_ps(c + (i) * ldc), \
@@ -26,6 +28,7 @@ kernel_12x32(mf_intp kq, const void *ap, const void *bp, float *c, mf_intp ldc)
     for (mf_intp s = 0; s < 2 * kq; s++) {
         __m512 b0 = _mm512_load_ps(b);
         __m512 b1 = _mm512_load_ps(b + 16);
+        mf_gemm_pf_step(&pfs);
 #define ROW(i) { __m512 ai = _mm512_set1_ps(a[i]); \
                  c##i##0 = _mm512_fmadd_ps(ai, b0, c##i##0); \
                  c##i##1 = _mm512_fmadd_ps(ai, b1, c##i##1); }
@@ -159,6 +162,7 @@ static const mf_gemm_ops f32_ops = {
     .pack_a = mf_gemm_pack_a_f32,
     .pack_b = mf_gemm_pack_b_f32,
     .kernel = kernel_12x32,
+    .store_bf16 = mf_gemm_store_bf16,
     .small = mf_gemm_small,
     .ftz_daz = 1,
     .gemv = mf_avx512_gemv_bf16,

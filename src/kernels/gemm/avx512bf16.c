@@ -22,8 +22,10 @@ as_bh(__m512i v)
 }
 
 static void
-kernel_12x32(mf_intp kq, const void *ap, const void *bp, float *c, mf_intp ldc)
+kernel_12x32(mf_intp kq, const void *ap, const void *bp, float *c, mf_intp ldc,
+             const void *pf, mf_intp npf)
 {
+    mf_gemm_pf pfs = mf_gemm_pf_start(pf, npf, kq);
     const int32_t *a = (const int32_t *)ap;
     const int32_t *b = (const int32_t *)bp;
 #define LOADC(i) __m512 c##i##0 = _mm512_loadu_ps(c + (i) * ldc), \
@@ -32,6 +34,7 @@ kernel_12x32(mf_intp kq, const void *ap, const void *bp, float *c, mf_intp ldc)
     LOADC(6) LOADC(7) LOADC(8) LOADC(9) LOADC(10) LOADC(11)
 #undef LOADC
     for (mf_intp q = 0; q < kq; q++) {
+        mf_gemm_pf_step(&pfs);
         __m512bh b0 = as_bh(_mm512_load_si512(b));
         __m512bh b1 = as_bh(_mm512_load_si512(b + 16));
 #define ROW(i) { __m512bh ai = as_bh(_mm512_set1_epi32(a[i])); \
@@ -135,6 +138,7 @@ static const mf_gemm_ops bf16_ops = {
     .pack_a = pack_a_bf16,
     .pack_b = pack_b_bf16,
     .kernel = kernel_12x32,
+    .store_bf16 = mf_gemm_store_bf16,
     .small = mf_gemm_small,
     .ftz_daz = 0,
     /* one column: avx512.c's FMA chain (the same canonical bits); the

@@ -88,6 +88,8 @@ typedef struct {
     mf_intp ldc;
     const mf_gemm_epilogue *ep;
     mf_intp nc;                /* columns per B packing (all of k) */
+    int a_all;                 /* A packed for all of k per row block */
+    mf_intp cw;                /* then: columns of tiles that go through all of k */
     /* tasks: column chunks of width tw (split_n) or row chunks of height th */
     int split_n;
     mf_intp tw, th, ntasks;
@@ -105,6 +107,8 @@ typedef struct {
 /* m*n*k per extra thread: a product of MF_GEMM_THREADED_WORK gets two */
 #define MF_GEMM_MIN_THREAD_WORK (MF_GEMM_THREADED_WORK / 2)
 #define MF_GEMM_MAX_BPACK ((size_t)16 << 20)          /* bytes of packed B per job */
+#define MF_GEMM_MAX_APACK ((size_t)4 << 20)           /* packed A for all of k, per job */
+#define MF_GEMM_C_CHUNK ((size_t)128 << 10)           /* scratch bytes kept in L2 */
 
 static inline mf_intp mf_gemm_roundup(mf_intp a, mf_intp b) { return (a + b - 1) / b * b; }
 
@@ -164,16 +168,52 @@ mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, 
         if (o->ftz_daz) {
             mf_fpenv_clear_flags();
         }
-        for (mf_intp pc = 0; pc < k; pc += o->KC) {
-            mf_intp kc = mf_gemm_min(o->KC, k - pc);
-            mf_intp kq = (kc + 1) / 2;
-            const char *bb = (const char *)job->bbuf + (size_t)(pc / o->KC) * kqb * ncp * o->pair_bytes;
-            o->pack_a(g->ctx, g->A, g->lda, ic, mc, pc, kc, k, job->abuf);
-            for (mf_intp jr = 0; jr < ncp; jr += NR) {
-                const char *bp = bb + (size_t)(jr / NR) * kq * NR * o->pair_bytes;
-                for (mf_intp ir = 0; ir < mcp; ir += MR) {
-                    const char *ap = (const char *)job->abuf + (size_t)(ir / MR) * kq * MR * o->pair_bytes;
-                    o->kernel(kq, ap, bp, cs + ir * lds + jr, lds);
+        /* with all of k's A packed at once (g->a_all), the tiles of
+         * g->cw columns go through all of k before the next ones: that
+         * much of the scratch stays in L2 between k blocks */
+        if (g->a_all) {
+            for (mf_intp pc = 0; pc < k; pc += o->KC) {
+                o->pack_a(g->ctx, g->A, g->lda, ic, mc, pc, mf_gemm_min(o->KC, k - pc), k,
+                          (char *)job->abuf + (size_t)(pc / o->KC) * kqb * mcp * o->pair_bytes);
+            }
+        }
+        mf_intp cw = g->a_all ? g->cw : ncp;
+        for (mf_intp j0 = 0; j0 < ncp; j0 += cw) {
+            mf_intp j1 = mf_gemm_min(j0 + cw, ncp);
+            for (mf_intp pc = 0; pc < k; pc += o->KC) {
+                mf_intp kc = mf_gemm_min(o->KC, k - pc);
+                mf_intp kq = (kc + 1) / 2;
+                const char *bb = (const char *)job->bbuf + (size_t)(pc / o->KC) * kqb * ncp * o->pair_bytes;
+                const char *ab = (const char *)job->abuf;
+                if (g->a_all) {
+                    ab += (size_t)(pc / o->KC) * kqb * mcp * o->pair_bytes;
+                }
+                else {
+                    o->pack_a(g->ctx, g->A, g->lda, ic, mc, pc, kc, k, job->abuf);
+                }
+                const size_t bpanel = (size_t)kq * NR * o->pair_bytes;
+                const mf_intp pf_lines = (mf_intp)((bpanel / 64 + mcp / MR - 1) / (mcp / MR));
+                for (mf_intp jr = j0; jr < j1; jr += NR) {
+                    const char *bp = bb + (size_t)(jr / NR) * bpanel;
+                    /* the next panel of B comes from memory: fetch it a
+                     * piece before each tile of this one (the hardware
+                     * prefetchers stop at each page) */
+                    const char *bn = NULL;
+                    if (jr + NR < j1) {
+                        bn = bp + bpanel;
+                    }
+                    else if (pc + o->KC < k) {
+                        bn = bb + (size_t)kqb * ncp * o->pair_bytes
+                             + (size_t)(j0 / NR) * mf_gemm_min(kqb, (k - pc - o->KC + 1) / 2) * NR * o->pair_bytes;
+                    }
+                    else if (j1 < ncp) {
+                        bn = (const char *)job->bbuf + (size_t)(j1 / NR) * mf_gemm_min(kqb, (k + 1) / 2) * NR * o->pair_bytes;
+                    }
+                    for (mf_intp ir = 0, l = 0; ir < mcp; ir += MR, l += pf_lines) {
+                        mf_intp npf = mf_gemm_min(pf_lines, mf_gemm_max(0, (mf_intp)(bpanel / 64) - l));
+                        const char *ap = ab + (size_t)(ir / MR) * kq * MR * o->pair_bytes;
+                        o->kernel(kq, ap, bp, cs + ir * lds + jr, lds, bn != NULL ? bn + l * 64 : NULL, npf);
+                    }
                 }
             }
         }
@@ -189,7 +229,7 @@ mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, 
             mf_fpenv_work(csr);
         }
         if (g->ep != NULL && g->ep->bf16_out != NULL) {
-            mf_gemm_store_bf16(g->ep, ic, jc, mc, nc, cs, lds);   /* integer only */
+            o->store_bf16(g->ep, ic, jc, mc, nc, cs, lds);   /* integer only */
         }
         else if (g->ep != NULL) {
             if (o->ftz_daz) {
@@ -263,6 +303,38 @@ mf_gemm_pool_run(mf_gemm_job *jobs, int T)
     return mf_pool_run(mf_gemm_pool_job, jobs, T) > 0;
 }
 
+/* B packed once for all row tasks (mf_gemm_drive): the threads take
+ * pieces of MF_GEMM_PACK_PANELS micro-panels of one k block */
+#define MF_GEMM_PACK_PANELS 16
+
+typedef struct {
+    const mf_gemm_args *g;
+    char *bbuf;
+    mf_intp npieces, per_blk, next;
+} mf_gemm_packb_job;
+
+static void
+mf_gemm_packb_worker(void *ctx, int w)
+{
+    (void)w;
+    mf_gemm_packb_job *J = (mf_gemm_packb_job *)ctx;
+    const mf_gemm_args *g = J->g;
+    const mf_gemm_ops *o = g->ops;
+    const mf_intp kqb = o->KC / 2, ncp = mf_gemm_roundup(g->n, o->NR);
+    for (;;) {
+        mf_intp t = __atomic_fetch_add(&J->next, 1, __ATOMIC_RELAXED);
+        if (t >= J->npieces) {
+            break;
+        }
+        mf_intp pc = (t / J->per_blk) * o->KC, kc = mf_gemm_min(o->KC, g->k - pc);
+        mf_intp j0 = (t % J->per_blk) * MF_GEMM_PACK_PANELS * o->NR;
+        mf_intp cnt = mf_gemm_min(MF_GEMM_PACK_PANELS * o->NR, g->n - j0);
+        char *dst = J->bbuf + (size_t)(pc / o->KC) * kqb * ncp * o->pair_bytes
+                    + (size_t)(j0 / o->NR) * ((kc + 1) / 2) * o->NR * o->pair_bytes;
+        o->pack_b(g->ctx, g->B, g->ldb, j0, cnt, pc, kc, g->k, dst);
+    }
+}
+
 #define MF_GEMM_MAX_JOBS 64
 #define MF_GEMM_POOL_KEEP ((size_t)64 << 20)
 #define MF_GEMM_TASKS_PER_THREAD 4
@@ -281,7 +353,7 @@ mf_gemm_drive(const mf_gemm_ops *o, const mf_gemm_ctx *ctx, mf_intp m, mf_intp n
               const void *A, mf_intp lda, const void *B, mf_intp ldb, float *C, mf_intp ldc,
               const mf_gemm_epilogue *ep)
 {
-    mf_gemm_args g = {o, ctx, m, n, k, A, lda, B, ldb, C, ldc, ep, o->NC, 0, 0, 0, 0, 0};
+    mf_gemm_args g = {o, ctx, m, n, k, A, lda, B, ldb, C, ldc, ep, o->NC, 0, 0, 0, 0, 0, 0, 0};
     mf_gemm_job jobs[MF_GEMM_MAX_JOBS];
     pthread_t tids[MF_GEMM_MAX_JOBS];
     int started[MF_GEMM_MAX_JOBS];
@@ -360,14 +432,27 @@ mf_gemm_drive(const mf_gemm_ops *o, const mf_gemm_ctx *ctx, mf_intp m, mf_intp n
     mf_intp ncp = mf_gemm_roundup(nc, o->NR);
     size_t need[3];
     need[0] = (size_t)mcp * (o->KC / 2) * o->pair_bytes;
+    if ((size_t)mcp * kpairs * o->pair_bytes <= MF_GEMM_MAX_APACK && ncp > 2 * o->NR) {
+        /* A for all of k, and the scratch in chunks of about
+         * MF_GEMM_C_CHUNK bytes (at least two micro-panels wide) */
+        g.a_all = 1;
+        need[0] = (size_t)mcp * kpairs * o->pair_bytes;
+        g.cw = mf_gemm_roundup((mf_intp)(MF_GEMM_C_CHUNK / ((size_t)mcp * sizeof(float))), o->NR);
+        if (g.cw < 2 * o->NR) {
+            g.cw = 2 * o->NR;
+        }
+    }
     need[1] = (size_t)ncp * kpairs * o->pair_bytes;
     need[2] = (size_t)mcp * mf_gemm_scratch_ld(o, nc) * sizeof(float);
+    /* row tasks on several threads: B packed once, by all of them, before
+     * the tasks (each would pack all of it) */
+    int shared_b = T > 1 && !g.split_n && g.nc == n;
     size_t per_job = 0;
     for (int b = 0; b < 3; b++) {
         need[b] = (need[b] + MF_GEMM_ALIGN - 1) / MF_GEMM_ALIGN * MF_GEMM_ALIGN;
-        per_job += need[b];
+        per_job += (b == 1 && shared_b) ? 0 : need[b];
     }
-    size_t total = per_job * (size_t)T;
+    size_t total = per_job * (size_t)T + (shared_b ? need[1] : 0);
     /* one block for all buffers: the pool's, kept between calls (up to
      * MF_GEMM_POOL_KEEP bytes) to spare the page faults of fresh memory, or
      * a new one when another call holds the pool */
@@ -386,14 +471,23 @@ mf_gemm_drive(const mf_gemm_ops *o, const mf_gemm_ctx *ctx, mf_intp m, mf_intp n
     }
     int ok = mem != NULL;
     if (ok) {
+        char *shared = mem + per_job * (size_t)T;
         for (int t = 0; t < T; t++) {
             char *p = mem + per_job * (size_t)t;
             jobs[t].g = &g;
             jobs[t].abuf = p;
-            jobs[t].bbuf = p + need[0];
-            jobs[t].cbuf = (float *)(p + need[0] + need[1]);
+            jobs[t].bbuf = shared_b ? shared : p + need[0];
+            jobs[t].cbuf = (float *)(p + need[0] + (shared_b ? 0 : need[1]));
             jobs[t].b_j0 = 0;
-            jobs[t].b_nc = 0;
+            jobs[t].b_nc = shared_b ? n : 0;
+        }
+        if (shared_b) {
+            mf_intp per_blk = (mf_gemm_roundup(n, o->NR) / o->NR + MF_GEMM_PACK_PANELS - 1)
+                              / MF_GEMM_PACK_PANELS;
+            mf_gemm_packb_job P = {&g, shared, per_blk * ((k + o->KC - 1) / o->KC), per_blk, 0};
+            if (mf_pool_run(mf_gemm_packb_worker, &P, T) <= 0) {
+                mf_gemm_packb_worker(&P, 0);
+            }
         }
         if (T == 1) {
             mf_gemm_run_job(&jobs[0]);
@@ -465,11 +559,12 @@ mf_thin_start(const mf_gemm_epilogue *ep, mf_intp i0, mf_intp j0, mf_intp rows, 
 }
 
 static void
-mf_thin_finish(const mf_gemm_epilogue *ep, mf_fpenv csr, mf_intp i0, mf_intp j0, mf_intp rows,
-               mf_intp cols, float *acc, mf_intp na, float *C, mf_intp ldc)
+mf_thin_finish(const mf_gemm_ops *o, const mf_gemm_epilogue *ep, mf_fpenv csr, mf_intp i0,
+               mf_intp j0, mf_intp rows, mf_intp cols, float *acc, mf_intp na, float *C,
+               mf_intp ldc)
 {
     if (ep != NULL && ep->bf16_out != NULL) {
-        mf_gemm_store_bf16(ep, i0, j0, rows, cols, acc, na);   /* integer only */
+        o->store_bf16(ep, i0, j0, rows, cols, acc, na);   /* integer only */
     }
     else if (ep != NULL) {
         mf_fpenv_plain(csr);
@@ -512,7 +607,7 @@ mf_gemv_worker(void *ctx, int w)
         mf_intp i0 = t * MF_GEMV_ROWS, rows = mf_gemm_min(MF_GEMV_ROWS, J->m - i0);
         mf_thin_start(J->ep, i0, 0, rows, n, acc, n, J->C, J->ldc);
         J->ops->gemv(rows, J->k, J->A + i0 * J->lda, J->lda, J->b, n, acc);
-        mf_thin_finish(J->ep, csr, i0, 0, rows, n, acc, n, J->C, J->ldc);
+        mf_thin_finish(J->ops, J->ep, csr, i0, 0, rows, n, acc, n, J->C, J->ldc);
     }
     mf_fpenv_leave(csr);
 }
@@ -580,7 +675,7 @@ mf_gevm_worker(void *ctx, int w)
         mf_intp j0 = t * J->cols, cols = mf_gemm_min(J->cols, J->n - j0);
         mf_thin_start(J->ep, 0, j0, J->m, cols, acc, MF_GEVM_COLS, J->C, J->ldc);
         J->ops->gevm((int)J->m, J->k, J->A, J->lda, J->B + j0, J->ldb, cols, acc, MF_GEVM_COLS);
-        mf_thin_finish(J->ep, csr, 0, j0, J->m, cols, acc, MF_GEVM_COLS, J->C, J->ldc);
+        mf_thin_finish(J->ops, J->ep, csr, 0, j0, J->m, cols, acc, MF_GEVM_COLS, J->C, J->ldc);
     }
     mf_fpenv_leave(csr);
 }

@@ -36,9 +36,43 @@ typedef struct {
 typedef void (*mf_gemm_pack_fn)(const mf_gemm_ctx *ctx, const void *src, mf_intp ld,
                                 mf_intp r0, mf_intp cnt, mf_intp p0, mf_intp kc, mf_intp k,
                                 void *dst);
-/* C[MR x NR] (row stride ldc) += packed A panel * packed B panel, kq pairs */
+/* C[MR x NR] (row stride ldc) += packed A panel * packed B panel, kq pairs;
+ * on the way, the npf 64-byte lines from pf (the next B panel's piece, for
+ * this tile to fetch; NULL: none) go to L2, spread over the k steps
+ * (mf_gemm_pf below) */
 typedef void (*mf_gemm_kernel_fn)(mf_intp kq, const void *a, const void *b, float *c,
-                                  mf_intp ldc);
+                                  mf_intp ldc, const void *pf, mf_intp npf);
+
+/* the kernels' prefetch: one line every `every` k steps.  A software
+ * prefetch occupies a fill buffer until its line arrives; many at once
+ * stall the kernel's own loads */
+typedef struct {
+    const char *p, *end;
+    mf_intp every, cnt;
+} mf_gemm_pf;
+
+static inline mf_gemm_pf
+mf_gemm_pf_start(const void *pf, mf_intp npf, mf_intp steps)
+{
+    mf_gemm_pf s;
+    s.p = (const char *)pf;
+    s.end = pf != NULL ? s.p + 64 * npf : s.p;
+    s.every = (npf > 0 && steps > npf) ? steps / npf : 1;
+    s.cnt = 1;
+    return s;
+}
+
+static inline void
+mf_gemm_pf_step(mf_gemm_pf *s)
+{
+    if (--s->cnt == 0) {
+        s->cnt = s->every;
+        if (s->p < s->end) {
+            __builtin_prefetch(s->p, 0, 2);
+            s->p += 64;
+        }
+    }
+}
 /* gemm_f32acc's contract without packing or threads (loops.h's mf_gemm_small) */
 typedef void (*mf_gemm_small_fn)(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                                  const void *A, mf_intp lda, const void *B, mf_intp ldb,
@@ -77,12 +111,17 @@ typedef struct {
     int ftz_daz;               /* run in the kernels' FP environment (driver.c) */
     mf_gemm_gemv_fn gemv;      /* NULL, or bfloat16 products with few columns */
     mf_gemm_gevm_fn gevm;      /* NULL, or bfloat16 products with few rows */
+    /* the epilogue's bfloat16 shortcut (common.h) built with the level's
+     * flags: the driver's own copy has only the baseline ISA's vectors */
+    void (*store_bf16)(const mf_gemm_epilogue *ep, mf_intp i0, mf_intp j0, mf_intp rows,
+                       mf_intp cols, const float *vals, mf_intp ldv);
 } mf_gemm_ops;
 
 /* products of at most this many multiply-adds go to ops->small */
 #define MF_GEMM_SMALL_WORK (32.0 * 32.0 * 32.0)
 
 static inline mf_intp mf_gemm_min(mf_intp a, mf_intp b) { return a < b ? a : b; }
+static inline mf_intp mf_gemm_max(mf_intp a, mf_intp b) { return a > b ? a : b; }
 
 /*
  * A level's gemm_f32acc (kernels.h) with its ops: tiny products on the

@@ -14,8 +14,10 @@
 #define F_NR 12
 
 static void
-kernel_8x12(mf_intp kq, const void *ap, const void *bp, float *c, mf_intp ldc)
+kernel_8x12(mf_intp kq, const void *ap, const void *bp, float *c, mf_intp ldc,
+            const void *pf, mf_intp npf)
 {
+    mf_gemm_pf pfs = mf_gemm_pf_start(pf, npf, 2 * kq);
     const float *a = (const float *)ap;
     const float *b = (const float *)bp;
 #define LOADC(i) float32x4_t c##i##0 = vld1q_f32(c + (i) * ldc), \
@@ -24,6 +26,7 @@ kernel_8x12(mf_intp kq, const void *ap, const void *bp, float *c, mf_intp ldc)
     LOADC(0) LOADC(1) LOADC(2) LOADC(3) LOADC(4) LOADC(5) LOADC(6) LOADC(7)
 #undef LOADC
     for (mf_intp s = 0; s < 2 * kq; s++) {
+        mf_gemm_pf_step(&pfs);
         float32x4_t b0 = vld1q_f32(b), b1 = vld1q_f32(b + 4), b2 = vld1q_f32(b + 8);
         float32x4_t a0 = vld1q_f32(a), a1 = vld1q_f32(a + 4);
 #define ROW(i, AV, L) c##i##0 = vfmaq_laneq_f32(c##i##0, b0, AV, L); \
@@ -51,6 +54,7 @@ static const mf_gemm_ops f32_ops = {
     .pack_a = mf_gemm_pack_a_f32,
     .pack_b = mf_gemm_pack_b_f32,
     .kernel = kernel_8x12,
+    .store_bf16 = mf_gemm_store_bf16,
     .small = mf_gemm_small,
     .ftz_daz = 1,
 };

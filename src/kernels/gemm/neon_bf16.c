@@ -20,8 +20,10 @@
 #define B_NR 12
 
 static void
-kernel_bf16_8x12(mf_intp kq, const void *ap, const void *bp, float *c, mf_intp ldc)
+kernel_bf16_8x12(mf_intp kq, const void *ap, const void *bp, float *c, mf_intp ldc,
+                 const void *pf, mf_intp npf)
 {
+    mf_gemm_pf pfs = mf_gemm_pf_start(pf, npf, kq);
     const bfloat16_t *a = (const bfloat16_t *)ap;
     const bfloat16_t *b = (const bfloat16_t *)bp;
 #define LOADC(i) float32x4_t c##i##0 = vld1q_f32(c + (i) * ldc), \
@@ -30,6 +32,7 @@ kernel_bf16_8x12(mf_intp kq, const void *ap, const void *bp, float *c, mf_intp l
     LOADC(0) LOADC(1) LOADC(2) LOADC(3) LOADC(4) LOADC(5) LOADC(6) LOADC(7)
 #undef LOADC
     for (mf_intp q = 0; q < kq; q++) {
+        mf_gemm_pf_step(&pfs);
         /* 4 columns' pairs per B vector, 4 rows' pairs per A vector */
         bfloat16x8_t b0 = vld1q_bf16(b), b1 = vld1q_bf16(b + 8), b2 = vld1q_bf16(b + 16);
         bfloat16x8_t a0 = vld1q_bf16(a), a1 = vld1q_bf16(a + 8);
@@ -61,6 +64,7 @@ static const mf_gemm_ops bf16_ops = {
     .pack_a = mf_gemm_pack_a_pairs,
     .pack_b = mf_gemm_pack_b_pairs,
     .kernel = kernel_bf16_8x12,
+    .store_bf16 = mf_gemm_store_bf16,
     .small = mf_gemm_small,
     .ftz_daz = 1,
 };

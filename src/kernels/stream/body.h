@@ -648,9 +648,40 @@ dot_block(const regs_t *r, mf_simd_path path, const mf_format *f, const void *a,
 /* out[j] = dot(column j of B, v) for the columns of whole vector groups, in
  * the order of dot (element i of a block in lane i % 32, the lanes halved,
  * the blocks added into a float64 total): the columns in the vector lanes,
- * the 32 sum lanes of each column a row of `lanes`.  Returns how many
- * columns were done. */
-#define DOT_COLS_AHEAD 32
+ * the 32 sum lanes of each column a row of `lanes`.  Rows go DOT_COLS_R at a
+ * time through a lane (rows L, L + 32, ... of a group of 32 R): a lane's
+ * row of `lanes` is loaded and stored once for R rows of B, which are still
+ * added in their order.  Returns how many columns were done. */
+#define DOT_COLS_R 4
+#define DOT_COLS_PF_BYTES 128     /* of each row, fetched a group ahead */
+
+/* lane row l += rows[t] * s[t] for t < R, in that order, columns [0, mv) */
+MF_INLINE void
+dot_cols_rows(const regs_t *r, mf_simd_path path, const int R, const char *const *rows,
+              const vf_t *s, float *l, mf_intp mv, mf_intp gw)
+{
+    for (mf_intp j = 0; j < mv; j += gw) {
+        vf_t acc[4];
+        for (int q = 0; q < gw / VL; q++) {
+            acc[q] = load_f(l + j + VL * q);
+        }
+        for (int t = 0; t < R; t++) {
+            vf_t x[4];
+            if (path == MF_SIMD_BF16) {
+                dec_bf16_2((const uint16_t *)rows[t] + j, x);
+            }
+            else {
+                dec8_n(r, path, (const uint8_t *)rows[t] + j, x);
+            }
+            for (int q = 0; q < gw / VL; q++) {
+                acc[q] = fma_acc(x[q], s[t], acc[q]);
+            }
+        }
+        for (int q = 0; q < gw / VL; q++) {
+            store_f(l + j + VL * q, acc[q], 0);
+        }
+    }
+}
 
 MF_INLINE mf_intp
 dot_cols_run(const regs_t *r, mf_simd_path path, const mf_format *f, const float *v,
@@ -658,6 +689,7 @@ dot_cols_run(const regs_t *r, mf_simd_path path, const mf_format *f, const float
 {
     const mf_intp gw = (path == MF_SIMD_BF16 ? 2 : DEC8_VECS) * VL;
     const mf_intp mv = m / gw * gw;
+    const mf_intp G = MF_SUM_LANES * DOT_COLS_R;
     if (mv == 0) {
         return 0;
     }
@@ -667,33 +699,35 @@ dot_cols_run(const regs_t *r, mf_simd_path path, const mf_format *f, const float
     }
     for (mf_intp start = 0; start < n; start += MF_SUM_BLOCK) {
         const mf_intp len = n - start < MF_SUM_BLOCK ? n - start : MF_SUM_BLOCK;
+        const char *blk = B + start * ldb;
         for (mf_intp q = 0; q < MF_SUM_LANES * mv; q += VL) {
             store_f(lanes + (q / mv) * MF_DOT_LANES_STRIDE + q % mv, splat_f(-0.0f), 0);
         }
-        for (mf_intp i = 0; i < len; i++) {
-            const char *row = B + (start + i) * ldb;
-            float *l = lanes + (i % MF_SUM_LANES) * MF_DOT_LANES_STRIDE;
-            /* a row's few lines, a page apart from the last row's: no
-             * hardware prefetcher follows that */
-            if (start + i + DOT_COLS_AHEAD < n) {
-                const char *ahead = row + DOT_COLS_AHEAD * ldb;
-                for (mf_intp b = 0; b < mv * f->itemsize; b += 64) {
-                    __builtin_prefetch(ahead + b);
+        mf_intp i = 0;
+        for (; i + G <= len; i += G) {
+            for (int L = 0; L < MF_SUM_LANES; L++) {
+                const char *rows[DOT_COLS_R];
+                vf_t s[DOT_COLS_R];
+                for (int t = 0; t < DOT_COLS_R; t++) {
+                    mf_intp ri = i + L + MF_SUM_LANES * t;
+                    rows[t] = blk + ri * ldb;
+                    s[t] = splat_f(v[start + ri]);
+                    /* the start of the row a group ahead: the hardware
+                     * prefetchers take it from there, within its page */
+                    if (start + ri + G < n) {
+                        for (mf_intp b = 0; b < mv * f->itemsize && b < DOT_COLS_PF_BYTES; b += 64) {
+                            __builtin_prefetch(rows[t] + G * ldb + b);
+                        }
+                    }
                 }
+                dot_cols_rows(r, path, DOT_COLS_R, rows, s, lanes + L * MF_DOT_LANES_STRIDE, mv, gw);
             }
+        }
+        for (; i < len; i++) {
+            const char *row = blk + i * ldb;
             const vf_t s = splat_f(v[start + i]);
-            for (mf_intp j = 0; j < mv; j += gw) {
-                vf_t x[4];
-                if (path == MF_SIMD_BF16) {
-                    dec_bf16_2((const uint16_t *)row + j, x);
-                }
-                else {
-                    dec8_n(r, path, (const uint8_t *)row + j, x);
-                }
-                for (int q = 0; q < gw / VL; q++) {
-                    store_f(l + j + VL * q, fma_acc(x[q], s, load_f(l + j + VL * q)), 0);
-                }
-            }
+            dot_cols_rows(r, path, 1, &row, &s, lanes + (i % MF_SUM_LANES) * MF_DOT_LANES_STRIDE,
+                          mv, gw);
         }
         for (int w = MF_SUM_LANES / 2; w >= 1; w /= 2) {
             for (int L = 0; L < w; L++) {

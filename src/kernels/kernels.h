@@ -166,6 +166,11 @@ typedef struct {
     /* inspect's statistics of n <= MF_STATS_BLOCK float32 values (above) */
     void (*stats_f32)(mf_stats_block *s, const float *x, const float *y, double rel,
                       mf_intp n, int moments);
+    /* Optional (may be NULL): two windows of n values at once, s[w] the
+     * result of stats_f32(s[w], x[w], y[w], rel, n, moments) bit for bit;
+     * y[0] and y[1] both NULL or neither */
+    void (*stats_f32_2)(mf_stats_block *const *s, const float *const *x,
+                        const float *const *y, double rel, mf_intp n, int moments);
     /*
      * Optional (may be NULL): convert's cast and its error in one pass.
      * x: n <= MF_STATS_BLOCK values of format src (NULL: float32 values).
@@ -212,6 +217,8 @@ int mf_avx512_cast_err(mf_stats_block *s, const mf_format *src, const void *x,
                        const mf_format *tgt, void *codes, mf_intp n);
 void mf_avx512_stats_f32(mf_stats_block *s, const float *x, const float *y, double rel,
                          mf_intp n, int moments);
+void mf_avx512_stats_f32_2(mf_stats_block *const *s, const float *const *x,
+                           const float *const *y, double rel, mf_intp n, int moments);
 #ifdef MF_HAVE_AVX2
 extern const mf_kernels mf_kernels_avx2;
 #endif

@@ -390,6 +390,28 @@ check_dot_cols(const char *lv, const mf_kernels *k, const mf_format *f)
 
 /* ------------------------------------------------------------ stats */
 
+/* two results of inspect's block kernel, every field a kernel defines */
+static void
+stats_same(const char *lv, const char *fn, const char *what, long at, const mf_stats_block *s0,
+           const mf_stats_block *s1, int moments, int has_y)
+{
+    char w[64];
+#define WHAT(field) (snprintf(w, sizeof w, "%s %s", what, field), w)
+    if (d2u(s0->err2) != d2u(s1->err2)) fail(lv, fn, WHAT("err2"), at, d2u(s1->err2), d2u(s0->err2));
+    if (d2u(s0->ref2) != d2u(s1->ref2)) fail(lv, fn, WHAT("ref2"), at, d2u(s1->ref2), d2u(s0->ref2));
+    if (!moments) return;
+    if (s0->nan != s1->nan || s0->inf != s1->inf || s0->finite != s1->finite)
+        fail(lv, fn, WHAT("counts"), at, (uint64_t)s1->finite, (uint64_t)s0->finite);
+    if (d2u(s0->min) != d2u(s1->min)) fail(lv, fn, WHAT("min"), at, d2u(s1->min), d2u(s0->min));
+    if (d2u(s0->max) != d2u(s1->max)) fail(lv, fn, WHAT("max"), at, d2u(s1->max), d2u(s0->max));
+    if (d2u(s0->sum) != d2u(s1->sum)) fail(lv, fn, WHAT("sum"), at, d2u(s1->sum), d2u(s0->sum));
+    if (d2u(s0->m2) != d2u(s1->m2)) fail(lv, fn, WHAT("m2"), at, d2u(s1->m2), d2u(s0->m2));
+    if (has_y && (s0->over != s1->over || s0->zeros_y != s1->zeros_y
+                  || s0->zeros_x != s1->zeros_x || s0->gt != s1->gt))
+        fail(lv, fn, WHAT("target counts"), at, (uint64_t)s1->gt, (uint64_t)s0->gt);
+#undef WHAT
+}
+
 /* inspect's block kernel (stats_f32) on decoded codes of f (specials and
  * all), with and without a target round trip (through float8_e4m3fn), at
  * every length up to a block: every field, bits */
@@ -432,18 +454,23 @@ check_stats(const char *lv, const mf_kernels *k, const mf_format *f)
                 mf_serial_stats_f32(&s0, x, yy, 0.25, len, moments);
                 k->stats_f32(&s1, x, yy, 0.25, len, moments);
                 long at = len * 10 + mode;
-                if (d2u(s0.err2) != d2u(s1.err2)) fail(lv, f->name, "stats err2", at, d2u(s1.err2), d2u(s0.err2));
-                if (d2u(s0.ref2) != d2u(s1.ref2)) fail(lv, f->name, "stats ref2", at, d2u(s1.ref2), d2u(s0.ref2));
-                if (!moments) continue;
-                if (s0.nan != s1.nan || s0.inf != s1.inf || s0.finite != s1.finite)
-                    fail(lv, f->name, "stats counts", at, (uint64_t)s1.finite, (uint64_t)s0.finite);
-                if (d2u(s0.min) != d2u(s1.min)) fail(lv, f->name, "stats min", at, d2u(s1.min), d2u(s0.min));
-                if (d2u(s0.max) != d2u(s1.max)) fail(lv, f->name, "stats max", at, d2u(s1.max), d2u(s0.max));
-                if (d2u(s0.sum) != d2u(s1.sum)) fail(lv, f->name, "stats sum", at, d2u(s1.sum), d2u(s0.sum));
-                if (d2u(s0.m2) != d2u(s1.m2)) fail(lv, f->name, "stats m2", at, d2u(s1.m2), d2u(s0.m2));
-                if (yy != NULL && (s0.over != s1.over || s0.zeros_y != s1.zeros_y
-                                   || s0.zeros_x != s1.zeros_x || s0.gt != s1.gt))
-                    fail(lv, f->name, "stats target counts", at, (uint64_t)s1.gt, (uint64_t)s0.gt);
+                stats_same(lv, f->name, "stats", at, &s0, &s1, moments, yy != NULL);
+                if (k->stats_f32_2 != NULL) {
+                    /* two windows at once: the first len values and the
+                     * last len, each against the oracle */
+                    mf_stats_block t0[2], t1[2];
+                    memset(t0, 0, sizeof t0);
+                    memset(t1, 0, sizeof t1);
+                    const float *xs[2] = {x, x + (n - len)};
+                    const float *ys[2] = {yy, yy != NULL ? yy + (n - len) : NULL};
+                    mf_stats_block *ps[2] = {&t1[0], &t1[1]};
+                    k->stats_f32_2(ps, xs, ys, 0.25, len, moments);
+                    for (int w = 0; w < 2; w++) {
+                        mf_serial_stats_f32(&t0[w], xs[w], ys[w], 0.25, len, moments);
+                        stats_same(lv, f->name, "stats_2", at * 2 + w, &t0[w], &t1[w], moments,
+                                   yy != NULL);
+                    }
+                }
             }
             if (len == n) break;
         }

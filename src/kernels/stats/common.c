@@ -360,6 +360,7 @@ stats_one_block(const mf_kernels *k, mf_stats_block *b, const mf_format *src, co
  * first and `item` finds the job from it. */
 typedef struct stats_tasks {
     void (*item)(struct stats_tasks *t, mf_intp i);
+    void (*item2)(struct stats_tasks *t, mf_intp i);   /* NULL, or items i and i + 1 */
     mf_intp nitems, per_task, ntasks, next;
     fenv_t env;
 } stats_tasks;
@@ -381,7 +382,12 @@ stats_tasks_worker(void *ctx, int w)
         mf_intp i0 = t * T->per_task;
         mf_intp i1 = i0 + T->per_task < T->nitems ? i0 + T->per_task : T->nitems;
         for (mf_intp i = i0; i < i1; i++) {
-            T->item(T, i);
+            if (T->item2 != NULL && i + 1 < i1) {
+                T->item2(T, i++);
+            }
+            else {
+                T->item(T, i);
+            }
         }
     }
     if (w != 0) {
@@ -474,14 +480,15 @@ mf_stats_run(mf_stats_acc *a, const mf_format *src, const void *x, mf_intp n,
  * touches (a block cut by a window's end is quantized in both windows,
  * with the same result). */
 
-/* window [s, s + n) of the flattened (rows, kk) values at x */
+/* window [s, s + n) of the flattened (rows, kk) values at x, decoded (unless
+ * float32) and round-tripped into xb and yb (MF_STATS_BLOCK + 512 floats
+ * each); sets *xv, *yv to the window's values and their round trip */
 static void
-block_window(const mf_kernels *k, mf_stats_block *b, const mf_format *src, const void *x,
-             mf_intp kk, mf_intp s, mf_intp n, const mf_block_params *p, float s_dec,
-             double rel)
+block_window_prep(const mf_kernels *k, const mf_format *src, const void *x, mf_intp kk,
+                  mf_intp s, mf_intp n, const mf_block_params *p, float s_dec, float *xb,
+                  float *yb, const float **xv, const float **yv)
 {
     const mf_intp B = p->block;
-    float xb[MF_STATS_BLOCK + 512], yb[MF_STATS_BLOCK + 512];
     mf_intp r0 = s / kk, r1 = (s + n - 1) / kk;
     mf_intp a0 = (s - r0 * kk) / B * B;                 /* the first block's column */
     mf_intp z1 = (s + n - r1 * kk + B - 1) / B * B;     /* the last block's end column */
@@ -501,7 +508,8 @@ block_window(const mf_kernels *k, mf_stats_block *b, const mf_format *src, const
         mf_intp off = r * kk + a - e0;
         mf_block_round_trip(p, xe + off, kk - a, (z - a + B - 1) / B, s_dec, yb + off);
     }
-    k->stats_f32(b, xe + (s - e0), yb + (s - e0), rel, n, 1);
+    *xv = xe + (s - e0);
+    *yv = yb + (s - e0);
 }
 
 typedef struct {
@@ -521,8 +529,31 @@ static void
 block_stats_item(stats_tasks *t, mf_intp i)
 {
     block_stats_job *J = (block_stats_job *)t;
-    block_window(J->k, &J->blocks[i], J->src, J->x, J->kk, J->win[2 * i], J->win[2 * i + 1],
-                 J->p, J->s_dec, J->rel);
+    float xb[MF_STATS_BLOCK + 512], yb[MF_STATS_BLOCK + 512];
+    const float *xv, *yv;
+    block_window_prep(J->k, J->src, J->x, J->kk, J->win[2 * i], J->win[2 * i + 1], J->p,
+                      J->s_dec, xb, yb, &xv, &yv);
+    J->k->stats_f32(&J->blocks[i], xv, yv, J->rel, J->win[2 * i + 1], 1);
+}
+
+/* windows i and i + 1 through the level's two-window kernel (same length) */
+static void
+block_stats_item2(stats_tasks *t, mf_intp i)
+{
+    block_stats_job *J = (block_stats_job *)t;
+    if (J->win[2 * i + 1] != J->win[2 * i + 3]) {
+        block_stats_item(t, i);
+        block_stats_item(t, i + 1);
+        return;
+    }
+    float xb[2][MF_STATS_BLOCK + 512], yb[2][MF_STATS_BLOCK + 512];
+    const float *xv[2], *yv[2];
+    mf_stats_block *b[2] = {&J->blocks[i], &J->blocks[i + 1]};
+    for (int w = 0; w < 2; w++) {
+        block_window_prep(J->k, J->src, J->x, J->kk, J->win[2 * (i + w)], J->win[2 * (i + w) + 1],
+                          J->p, J->s_dec, xb[w], yb[w], &xv[w], &yv[w]);
+    }
+    J->k->stats_f32_2(b, xv, yv, J->rel, J->win[2 * i + 1], 1);
 }
 
 /* the windows of values [p0, p1): MF_STATS_BLOCK values from p0 on */
@@ -589,7 +620,9 @@ mf_stats_run_blocks(mf_stats_acc *a, const mf_format *src, const void *x, mf_int
     list_windows(win, rows, kk, chunk, p->block);
     fexcept_t flags;
     fegetexceptflag(&flags, FE_ALL_EXCEPT);
-    block_stats_job J = {.tasks = {.item = block_stats_item}, .k = k, .src = src, .x = x,
+    block_stats_job J = {.tasks = {.item = block_stats_item,
+                                   .item2 = k->stats_f32_2 != NULL ? block_stats_item2 : NULL},
+                         .k = k, .src = src, .x = x,
                          .kk = kk, .win = win, .p = p, .s_dec = s_dec, .rel = rel,
                          .blocks = blocks};
     mf_intp n = rows * kk;

@@ -63,15 +63,23 @@ level_table(mf_level level)
 }
 
 /* the block-scaled kernels' inner loops exist as serial and AVX2 code: the
- * AVX-512 levels run the AVX2 loops, the NEON levels the serial ones */
+ * AVX-512 levels run the AVX2 loops built with their flags (blocks/avx512.c:
+ * the round trip sixteen lanes wide), the NEON levels the serial ones */
 static const mf_block_ops *
 level_block_ops(mf_level level)
 {
     switch (level) {
-#ifdef MF_HAVE_AVX2
-        case MF_LEVEL_AVX2:
+#ifdef MF_HAVE_AVX512
         case MF_LEVEL_AVX512:
         case MF_LEVEL_AVX512BF16:
+            return &mf_block_ops_avx512;
+#endif
+#ifdef MF_HAVE_AVX2
+        case MF_LEVEL_AVX2:
+#ifndef MF_HAVE_AVX512
+        case MF_LEVEL_AVX512:
+        case MF_LEVEL_AVX512BF16:
+#endif
             return &mf_block_ops_avx2;
 #endif
         default: return &mf_block_ops_serial;

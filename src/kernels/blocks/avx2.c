@@ -533,6 +533,50 @@ round_trip8(const enc_regs *e, __m256 x, __m256 m, __m256 hi, __m256 lo, __m256 
     return _mm256_mul_ps(_mm256_and_ps(_mm256_or_ps(val, _mm256_and_ps(v, sign)), ok), d);
 }
 
+#ifdef __AVX512F__
+/* The round trip's element step sixteen lanes wide, where this file is
+ * built with the avx512 level's flags (blocks/avx512.c): the same
+ * operations as round_trip8, lane for lane. */
+typedef struct {
+    __m512i one, round_bias, min_normal_m1;
+    __m512 sub_c;
+    __m128i drop;
+} enc_regs16;
+
+static void
+enc_regs16_init(enc_regs16 *e16, const enc_regs *e)
+{
+    e16->one = _mm512_broadcast_i64x4(e->one);
+    e16->round_bias = _mm512_broadcast_i64x4(e->round_bias);
+    e16->min_normal_m1 = _mm512_broadcast_i64x4(e->min_normal_m1);
+    e16->sub_c = _mm512_castsi512_ps(_mm512_broadcast_i64x4(e->sub_cbits));
+    e16->drop = e->drop;
+}
+
+/* e4m3_value, sixteen lanes */
+MF_INLINE __m512
+e4m3_value16(const enc_regs16 *e, __m512 v)
+{
+    __m512i au = _mm512_castps_si512(v);
+    __m512i lsb = _mm512_and_si512(_mm512_srl_epi32(au, e->drop), e->one);
+    __m512i rn = _mm512_add_epi32(_mm512_add_epi32(au, e->round_bias), lsb);
+    __m512i cn = _mm512_sll_epi32(_mm512_srl_epi32(rn, e->drop), e->drop);
+    __m512 vs = _mm512_sub_ps(_mm512_add_ps(v, e->sub_c), e->sub_c);
+    return _mm512_mask_blend_ps(_mm512_cmpgt_epi32_mask(au, e->min_normal_m1), vs,
+                                _mm512_castsi512_ps(cn));
+}
+
+/* round_trip8, sixteen lanes (ok: all ones or zeros) */
+MF_INLINE __m512
+round_trip16(const enc_regs16 *e, __m512 x, __m512 m, __m512 hi, __m512 lo, __m512 ok, __m512 d)
+{
+    const __m512 sign = _mm512_castsi512_ps(_mm512_set1_epi32((int)0x80000000u));
+    __m512 v = _mm512_max_ps(_mm512_min_ps(_mm512_mul_ps(x, m), hi), lo);
+    __m512 val = e4m3_value16(e, _mm512_andnot_ps(sign, v));
+    return _mm512_mul_ps(_mm512_and_ps(_mm512_or_ps(val, _mm512_and_ps(v, sign)), ok), d);
+}
+#endif
+
 /* MX, 32-element blocks: y = dequantize(quantize(x)) without the codes.
  * Each element goes through quantize_mx's scale-and-clamp and rounding;
  * e4m3_value gives the float32 value of the code (its magnitude, the sign
@@ -546,6 +590,13 @@ round_trip_mx(const mf_block_params *p, const float *x, mf_intp nblocks, float *
     enc_regs e;
     enc_regs_init(&e, p->elem);
     const __m256 hi = _mm256_set1_ps(p->elem_max), lo = _mm256_set1_ps(-p->elem_max);
+#ifdef __AVX512F__
+    enc_regs16 e16;
+    enc_regs16_init(&e16, &e);
+    const __m512 hi16 = _mm512_set1_ps(p->elem_max), lo16 = _mm512_set1_ps(-p->elem_max);
+    (void)hi;
+    (void)lo;
+#endif
     uint8_t sc[8];
     for (mf_intp g = 0; g < nblocks; g += 8) {
         int nb = nblocks - g < 8 ? (int)(nblocks - g) : 8;
@@ -565,6 +616,22 @@ round_trip_mx(const mf_block_params *p, const float *x, mf_intp nblocks, float *
         db = _mm256_blendv_epi8(db, _mm256_set1_epi32(0x7FC00000),
                                 _mm256_cmpeq_epi32(codes, _mm256_set1_epi32(0xFF)));
         const __m256 dscale = _mm256_castsi256_ps(db);
+#ifdef __AVX512F__
+        float mv[8], dv[8];
+        int32_t okv[8];
+        _mm256_storeu_ps(mv, mul);
+        _mm256_storeu_ps(dv, dscale);
+        _mm256_storeu_si256((__m256i *)okv, ok);
+        for (int b = 0; b < nb; b++) {
+            const __m512 m = _mm512_set1_ps(mv[b]), d = _mm512_set1_ps(dv[b]);
+            const __m512 okb = _mm512_castsi512_ps(_mm512_set1_epi32(okv[b]));
+            for (int i = 0; i < 32; i += 16) {
+                _mm512_storeu_ps(y + (g + b) * 32 + i,
+                                 round_trip16(&e16, _mm512_loadu_ps(xg + b * 32 + i), m, hi16,
+                                              lo16, okb, d));
+            }
+        }
+#else
         for (int b = 0; b < nb; b++) {
             const __m256 m = lane_ps(mul, b), d = lane_ps(dscale, b);
             const __m256 okb = _mm256_castsi256_ps(lane_si(ok, b));
@@ -573,6 +640,7 @@ round_trip_mx(const mf_block_params *p, const float *x, mf_intp nblocks, float *
                                  round_trip8(&e, _mm256_loadu_ps(xg + b * 32 + i), m, hi, lo, okb, d));
             }
         }
+#endif
     }
 }
 
@@ -714,6 +782,12 @@ round_trip_nv(const mf_block_params *p, const float *x, mf_intp nblocks, float s
     const __m256 hi = _mm256_set1_ps(p->elem_max), lo = _mm256_set1_ps(-p->elem_max);
     const __m256 nanv = _mm256_set1_ps(mf_lut8[MF_FLOAT8_E4M3FN][mf_nan_code(mf_fmt(MF_FLOAT8_E4M3FN), 0)]);
     const __m256 m2 = _mm256_set1_ps(s_dec);
+#ifdef __AVX512F__
+    enc_regs16 e16;
+    enc_regs16_init(&e16, &e);
+    const __m512 hi16 = _mm512_set1_ps(p->elem_max), lo16 = _mm512_set1_ps(-p->elem_max);
+    const __m512 m2_16 = _mm512_set1_ps(s_dec);
+#endif
     uint8_t sc[8];
     for (mf_intp g = 0; g < nblocks; g += 8) {
         int nb = nblocks - g < 8 ? (int)(nblocks - g) : 8;
@@ -722,6 +796,21 @@ round_trip_nv(const mf_block_params *p, const float *x, mf_intp nblocks, float s
         __m256 dec;
         __m256 rcp = nv_group_scales_d(&r, xg, nb, sc, &fin, &dec);
         dec = _mm256_blendv_ps(nanv, dec, _mm256_castsi256_ps(fin));
+#ifdef __AVX512F__
+        float mv[8], dv[8];
+        int32_t okv[8];
+        _mm256_storeu_ps(mv, rcp);
+        _mm256_storeu_ps(dv, dec);
+        _mm256_storeu_si256((__m256i *)okv, fin);
+        for (int b = 0; b < nb; b++) {
+            const __m512 m = _mm512_set1_ps(mv[b]), d = _mm512_set1_ps(dv[b]);
+            const __m512 okb = _mm512_castsi512_ps(_mm512_set1_epi32(okv[b]));
+            _mm512_storeu_ps(y + (g + b) * 16,
+                             _mm512_mul_ps(round_trip16(&e16, _mm512_loadu_ps(xg + b * 16), m, hi16,
+                                                        lo16, okb, d), m2_16));
+        }
+        continue;
+#endif
         for (int b = 0; b < nb; b++) {
             const __m256 m = lane_ps(rcp, b), d = lane_ps(dec, b);
             const __m256 okb = _mm256_castsi256_ps(lane_si(fin, b));
@@ -786,7 +875,10 @@ avx2_finite_amax_bf16(const void *c, mf_intp n)
     return (uint32_t)m << 16;
 }
 
-const mf_block_ops mf_block_ops_avx2 = {
+#ifndef MF_BLOCK_OPS_NAME
+#define MF_BLOCK_OPS_NAME mf_block_ops_avx2
+#endif
+const mf_block_ops MF_BLOCK_OPS_NAME = {
     avx2_amax, avx2_scale_clamp, avx2_mxint8, avx2_pack4, avx2_unpack4, avx2_mul2,
     avx2_unpack4t8, avx2_int8_dec, avx2_finite_amax, avx2_quantize_blocks, avx2_unpack4t8h,
     avx2_e2m1_sq, avx2_round_trip, avx2_finite_amax_bf16,

@@ -105,6 +105,9 @@ extern const mf_block_ops mf_block_ops_serial;
 #ifdef MF_HAVE_AVX2
 extern const mf_block_ops mf_block_ops_avx2;
 #endif
+#ifdef MF_HAVE_AVX512
+extern const mf_block_ops mf_block_ops_avx512;
+#endif
 /* the active level's (set with mf_k by mf_set_level, dispatch.c) */
 extern const mf_block_ops *mf_kb;
 

@@ -855,6 +855,20 @@ avx2_finite_amax_bf16(const void *c, mf_intp n)
     const __m256i mag = _mm256_set1_epi16(0x7FFF), lim = _mm256_set1_epi16(0x7F80);
     __m256i m0 = _mm256_setzero_si256(), m1 = _mm256_setzero_si256();
     mf_intp i = 0;
+#ifdef __AVX512BW__
+    {
+        const __m512i mag16 = _mm512_set1_epi16(0x7FFF), lim16 = _mm512_set1_epi16(0x7F80);
+        __m512i z0 = _mm512_setzero_si512(), z1 = _mm512_setzero_si512();
+        for (; i + 64 <= n; i += 64) {
+            __m512i a = _mm512_and_si512(_mm512_loadu_si512(p + 2 * i), mag16);
+            __m512i b = _mm512_and_si512(_mm512_loadu_si512(p + 2 * i + 64), mag16);
+            z0 = _mm512_mask_max_epu16(z0, _mm512_cmplt_epu16_mask(a, lim16), z0, a);
+            z1 = _mm512_mask_max_epu16(z1, _mm512_cmplt_epu16_mask(b, lim16), z1, b);
+        }
+        z0 = _mm512_max_epu16(z0, z1);
+        m0 = _mm256_max_epu16(_mm512_castsi512_si256(z0), _mm512_extracti64x4_epi64(z0, 1));
+    }
+#endif
     for (; i + 32 <= n; i += 32) {
         __m256i a = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(p + 2 * i)), mag);
         __m256i b = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(p + 2 * i + 32)), mag);

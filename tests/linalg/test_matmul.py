@@ -347,6 +347,28 @@ def test_unaligned_operands(each_level):
     assert_same_codes(out.copy(), want)
 
 
+def test_thin_products_at_every_row_offset(each_level):
+    # matrix @ vector and @ a few columns, and v @ matrix, with rows starting
+    # at every offset within a cache line (the kernels do the pairs up to the
+    # next line first where all rows start alike): ragged row groups, odd
+    # and even k, NaN and inf among the values; the same bits as serial
+    rng = np.random.default_rng(21)
+    base = bf16_codes(rng, (53, 33 * 64), "cancel")           # rows 4224 bytes apart
+    base[5, 100], base[40, 700] = 0x7FC0, 0xFF80
+    vec = bf16_codes(rng, (33 * 64,), "normal")
+    cols = bf16_codes(rng, (33 * 64, 3), "normal")
+    for s in list(range(0, 40)) + [77, 500]:
+        for k in (1000, 1001):
+            a = as_format(base[:, s:s + k], "bfloat16")
+            v = as_format(vec[:k], "bfloat16")
+            b = as_format(cols[:k], "bfloat16")
+            assert_same_codes(mm(each_level, a, v), mm("serial", a, v))
+            assert_same_codes(mm(each_level, a, b), mm("serial", a, b))
+            at = as_format(base[:4, s:s + k].T.copy(), "bfloat16")
+            assert_same_codes(mm(each_level, v, a.T), mm("serial", v, a.T))
+            assert_same_codes(mm(each_level, v[None, :], at), mm("serial", v[None, :], at))
+
+
 def test_deep_narrow():
     # k too deep to pack: the unpacked path, same chain
     rng = np.random.default_rng(13)

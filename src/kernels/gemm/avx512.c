@@ -52,6 +52,26 @@ kernel_12x32(mf_intp kq, const void *ap, const void *bp, float *c, mf_intp ldc, 
  * zeros and are not stored; the last pairs of a row (k not a multiple of
  * 32) are gathered, an odd k's pad being +0 * +0 as in the oracle.  acc:
  * the 16 rows' results, row stride nb, at column j0 (b's columns too). */
+/* gemv16_cols's step for the one pair at k index p (an odd k's last pair
+ * padded with +0 * +0, as in the oracle) */
+static inline __attribute__((always_inline)) void
+gemv16_pair(const int NC, int nr, mf_intp p, mf_intp k, const uint16_t *a, mf_intp lda,
+            const float *b, mf_intp nb, __m512 *c)
+{
+    uint32_t ev[16], od[16];
+    for (int i = 0; i < 16; i++) {
+        ev[i] = i < nr ? (uint32_t)a[i * lda + p] << 16 : 0u;
+        od[i] = i < nr && p + 1 < k ? (uint32_t)a[i * lda + p + 1] << 16 : 0u;
+    }
+    const __m512 odd = _mm512_castsi512_ps(_mm512_loadu_si512(od));
+    const __m512 even = _mm512_castsi512_ps(_mm512_loadu_si512(ev));
+    for (int j = 0; j < NC; j++) {
+        const float bo = p + 1 < k ? b[(p + 1) * nb + j] : 0.0f;
+        c[j] = _mm512_fmadd_ps(odd, _mm512_set1_ps(bo), c[j]);
+        c[j] = _mm512_fmadd_ps(even, _mm512_set1_ps(b[p * nb + j]), c[j]);
+    }
+}
+
 static inline __attribute__((always_inline)) void
 gemv16_cols(const int NC, int nr, mf_intp k, const uint16_t *a, mf_intp lda, const float *b,
             mf_intp nb, float *acc)
@@ -65,7 +85,18 @@ gemv16_cols(const int NC, int nr, mf_intp k, const uint16_t *a, mf_intp lda, con
         }
         c[j] = _mm512_loadu_ps(t0);
     }
-    mf_intp p = 0;
+    /* NumPy's large arrays start 16 bytes past a cache line: a block's
+     * 64-byte row loads would each span two lines (10-13% slower).  Where
+     * every row starts at the same even offset, the pairs up to the next
+     * line go first, one at a time (in their order: the same chains) */
+    mf_intp p = 0, head = 0;
+    if (((uintptr_t)a & 3) == 0 && (lda * 2) % 64 == 0) {
+        head = (mf_intp)((64 - ((uintptr_t)a & 63)) & 63) / 2;
+        head = head < k ? head : 0;
+    }
+    for (; p < head; p += 2) {
+        gemv16_pair(NC, nr, p, k, a, lda, b, nb, c);
+    }
     for (; p + 32 <= k; p += 32) {
         __m512i t[16];
         for (int i = 0; i < 16; i++) {
@@ -83,18 +114,7 @@ gemv16_cols(const int NC, int nr, mf_intp k, const uint16_t *a, mf_intp lda, con
         }
     }
     for (; p < k; p += 2) {
-        uint32_t ev[16], od[16];
-        for (int i = 0; i < 16; i++) {
-            ev[i] = i < nr ? (uint32_t)a[i * lda + p] << 16 : 0u;
-            od[i] = i < nr && p + 1 < k ? (uint32_t)a[i * lda + p + 1] << 16 : 0u;
-        }
-        const __m512 odd = _mm512_castsi512_ps(_mm512_loadu_si512(od));
-        const __m512 even = _mm512_castsi512_ps(_mm512_loadu_si512(ev));
-        for (int j = 0; j < NC; j++) {
-            const float bo = p + 1 < k ? b[(p + 1) * nb + j] : 0.0f;
-            c[j] = _mm512_fmadd_ps(odd, _mm512_set1_ps(bo), c[j]);
-            c[j] = _mm512_fmadd_ps(even, _mm512_set1_ps(b[p * nb + j]), c[j]);
-        }
+        gemv16_pair(NC, nr, p, k, a, lda, b, nb, c);
     }
     for (int j = 0; j < NC; j++) {
         float t0[16];

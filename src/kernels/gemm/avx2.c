@@ -45,6 +45,26 @@ kernel_6x16(mf_intp kq, const void *ap, const void *bp, float *c, mf_intp ldc,
 #undef STOREC
 }
 
+/* gemv8_cols's step for the one pair at k index p (an odd k's last pair
+ * padded with +0 * +0) */
+static inline __attribute__((always_inline)) void
+gemv8_pair(const int NC, int nr, mf_intp p, mf_intp k, const uint16_t *a, mf_intp lda,
+           const float *b, mf_intp nb, __m256 *c)
+{
+    uint32_t ev[8], od[8];
+    for (int i = 0; i < 8; i++) {
+        ev[i] = i < nr ? (uint32_t)a[i * lda + p] << 16 : 0u;
+        od[i] = i < nr && p + 1 < k ? (uint32_t)a[i * lda + p + 1] << 16 : 0u;
+    }
+    const __m256 odd = _mm256_loadu_ps((const float *)od);
+    const __m256 even = _mm256_loadu_ps((const float *)ev);
+    for (int j = 0; j < NC; j++) {
+        const float bo = p + 1 < k ? b[(p + 1) * nb + j] : 0.0f;
+        c[j] = _mm256_fmadd_ps(odd, _mm256_set1_ps(bo), c[j]);
+        c[j] = _mm256_fmadd_ps(even, _mm256_set1_ps(b[p * nb + j]), c[j]);
+    }
+}
+
 /* 8 rows in the lanes, NC (<= 4) columns, as avx512.c's gemv16_cols:
  * 8 rows x 8 k pairs transposed, the odd member of each pair added first */
 static inline __attribute__((always_inline)) void
@@ -60,7 +80,16 @@ gemv8_cols(const int NC, int nr, mf_intp k, const uint16_t *a, mf_intp lda, cons
         }
         c[j] = _mm256_loadu_ps(t0);
     }
-    mf_intp p = 0;
+    /* rows that all start at the same even offset in 32 bytes: the pairs
+     * up to the boundary first (as avx512.c's gemv16_cols: no split loads) */
+    mf_intp p = 0, head = 0;
+    if (((uintptr_t)a & 3) == 0 && (lda * 2) % 32 == 0) {
+        head = (mf_intp)((32 - ((uintptr_t)a & 31)) & 31) / 2;
+        head = head < k ? head : 0;
+    }
+    for (; p < head; p += 2) {
+        gemv8_pair(NC, nr, p, k, a, lda, b, nb, c);
+    }
     for (; p + 16 <= k; p += 16) {
         __m256 t[8];
         for (int i = 0; i < 8; i++) {
@@ -79,18 +108,7 @@ gemv8_cols(const int NC, int nr, mf_intp k, const uint16_t *a, mf_intp lda, cons
         }
     }
     for (; p < k; p += 2) {
-        uint32_t ev[8], od[8];
-        for (int i = 0; i < 8; i++) {
-            ev[i] = i < nr ? (uint32_t)a[i * lda + p] << 16 : 0u;
-            od[i] = i < nr && p + 1 < k ? (uint32_t)a[i * lda + p + 1] << 16 : 0u;
-        }
-        const __m256 odd = _mm256_loadu_ps((const float *)od);
-        const __m256 even = _mm256_loadu_ps((const float *)ev);
-        for (int j = 0; j < NC; j++) {
-            const float bo = p + 1 < k ? b[(p + 1) * nb + j] : 0.0f;
-            c[j] = _mm256_fmadd_ps(odd, _mm256_set1_ps(bo), c[j]);
-            c[j] = _mm256_fmadd_ps(even, _mm256_set1_ps(b[p * nb + j]), c[j]);
-        }
+        gemv8_pair(NC, nr, p, k, a, lda, b, nb, c);
     }
     for (int j = 0; j < NC; j++) {
         float t0[8];

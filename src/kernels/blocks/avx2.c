@@ -575,6 +575,30 @@ round_trip16(const enc_regs16 *e, __m512 x, __m512 m, __m512 hi, __m512 lo, __m5
     __m512 val = e4m3_value16(e, _mm512_andnot_ps(sign, v));
     return _mm512_mul_ps(_mm512_and_ps(_mm512_or_ps(val, _mm512_and_ps(v, sign)), ok), d);
 }
+
+/* the nb <= 8 blocks of B (16 or 32) values at xg into y: each block's
+ * multiplier, scale value and ok (lanes of mul, dscale, ok) as vectors of
+ * sixteen, and with NV the product times m2 (NVFP4's s_dec), as round_trip_nv
+ * and round_trip_mx do eight lanes at a time */
+MF_INLINE void
+round_trip_blocks16(const enc_regs16 *e, const int B, const int NV, const float *xg, int nb,
+                    __m256 mul, __m256 dscale, __m256i ok, __m512 hi, __m512 lo, __m512 m2,
+                    float *y)
+{
+    float mv[8], dv[8];
+    int32_t okv[8];
+    _mm256_storeu_ps(mv, mul);
+    _mm256_storeu_ps(dv, dscale);
+    _mm256_storeu_si256((__m256i *)okv, ok);
+    for (int b = 0; b < nb; b++) {
+        const __m512 m = _mm512_set1_ps(mv[b]), d = _mm512_set1_ps(dv[b]);
+        const __m512 okb = _mm512_castsi512_ps(_mm512_set1_epi32(okv[b]));
+        for (int i = 0; i < B; i += 16) {
+            __m512 r = round_trip16(e, _mm512_loadu_ps(xg + b * B + i), m, hi, lo, okb, d);
+            _mm512_storeu_ps(y + b * B + i, NV ? _mm512_mul_ps(r, m2) : r);
+        }
+    }
+}
 #endif
 
 /* MX, 32-element blocks: y = dequantize(quantize(x)) without the codes.
@@ -617,20 +641,7 @@ round_trip_mx(const mf_block_params *p, const float *x, mf_intp nblocks, float *
                                 _mm256_cmpeq_epi32(codes, _mm256_set1_epi32(0xFF)));
         const __m256 dscale = _mm256_castsi256_ps(db);
 #ifdef __AVX512F__
-        float mv[8], dv[8];
-        int32_t okv[8];
-        _mm256_storeu_ps(mv, mul);
-        _mm256_storeu_ps(dv, dscale);
-        _mm256_storeu_si256((__m256i *)okv, ok);
-        for (int b = 0; b < nb; b++) {
-            const __m512 m = _mm512_set1_ps(mv[b]), d = _mm512_set1_ps(dv[b]);
-            const __m512 okb = _mm512_castsi512_ps(_mm512_set1_epi32(okv[b]));
-            for (int i = 0; i < 32; i += 16) {
-                _mm512_storeu_ps(y + (g + b) * 32 + i,
-                                 round_trip16(&e16, _mm512_loadu_ps(xg + b * 32 + i), m, hi16,
-                                              lo16, okb, d));
-            }
-        }
+        round_trip_blocks16(&e16, 32, 0, xg, nb, mul, dscale, ok, hi16, lo16, hi16, y + g * 32);
 #else
         for (int b = 0; b < nb; b++) {
             const __m256 m = lane_ps(mul, b), d = lane_ps(dscale, b);
@@ -797,18 +808,7 @@ round_trip_nv(const mf_block_params *p, const float *x, mf_intp nblocks, float s
         __m256 rcp = nv_group_scales_d(&r, xg, nb, sc, &fin, &dec);
         dec = _mm256_blendv_ps(nanv, dec, _mm256_castsi256_ps(fin));
 #ifdef __AVX512F__
-        float mv[8], dv[8];
-        int32_t okv[8];
-        _mm256_storeu_ps(mv, rcp);
-        _mm256_storeu_ps(dv, dec);
-        _mm256_storeu_si256((__m256i *)okv, fin);
-        for (int b = 0; b < nb; b++) {
-            const __m512 m = _mm512_set1_ps(mv[b]), d = _mm512_set1_ps(dv[b]);
-            const __m512 okb = _mm512_castsi512_ps(_mm512_set1_epi32(okv[b]));
-            _mm512_storeu_ps(y + (g + b) * 16,
-                             _mm512_mul_ps(round_trip16(&e16, _mm512_loadu_ps(xg + b * 16), m, hi16,
-                                                        lo16, okb, d), m2_16));
-        }
+        round_trip_blocks16(&e16, 16, 1, xg, nb, rcp, dec, fin, hi16, lo16, m2_16, y + g * 16);
         continue;
 #endif
         for (int b = 0; b < nb; b++) {

@@ -160,10 +160,7 @@ static inline void gv_storeu(float *p, gv_t v) { _mm512_storeu_ps(p, v); }
 static inline gv_t
 gv_bf16(const uint16_t *p)
 {
-    /* two 16-byte loads: NumPy's large arrays start 16 bytes past a cache
-     * line, where every other 32-byte load would span two lines */
-    __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu2_m128i((const __m128i *)(p + 8),
-                                                          (const __m128i *)p));
+    __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
     return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
 }
 #include "gevm.h"

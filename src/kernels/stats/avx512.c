@@ -19,7 +19,7 @@
  * not finite: nothing is stored then, and the caller takes the windows one
  * by one (the avx2 kernel's masked loops).
  */
-static inline __attribute__((always_inline)) int
+MF_REAL_STACK static inline __attribute__((always_inline)) int
 stats_w(const int W, mf_stats_block *const *s, const float *const *x, const float *const *y,
         double rel, mf_intp n, int moments)
 {

@@ -2,7 +2,9 @@
  * AVX2 inner loops of the block-scaled kernels (blocks.h): the same float32
  * operations in the same order as the serial loops in serial.c, eight lanes
  * at a time, so bit-identical (tests/test_blocks.py compares the levels).
- * Compiled with -mavx2 and called only after the run-time CPU check.
+ * Compiled with -mavx2 and called only after the run-time CPU check; built
+ * a second time with the AVX-512 flags by avx512.c, where the steps under
+ * #ifdef __AVX512F__ take sixteen lanes.
  */
 #include <float.h>
 #include <string.h>

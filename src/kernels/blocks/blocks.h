@@ -44,7 +44,8 @@ typedef struct {
 } mf_block_params;
 
 /*
- * The inner loops, one table per instruction set (serial.c, avx2.c), chosen
+ * The inner loops, one table per instruction set (serial.c, avx2.c; avx512.c
+ * builds avx2.c again with the AVX-512 flags), chosen
  * with the kernel level (dispatch.c); every entry computes the same float32 operations in the
  * same order at every level, so the results are bit-identical.  n and the
  * block size B are multiples of 8.

@@ -236,6 +236,23 @@ mf_encode_f64(const mf_format *f, double x)
 static inline uint32_t
 mf_encode_f64_ovf(const mf_format *f, double x, int *overflow)
 {
+    if (f->kind == MF_KIND_FLOAT && f->has_sign && f->special != MF_SPECIAL_E8M0) {
+        /* a finite x in the target's normal range: round the magnitude's
+         * bits to M mantissa bits (nearest even: the carry moves into the
+         * exponent) and rebias; anything else, or a result past the largest
+         * finite value, takes the general path */
+        const uint64_t u = mf_f64_bits(x);
+        const uint64_t au = u & 0x7FFFFFFFFFFFFFFFull;
+        const int M = f->mant_bits;
+        if (au >= (uint64_t)(mf_emin(f) + 1023) << 52 && au < 0x7FF0000000000000ull) {
+            const int drop = 52 - M;
+            const uint64_t r = au + ((1ull << (drop - 1)) - 1u) + ((au >> drop) & 1u);
+            const uint64_t code = (r >> drop) - ((uint64_t)(1023 - f->bias) << M);
+            if (code <= mf_max_finite_mag(f)) {
+                return (uint32_t)code | ((u >> 63) ? mf_sign_bit(f) : 0u);
+            }
+        }
+    }
     return mf_encode_f64_ex(f, x, MF_ROUND_NEAREST_EVEN, 0, 0, overflow);
 }
 

@@ -433,10 +433,25 @@ rows_sum(const red_job *J, npy_intp o0, npy_intp o1)
     const char *rows[MF_COLSUM_ROWS];
     double s[MF_COLSUM_ROWS];
     int ovf = 0;
+    /* the kept multi-index of o0, then stepped in C order (no divisions a row) */
+    npy_intp ctr[NPY_MAXDIMS], off = 0, rest = o0;
+    for (int d = J->nk - 1; d >= 0; d--) {
+        ctr[d] = rest % J->kshape[d];
+        rest /= J->kshape[d];
+        off += ctr[d] * J->kis[d];
+    }
     for (npy_intp o = o0; o < o1; o += MF_COLSUM_ROWS) {
         npy_intp cnt = o1 - o < MF_COLSUM_ROWS ? o1 - o : MF_COLSUM_ROWS;
         for (npy_intp i = 0; i < cnt; i++) {
-            rows[i] = J->in + offset_of(o + i, J->nk, J->kshape, J->kis);
+            rows[i] = J->in + off;
+            for (int d = J->nk - 1; d >= 0; d--) {
+                if (++ctr[d] < J->kshape[d]) {
+                    off += J->kis[d];
+                    break;
+                }
+                ctr[d] = 0;
+                off -= (J->kshape[d] - 1) * J->kis[d];
+            }
         }
         J->k->sum_rows(J->f, rows, cnt, J->L, s);
         for (npy_intp i = 0; i < cnt; i++) {

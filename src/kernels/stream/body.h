@@ -811,15 +811,13 @@ MF_ISA(sum_rows)(const mf_format *f, const char *const *rows, mf_intp nrows, mf_
     mf_intp i = 0;
     if (n <= MF_SUM_BLOCK
             && (p.path == MF_SIMD_BF16 || p.path == MF_SIMD_E8M0 || p.path == MF_SIMD_SMALL)) {
-        /* one block a run: two runs at a time, as sum_path adds them */
-        for (; i + 2 <= nrows; i += 2) {
-            const void *two[2] = {rows[i], rows[i + 1]};
-            float s[2] = {0.0f, 0.0f};
-#define CALL(PATH) sum_blocks(2, &r, PATH, f, two, n, s)
+        /* one block a run: one run at a time, as sum_path adds it */
+        for (; i < nrows; i++) {
+            float s = 0.0f;
+#define CALL(PATH) sum_blocks(1, &r, PATH, f, (const void *const *)&rows[i], n, &s)
             FOR_PATH(p, CALL, (void)0)
 #undef CALL
-            out[i] = add_total(-0.0, s[0]);
-            out[i + 1] = add_total(-0.0, s[1]);
+            out[i] = add_total(-0.0, s);
         }
     }
     for (; i < nrows; i++) {

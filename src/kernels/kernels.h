@@ -91,8 +91,8 @@ typedef struct mf_gemm_epilogue {
  * rest may be anything, and a level may skip their work (convert needs
  * only the cast's error).
  */
-/* the most rows one colsum_f32 call takes */
-#define MF_COLSUM_ROWS 16
+/* the most rows one colsum_f32 (or sum_rows) call takes */
+#define MF_COLSUM_ROWS 64
 /* the most columns one dot_cols call takes, and the floats of its scratch:
  * 32 rows of sum lanes, their stride 64 bytes past a multiple of 4 KiB (a
  * store to one row and a load from the next must not look alike to the

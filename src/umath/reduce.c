@@ -243,13 +243,27 @@ column_sum(const red_job *J, npy_intp a, npy_intp j0, npy_intp n, float *acc)
     for (npy_intp j = 0; j < n; j++) {
         acc[j] = 0.0f;
     }
-    for (npy_intp r = 0; r < J->R; r++) {
-        rows[nb++] = J->in + abase + ioff;
-        if (nb == MF_COLSUM_ROWS) {
+    if (J->nr == 1) {
+        /* one reduced axis: the rows a stride apart */
+        const char *p = J->in + abase;
+        for (npy_intp r = 0; r < J->R; r += MF_COLSUM_ROWS) {
+            nb = J->R - r < MF_COLSUM_ROWS ? (int)(J->R - r) : MF_COLSUM_ROWS;
+            for (int i = 0; i < nb; i++) {
+                rows[i] = p + (r + i) * J->ris[0];
+            }
             J->k->colsum_f32(J->f, rows, nb, acc, n);
-            nb = 0;
         }
-        next_r(J, ctr, &ioff, &moff);
+        nb = 0;
+    }
+    else {
+        for (npy_intp r = 0; r < J->R; r++) {
+            rows[nb++] = J->in + abase + ioff;
+            if (nb == MF_COLSUM_ROWS) {
+                J->k->colsum_f32(J->f, rows, nb, acc, n);
+                nb = 0;
+            }
+            next_r(J, ctr, &ioff, &moff);
+        }
     }
     if (nb > 0) {
         J->k->colsum_f32(J->f, rows, nb, acc, n);
@@ -532,6 +546,12 @@ red_run(red_job *J)
         npy_intp cols = COLS_MAX;
         if (J->mask != NULL) {
             cols = J->K;        /* a run of True must not be cut */
+        }
+        else if (J->colsum && J->K <= COLS_MAX && J->K * J->isz <= 2048) {
+            /* rows of up to 2 KiB whole, one stream: split between threads
+             * they took longer than on one (Zen 4, (65536, 256) bf16: 1.0
+             * ms on one thread, 1.9 ms on two with 128 columns each) */
+            cols = J->K;
         }
         else if (J->colsum) {
             /* any width (column_sum redoes NaN columns over whole pieces):

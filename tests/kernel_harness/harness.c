@@ -271,11 +271,14 @@ check_colsum(const char *lv, const mf_kernels *k, const mf_format *f)
     const char *rows[MF_COLSUM_ROWS];
     for (int trial = 0; trial < (quick ? 2 : 6); trial++) {
         fill_codes(f, x, MF_COLSUM_ROWS * W);
-        for (int i = 0; i < MF_COLSUM_ROWS; i++) {
-            rows[i] = x + (size_t)i * W * sz;
-        }
         for (long n = 0; n <= W; n = n < (quick ? 36 : 70) ? n + 1 : n + (quick ? 67 : 23)) {
-            for (int nr = 1; nr <= MF_COLSUM_ROWS; nr += (nr < 3 ? 1 : 5)) {
+          /* rows W apart, then one after the other (the kernels read those
+           * in another order) */
+          for (int adjacent = 0; adjacent < 2; adjacent++) {
+            for (int i = 0; i < MF_COLSUM_ROWS; i++) {
+                rows[i] = x + (size_t)i * (size_t)(adjacent ? n : W) * sz;
+            }
+            for (int nr = 1; nr <= MF_COLSUM_ROWS; nr += (nr < 3 ? 1 : nr < 20 ? 5 : 13)) {
                 for (long j = 0; j < n; j++) {
                     a0[j] = a1[j] = (float)(j % 7) - 3.0f;
                 }
@@ -297,6 +300,7 @@ check_colsum(const char *lv, const mf_kernels *k, const mf_format *f)
                 }
                 if (fl0 != fl1) fail(lv, f->name, "colsum flags", n * 100 + nr, fl1, fl0);
             }
+          }
         }
     }
     free(x);

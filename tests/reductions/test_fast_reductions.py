@@ -170,6 +170,11 @@ def test_thread_counts(threads, op):
                     for shape, ax in [((1024, 1024), 0), ((1024, 1024), 1), ((1 << 20,), None),
                                       ((16, 64, 600), 1), ((1500, 700), -1), ((700, 1500), 0),
                                       ((8, 128, 512), (1, 2)), ((128, 8, 512), (0, 1)),
+                                      # narrow rows: column sums with the sums in
+                                      # registers, whole rows on one thread; short
+                                      # row sums
+                                      ((20000, 16), 0), ((4100, 256), 0), ((3000, 40), 0),
+                                      ((70, 30, 24), (0, 1)), ((9000, 256), 1),
                                       # fewer outputs than threads: each run's sum
                                       # split between the threads (mf_par_sum)
                                       ((2, 1 << 19), 1), ((3, 1, 1 << 18), -1)]:

@@ -412,6 +412,9 @@ load_dec(const regs256 *r, mf_simd_path path, const void *src, mf_intp i)
     return dec8(r, path, _mm_loadl_epi64((const __m128i *)((const uint8_t *)src + i)));
 }
 
+/* column sums of narrow rows: one vector of codes */
+#define COLSUM_DEC1 load_dec
+
 MF_INLINE void
 store_codes4(uint8_t *d, const __m256i c[4], int stream)
 {

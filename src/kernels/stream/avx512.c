@@ -411,6 +411,22 @@ dec8_n(const regs512 *r, mf_simd_path path, const uint8_t *s, __m512 v[2])
     dec8x32(r, path, _mm256_loadu_si256((const __m256i *)s), &v[0], &v[1]);
 }
 
+/* column sums of narrow rows: 16 codes from element i, as float32, the
+ * sums of up to 16 vectors in registers */
+#define COLSUM_REG_VECS 16
+#define COLSUM_DEC1 colsum_dec1
+MF_INLINE __m512
+colsum_dec1(const regs512 *r, mf_simd_path path, const void *src, mf_intp i)
+{
+    if (path == MF_SIMD_BF16) {
+        return dec_bf16(_mm256_loadu_si256((const __m256i *)((const uint16_t *)src + i)));
+    }
+    __m512 v0, v1;
+    dec8x32(r, path, _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)((const uint8_t *)src + i))),
+            &v0, &v1);
+    return v0;
+}
+
 MF_INLINE __m512i
 enc_bf16_v(const regs512 *r, __m512 x, __mmask16 *ovf)
 {

@@ -193,55 +193,123 @@ MF_ISA(decode_f32)(const mf_format *f, const void *src, float *dst, mf_intp n)
 
 /* acc[j] = acc[j] + x_i[j] for the rows i in order (kernels.h); the columns
  * of whole vector groups, returns how many were done */
-MF_INLINE mf_intp
-colsum_run(const regs_t *r, mf_simd_path path, const char *const *rows, mf_intp nrows,
-           float *acc, mf_intp n)
+#ifndef COLSUM_REG_VECS
+#define COLSUM_REG_VECS 8
+#endif
+
+/* the columns [j, j + NV VL) of every row in turn, their sums in registers
+ * (NV a constant after inlining) */
+MF_INLINE void
+colsum_regs(const int NV, const regs_t *r, mf_simd_path path, const char *const *rows,
+            mf_intp nrows, float *acc, mf_intp j)
 {
-    mf_intp j = 0;
-    if (path == MF_SIMD_BF16) {
-        for (; j + 4 * VL <= n; j += 4 * VL) {
-            vf_t a[4], v[4];
-            for (int q = 0; q < 4; q++) {
-                a[q] = load_f(acc + j + VL * q);
+    vf_t a[COLSUM_REG_VECS];
+    for (int q = 0; q < NV; q++) {
+        a[q] = load_f(acc + j + VL * q);
+    }
+    for (mf_intp i = 0; i < nrows; i++) {
+        /* a decode's vectors added at once: few registers besides the sums */
+        vf_t v[2 > DEC8_VECS ? 2 : DEC8_VECS];
+        if (NV == 1) {
+#ifdef COLSUM_DEC1
+            v[0] = COLSUM_DEC1(r, path, rows[i], j);
+            a[0] = add_v(a[0], v[0]);
+#endif
+        }
+        else if (path == MF_SIMD_BF16) {
+            for (int q = 0; q < NV; q += 2) {
+                dec_bf16_2((const uint16_t *)rows[i] + j + VL * q, v);
+                a[q] = add_v(a[q], v[0]);
+                a[q + 1] = add_v(a[q + 1], v[1]);
             }
-            for (mf_intp i = 0; i < nrows; i++) {
-                dec_bf16_2((const uint16_t *)rows[i] + j, v);
-                dec_bf16_2((const uint16_t *)rows[i] + j + 2 * VL, v + 2);
-                for (int q = 0; q < 4; q++) {
-                    a[q] = add_v(a[q], v[q]);
+        }
+        else {
+            for (int q = 0; q < NV; q += DEC8_VECS) {
+                dec8_n(r, path, (const uint8_t *)rows[i] + j + VL * q, v);
+                for (int u = 0; u < DEC8_VECS; u++) {
+                    a[q + u] = add_v(a[q + u], v[u]);
                 }
             }
-            for (int q = 0; q < 4; q++) {
-                store_f(acc + j + VL * q, a[q], 0);
+        }
+    }
+    for (int q = 0; q < NV; q++) {
+        store_f(acc + j + VL * q, a[q], 0);
+    }
+}
+
+/* acc[j] = acc[j] + x_i[j] for the rows i in order (kernels.h); the columns
+ * of whole vectors, returns how many were done.  Every column's additions
+ * are the same in each of the three orders below; what differs is how the
+ * input is read.  Several rows read side by side (several streams) ran at
+ * half the speed of one stream from memory on a Zen 4, so rows are read one
+ * at a time where that costs nothing. */
+MF_INLINE mf_intp
+colsum_run(const regs_t *r, mf_simd_path path, const char *const *rows, mf_intp nrows,
+           float *acc, mf_intp n, mf_intp itemsize)
+{
+    mf_intp j = 0;
+    /* vectors one decode gives */
+    const int unit = path == MF_SIMD_BF16 ? 2 : DEC8_VECS;
+    if (n <= COLSUM_REG_VECS * VL) {
+        /* narrow: each row's columns at once, the sums in registers */
+        for (; j + COLSUM_REG_VECS * VL <= n; j += COLSUM_REG_VECS * VL) {
+            colsum_regs(COLSUM_REG_VECS, r, path, rows, nrows, acc, j);
+        }
+        for (int nv = COLSUM_REG_VECS / 2; nv >= unit; nv /= 2) {
+            if (j + nv * VL <= n) {
+                colsum_regs(nv, r, path, rows, nrows, acc, j);
+                j += nv * VL;
             }
         }
-        for (; j + 2 * VL <= n; j += 2 * VL) {
-            vf_t a[2], v[2];
-            a[0] = load_f(acc + j);
-            a[1] = load_f(acc + j + VL);
-            for (mf_intp i = 0; i < nrows; i++) {
-                dec_bf16_2((const uint16_t *)rows[i] + j, v);
-                a[0] = add_v(a[0], v[0]);
-                a[1] = add_v(a[1], v[1]);
-            }
-            store_f(acc + j, a[0], 0);
-            store_f(acc + j + VL, a[1], 0);
+#ifdef COLSUM_DEC1
+        if (j + VL <= n) {
+            colsum_regs(1, r, path, rows, nrows, acc, j);
+            j += VL;
         }
+#endif
         return j;
     }
-    for (; j + DEC8_VECS * VL <= n; j += DEC8_VECS * VL) {
-        vf_t a[DEC8_VECS], v[DEC8_VECS];
-        for (int q = 0; q < DEC8_VECS; q++) {
-            a[q] = load_f(acc + j + VL * q);
-        }
+    const mf_intp step = path == MF_SIMD_BF16 ? 2 * VL : DEC8_VECS * VL;
+    const mf_intp done = n / step * step;
+    int adjacent = 1;
+    for (mf_intp i = 1; i < nrows; i++) {
+        adjacent &= rows[i] == rows[i - 1] + n * itemsize;
+    }
+    if (adjacent) {
+        /* whole rows, one after the other: a row at a time, acc in L1 */
         for (mf_intp i = 0; i < nrows; i++) {
-            dec8_n(r, path, (const uint8_t *)rows[i] + j, v);
-            for (int q = 0; q < DEC8_VECS; q++) {
-                a[q] = add_v(a[q], v[q]);
+            for (j = 0; j < done; j += step) {
+                vf_t v[2 > DEC8_VECS ? 2 : DEC8_VECS];
+                if (path == MF_SIMD_BF16) {
+                    dec_bf16_2((const uint16_t *)rows[i] + j, v);
+                }
+                else {
+                    dec8_n(r, path, (const uint8_t *)rows[i] + j, v);
+                }
+                for (int q = 0; q < step / VL; q++) {
+                    store_f(acc + j + VL * q, add_v(load_f(acc + j + VL * q), v[q]), 0);
+                }
             }
         }
-        for (int q = 0; q < DEC8_VECS; q++) {
-            store_f(acc + j + VL * q, a[q], 0);
+        return done;
+    }
+    /* pieces of rows: groups of columns, 16 rows over each (more rows side
+     * by side would be more streams) */
+    for (mf_intp i = 0; i < nrows; i += 16) {
+        const mf_intp cnt = nrows - i < 16 ? nrows - i : 16;
+        j = 0;
+        if (path == MF_SIMD_BF16) {
+            for (; j + 4 * VL <= n; j += 4 * VL) {
+                colsum_regs(4, r, path, rows + i, cnt, acc, j);
+            }
+            for (; j + 2 * VL <= n; j += 2 * VL) {
+                colsum_regs(2, r, path, rows + i, cnt, acc, j);
+            }
+        }
+        else {
+            for (; j + DEC8_VECS * VL <= n; j += DEC8_VECS * VL) {
+                colsum_regs(DEC8_VECS, r, path, rows + i, cnt, acc, j);
+            }
         }
     }
     return j;
@@ -255,7 +323,7 @@ MF_ISA(colsum_f32)(const mf_format *f, const char *const *rows, mf_intp nrows, f
     regs_t r;
     regs_init(&r, &p);
     mf_intp done = 0;
-#define CALL(PATH) done = colsum_run(&r, PATH, rows, nrows, acc, n)
+#define CALL(PATH) done = colsum_run(&r, PATH, rows, nrows, acc, n, f->itemsize)
     FOR_PATH(p, CALL, done = 0)
 #undef CALL
     if (done < n) {

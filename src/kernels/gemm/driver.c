@@ -90,6 +90,8 @@ typedef struct {
     mf_intp nc;                /* columns per B packing (all of k) */
     int a_all;                 /* A packed for all of k per row block */
     mf_intp cw;                /* then: columns of tiles that go through all of k */
+    /* row tasks on several threads: B packed first, by all of them */
+    struct mf_gemm_packb_job *packb;
     /* tasks: column chunks of width tw (split_n) or row chunks of height th */
     int split_n;
     mf_intp tw, th, ntasks;
@@ -248,6 +250,55 @@ mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, 
     }
 }
 
+/* B packed once for all row tasks (mf_gemm_drive): the threads take
+ * pieces of MF_GEMM_PACK_PANELS micro-panels of one k block */
+#define MF_GEMM_PACK_PANELS 16
+
+typedef struct mf_gemm_packb_job {
+    const mf_gemm_args *g;
+    char *bbuf;
+    mf_intp npieces, per_blk, next;
+    mf_intp done;              /* pieces packed */
+} mf_gemm_packb_job;
+
+static void
+mf_gemm_packb_worker(void *ctx, int w)
+{
+    (void)w;
+    mf_gemm_packb_job *J = (mf_gemm_packb_job *)ctx;
+    const mf_gemm_args *g = J->g;
+    const mf_gemm_ops *o = g->ops;
+    const mf_intp kqb = o->KC / 2, ncp = mf_gemm_roundup(g->n, o->NR);
+    for (;;) {
+        mf_intp t = __atomic_fetch_add(&J->next, 1, __ATOMIC_RELAXED);
+        if (t >= J->npieces) {
+            break;
+        }
+        mf_intp pc = (t / J->per_blk) * o->KC, kc = mf_gemm_min(o->KC, g->k - pc);
+        mf_intp j0 = (t % J->per_blk) * MF_GEMM_PACK_PANELS * o->NR;
+        mf_intp cnt = mf_gemm_min(MF_GEMM_PACK_PANELS * o->NR, g->n - j0);
+        char *dst = J->bbuf + (size_t)(pc / o->KC) * kqb * ncp * o->pair_bytes
+                    + (size_t)(j0 / o->NR) * ((kc + 1) / 2) * o->NR * o->pair_bytes;
+        o->pack_b(g->ctx, g->B, g->ldb, j0, cnt, pc, kc, g->k, dst);
+        __atomic_fetch_add(&J->done, 1, __ATOMIC_RELEASE);
+    }
+}
+
+/* the pieces of B until none are left, then wait for the other threads'
+ * (the same pool run as the row tasks: one wake-up of the threads a call) */
+static void
+mf_gemm_packb_all(mf_gemm_packb_job *J)
+{
+    mf_gemm_packb_worker(J, 0);
+    while (__atomic_load_n(&J->done, __ATOMIC_ACQUIRE) < J->npieces) {
+#if defined(__x86_64__) || defined(__i386__)
+        _mm_pause();
+#elif defined(__aarch64__)
+        __asm__ __volatile__("yield");
+#endif
+    }
+}
+
 /* take tasks until none are left: threads that get more of the CPU do more */
 static void
 mf_gemm_run_job(mf_gemm_job *job)
@@ -256,6 +307,9 @@ mf_gemm_run_job(mf_gemm_job *job)
     const mf_gemm_ops *o = g->ops;
     mf_fpenv csr;
     memset(&csr, 0, sizeof(csr));
+    if (g->packb != NULL) {
+        mf_gemm_packb_all(g->packb);
+    }
     if (o->ftz_daz) {
         csr = mf_fpenv_enter();
     }
@@ -265,13 +319,17 @@ mf_gemm_run_job(mf_gemm_job *job)
             break;
         }
         mf_intp i0 = 0, i1 = g->m, j0 = 0, j1 = g->n;
+        /* the tasks share the micro-panels evenly (at most g->tw or g->th
+         * wide each): a last task of a few rows would leave a thread idle */
         if (g->split_n) {
-            j0 = t * g->tw;
-            j1 = mf_gemm_min(j0 + g->tw, g->n);
+            mf_intp nb = (g->n + o->NR - 1) / o->NR;
+            j0 = mf_gemm_min(t * nb / g->ntasks * o->NR, g->n);
+            j1 = mf_gemm_min((t + 1) * nb / g->ntasks * o->NR, g->n);
         }
         else {
-            i0 = t * g->th;
-            i1 = mf_gemm_min(i0 + g->th, g->m);
+            mf_intp mb = (g->m + o->MR - 1) / o->MR;
+            i0 = mf_gemm_min(t * mb / g->ntasks * o->MR, g->m);
+            i1 = mf_gemm_min((t + 1) * mb / g->ntasks * o->MR, g->m);
         }
         for (mf_intp jc = j0; jc < j1; jc += g->nc) {
             mf_gemm_block(job, i0, i1, jc, mf_gemm_min(jc + g->nc, j1), csr);
@@ -303,38 +361,6 @@ mf_gemm_pool_run(mf_gemm_job *jobs, int T)
     return mf_pool_run(mf_gemm_pool_job, jobs, T) > 0;
 }
 
-/* B packed once for all row tasks (mf_gemm_drive): the threads take
- * pieces of MF_GEMM_PACK_PANELS micro-panels of one k block */
-#define MF_GEMM_PACK_PANELS 16
-
-typedef struct {
-    const mf_gemm_args *g;
-    char *bbuf;
-    mf_intp npieces, per_blk, next;
-} mf_gemm_packb_job;
-
-static void
-mf_gemm_packb_worker(void *ctx, int w)
-{
-    (void)w;
-    mf_gemm_packb_job *J = (mf_gemm_packb_job *)ctx;
-    const mf_gemm_args *g = J->g;
-    const mf_gemm_ops *o = g->ops;
-    const mf_intp kqb = o->KC / 2, ncp = mf_gemm_roundup(g->n, o->NR);
-    for (;;) {
-        mf_intp t = __atomic_fetch_add(&J->next, 1, __ATOMIC_RELAXED);
-        if (t >= J->npieces) {
-            break;
-        }
-        mf_intp pc = (t / J->per_blk) * o->KC, kc = mf_gemm_min(o->KC, g->k - pc);
-        mf_intp j0 = (t % J->per_blk) * MF_GEMM_PACK_PANELS * o->NR;
-        mf_intp cnt = mf_gemm_min(MF_GEMM_PACK_PANELS * o->NR, g->n - j0);
-        char *dst = J->bbuf + (size_t)(pc / o->KC) * kqb * ncp * o->pair_bytes
-                    + (size_t)(j0 / o->NR) * ((kc + 1) / 2) * o->NR * o->pair_bytes;
-        o->pack_b(g->ctx, g->B, g->ldb, j0, cnt, pc, kc, g->k, dst);
-    }
-}
-
 #define MF_GEMM_MAX_JOBS 64
 #define MF_GEMM_POOL_KEEP ((size_t)64 << 20)
 #define MF_GEMM_TASKS_PER_THREAD 4
@@ -353,8 +379,9 @@ mf_gemm_drive(const mf_gemm_ops *o, const mf_gemm_ctx *ctx, mf_intp m, mf_intp n
               const void *A, mf_intp lda, const void *B, mf_intp ldb, float *C, mf_intp ldc,
               const mf_gemm_epilogue *ep)
 {
-    mf_gemm_args g = {o, ctx, m, n, k, A, lda, B, ldb, C, ldc, ep, o->NC, 0, 0, 0, 0, 0, 0, 0};
+    mf_gemm_args g = {o, ctx, m, n, k, A, lda, B, ldb, C, ldc, ep, o->NC, 0, 0, NULL, 0, 0, 0, 0, 0};
     mf_gemm_job jobs[MF_GEMM_MAX_JOBS];
+    mf_gemm_packb_job P = {NULL, NULL, 0, 0, 0, 0};
     pthread_t tids[MF_GEMM_MAX_JOBS];
     int started[MF_GEMM_MAX_JOBS];
 
@@ -484,10 +511,11 @@ mf_gemm_drive(const mf_gemm_ops *o, const mf_gemm_ctx *ctx, mf_intp m, mf_intp n
         if (shared_b) {
             mf_intp per_blk = (mf_gemm_roundup(n, o->NR) / o->NR + MF_GEMM_PACK_PANELS - 1)
                               / MF_GEMM_PACK_PANELS;
-            mf_gemm_packb_job P = {&g, shared, per_blk * ((k + o->KC - 1) / o->KC), per_blk, 0};
-            if (mf_pool_run(mf_gemm_packb_worker, &P, T) <= 0) {
-                mf_gemm_packb_worker(&P, 0);
-            }
+            P.g = &g;
+            P.bbuf = shared;
+            P.npieces = per_blk * ((k + o->KC - 1) / o->KC);
+            P.per_blk = per_blk;
+            g.packb = &P;
         }
         if (T == 1) {
             mf_gemm_run_job(&jobs[0]);

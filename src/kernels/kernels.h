@@ -129,6 +129,14 @@ typedef struct {
      */
     void (*colsum_f32)(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
                        mf_intp n);
+    /*
+     * acc[j] = max(acc[j], x_i[j]) (min with is_min) for j < n, over the
+     * nrows <= MF_COLSUM_ROWS rows in order: a column that meets a NaN ends
+     * NaN (any NaN), and of two equal zeros either may stay; every other
+     * result is the column's largest (smallest) value, whatever the order.
+     */
+    void (*colmax_f32)(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
+                       mf_intp n, int is_min);
     /* sum of n codes in the summation order above */
     double (*sum)(const mf_format *f, const void *src, mf_intp n);
     /* out[i] = sum(rows[i], n) for i < nrows <= MF_COLSUM_ROWS: several
@@ -198,6 +206,8 @@ void mf_serial_sum_rows(const mf_format *f, const char *const *rows, mf_intp nro
                         double *out);
 void mf_serial_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows,
                           float *acc, mf_intp n);
+void mf_serial_colmax_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
+                        mf_intp n, int is_min);
 double mf_serial_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
 void mf_serial_dot_cols(const mf_format *f, const float *v, const void *B, mf_intp ldb,
                         mf_intp n, mf_intp m, double *out, float *lanes);
@@ -246,6 +256,8 @@ void mf_avx2_sum_rows(const mf_format *f, const char *const *rows, mf_intp nrows
                         double *out);
 void mf_avx2_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
                           mf_intp n);
+void mf_avx2_colmax_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
+                        mf_intp n, int is_min);
 double mf_avx2_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
 void mf_avx2_dot_cols(const mf_format *f, const float *v, const void *B, mf_intp ldb,
                         mf_intp n, mf_intp m, double *out, float *lanes);
@@ -261,6 +273,8 @@ void mf_avx512_sum_rows(const mf_format *f, const char *const *rows, mf_intp nro
                         double *out);
 void mf_avx512_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
                           mf_intp n);
+void mf_avx512_colmax_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
+                        mf_intp n, int is_min);
 double mf_avx512_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
 void mf_avx512_dot_cols(const mf_format *f, const float *v, const void *B, mf_intp ldb,
                         mf_intp n, mf_intp m, double *out, float *lanes);
@@ -288,6 +302,8 @@ void mf_neon_sum_rows(const mf_format *f, const char *const *rows, mf_intp nrows
                         double *out);
 void mf_neon_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
                           mf_intp n);
+void mf_neon_colmax_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
+                        mf_intp n, int is_min);
 double mf_neon_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
 void mf_neon_dot_cols(const mf_format *f, const float *v, const void *B, mf_intp ldb,
                         mf_intp n, mf_intp m, double *out, float *lanes);

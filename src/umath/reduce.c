@@ -94,6 +94,9 @@ typedef struct {
     /* column mode, sums without where= of aligned contiguous rows: the
      * kernels' column sums (column_sum) */
     int colsum;
+    /* column mode, max/min without where= over one reduced axis of aligned
+     * contiguous rows: the kernels' column maxima (column_max) */
+    int colmax;
     /* row mode, sums of one contiguous aligned run an output without
      * where=: the kernels' sum_rows (rows_sum) */
     int sum_rows;
@@ -228,6 +231,30 @@ column_exact(const red_job *J, npy_intp a, npy_intp j0, npy_intp n, float *acc, 
     }
 }
 
+/* the columns of acc (output row a, columns [j0, j0 + n)) that end NaN
+ * (and, with zeros, zero) again by NumPy's route, over the RBLOCK pieces
+ * that hold them */
+static void
+redo_columns(const red_job *J, npy_intp a, npy_intp j0, npy_intp n, float *acc, int zeros)
+{
+    float pacc[RBLOCK], px[RBLOCK];
+    for (npy_intp p = j0 / RBLOCK * RBLOCK; p < j0 + n; p += RBLOCK) {
+        npy_intp m = J->K - p < RBLOCK ? J->K - p : RBLOCK;
+        npy_intp lo = p > j0 ? p : j0;
+        npy_intp hi = p + m < j0 + n ? p + m : j0 + n;
+        int any = 0;
+        for (npy_intp j = lo; j < hi; j++) {
+            float v = acc[j - j0];
+            any |= v != v || (zeros && v == 0.0f);
+        }
+        if (!any) {
+            continue;
+        }
+        column_exact(J, a, p, m, pacc, px);
+        memcpy(acc + (lo - j0), pacc + (lo - p), sizeof(float) * (size_t)(hi - lo));
+    }
+}
+
 /* column mode, sums without where=: the rows through the kernels' column
  * sums (the same float32 chains); a column that ends NaN is computed again
  * by NumPy's route, over the RBLOCK pieces that hold it, for its NaN's
@@ -268,21 +295,27 @@ column_sum(const red_job *J, npy_intp a, npy_intp j0, npy_intp n, float *acc)
     if (nb > 0) {
         J->k->colsum_f32(J->f, rows, nb, acc, n);
     }
-    int any = 0;
-    for (npy_intp j = 0; j < n; j++) {
-        any |= acc[j] != acc[j];
+    redo_columns(J, a, j0, n, acc, 0);
+}
+
+/* column mode, max/min without where= over one reduced axis: the first row,
+ * then the others through the kernels' column maxima (minima).  A column
+ * that ends NaN or zero, whose NaN or zero sign depends on which operand
+ * NumPy's loop keeps, is computed again NumPy's way (redo_columns) */
+static void
+column_max(const red_job *J, npy_intp a, npy_intp j0, npy_intp n, float *acc)
+{
+    const char *p = J->in + offset_of(a, J->nk - 1, J->kshape, J->kis) + j0 * J->ks;
+    const char *rows[MF_COLSUM_ROWS];
+    decode_run(J, p, J->ks, acc, n);
+    for (npy_intp r = 1; r < J->R; r += MF_COLSUM_ROWS) {
+        int nb = J->R - r < MF_COLSUM_ROWS ? (int)(J->R - r) : MF_COLSUM_ROWS;
+        for (int i = 0; i < nb; i++) {
+            rows[i] = p + (r + i) * J->ris[0];
+        }
+        J->k->colmax_f32(J->f, rows, nb, acc, n, J->op == RED_MIN);
     }
-    if (!any) {
-        return;
-    }
-    float pacc[RBLOCK], px[RBLOCK];
-    for (npy_intp p = j0 / RBLOCK * RBLOCK; p < j0 + n; p += RBLOCK) {
-        npy_intp m = J->K - p < RBLOCK ? J->K - p : RBLOCK;
-        column_exact(J, a, p, m, pacc, px);
-        npy_intp lo = p > j0 ? p : j0;
-        npy_intp hi = p + m < j0 + n ? p + m : j0 + n;
-        memcpy(acc + (lo - j0), pacc + (lo - p), sizeof(float) * (size_t)(hi - lo));
-    }
+    redo_columns(J, a, j0, n, acc, 1);
 }
 
 /* column mode: output row a, columns [j0, j0 + n) */
@@ -302,6 +335,9 @@ column_task(const red_job *J, npy_intp a, npy_intp j0, npy_intp n)
     }
     if (J->colsum) {
         column_sum(J, a, j0, n, acc);
+    }
+    else if (J->colmax) {
+        column_max(J, a, j0, n, acc);
     }
     else {
         column_exact(J, a, j0, n, acc, x);
@@ -547,13 +583,13 @@ red_run(red_job *J)
         if (J->mask != NULL) {
             cols = J->K;        /* a run of True must not be cut */
         }
-        else if (J->colsum && J->K <= COLS_MAX && J->K * J->isz <= 2048) {
+        else if ((J->colsum || J->colmax) && J->K <= COLS_MAX && J->K * J->isz <= 2048) {
             /* rows of up to 2 KiB whole, one stream: split between threads
              * they took longer than on one (Zen 4, (65536, 256) bf16: 1.0
              * ms on one thread, 1.9 ms on two with 128 columns each) */
             cols = J->K;
         }
-        else if (J->colsum) {
+        else if (J->colsum || J->colmax) {
             /* any width (column_sum redoes NaN columns over whole pieces):
              * down to COLS_MIN for at least 2 tasks a thread (narrower
              * tasks read a row's bytes in pieces too small to stream) */
@@ -851,6 +887,13 @@ mf_py_reduce(PyObject *NPY_UNUSED(self), PyObject *args)
         }
         for (int d = 0; d < J.nr; d++) {
             J.colsum &= J.ris[d] % J.isz == 0;
+        }
+    }
+    if (J.column && minmax && mask == NULL && J.nr == 1 && J.ks == J.isz
+            && (uintptr_t)J.in % (uintptr_t)J.isz == 0 && J.ris[0] % J.isz == 0) {
+        J.colmax = 1;
+        for (int d = 0; d < J.nk; d++) {
+            J.colmax &= J.kis[d] % J.isz == 0;
         }
     }
     if (f32_loop_of(op, &J.fn, &J.fndata) < 0) {

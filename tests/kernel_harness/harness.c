@@ -306,6 +306,49 @@ check_colsum(const char *lv, const mf_kernels *k, const mf_format *f)
     free(x);
 }
 
+/* column maxima and minima of the same rows: serial's values, except that
+ * a NaN column may hold any NaN and a zero column either zero */
+static void
+check_colmax(const char *lv, const mf_kernels *k, const mf_format *f)
+{
+    enum { W = 300 };
+    size_t sz = (size_t)f->itemsize;
+    char *x = malloc(MF_COLSUM_ROWS * W * sz);
+    float a0[W], a1[W];
+    const char *rows[MF_COLSUM_ROWS];
+    for (int trial = 0; trial < (quick ? 2 : 6); trial++) {
+        fill_codes(f, x, MF_COLSUM_ROWS * W);
+        for (long n = 0; n <= W; n = n < (quick ? 36 : 70) ? n + 1 : n + (quick ? 67 : 23)) {
+          for (int adjacent = 0; adjacent < 2; adjacent++) {
+            for (int i = 0; i < MF_COLSUM_ROWS; i++) {
+                rows[i] = x + (size_t)i * (size_t)(adjacent ? n : W) * sz;
+            }
+            for (int nr = 1; nr <= MF_COLSUM_ROWS; nr += (nr < 3 ? 1 : nr < 20 ? 5 : 13)) {
+              for (int is_min = 0; is_min < 2; is_min++) {
+                for (long j = 0; j < n; j++) {
+                    a0[j] = a1[j] = (float)(j % 7) - 3.0f;
+                }
+                mf_serial_colmax_f32(f, rows, nr, a0, n, is_min);
+                k->colmax_f32(f, rows, nr, a1, n, is_min);
+                for (long j = 0; j < n; j++) {
+                    uint32_t u0, u1;
+                    memcpy(&u0, a0 + j, 4);
+                    memcpy(&u1, a1 + j, 4);
+                    int bad = a0[j] != a0[j] ? a1[j] == a1[j]
+                              : a0[j] == 0.0f ? a1[j] != 0.0f : u0 != u1;
+                    if (bad) {
+                        fail(lv, f->name, is_min ? "colmin" : "colmax", n * 1000 + j, u1, u0);
+                        break;
+                    }
+                }
+              }
+            }
+          }
+        }
+    }
+    free(x);
+}
+
 /* random codes of magnitude 1/16 .. 16 (or zero), from the format's list
  * of them (every format has some): sums whose rounding depends on their
  * order */
@@ -812,6 +855,7 @@ main(int argc, char **argv)
             check_binary(lv, k, f);
             check_reduce(lv, k, f);
             check_colsum(lv, k, f);
+            check_colmax(lv, k, f);
             check_dot_cols(lv, k, f);
             check_stats(lv, k, f);
             check_cast_err(lv, k, f);

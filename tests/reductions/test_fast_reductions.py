@@ -239,6 +239,36 @@ def test_column_sums(threads):
         _core.set_num_threads(prev)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_column_maxima(threads, op):
+    # max/min along an outer axis go through the kernels' column maxima;
+    # columns ending NaN (either sign, payloads) or zero (both signs in the
+    # column) are redone NumPy's way: NumPy's bits everywhere
+    prev = _core.set_num_threads(threads)
+    try:
+        for level in LEVELS:
+            with kernel_level(level):
+                for fmt in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+                    for shape, ax in [((4000, 256), 0), ((1200, 1100), 0), ((3000, 16), 0),
+                                      ((5, 600, 130), 1), ((70, 4000), 0), ((3000, 1), 0)]:
+                        base = nan_columns(shape, fmt, seed=sum(shape) + 1)
+                        flat = base.reshape(-1, shape[-1])
+                        # zeros of both signs: columns whose max (min) is zero
+                        signs = np.where(np.arange(flat.shape[0]) % 2, 0.0, -0.0)
+                        flat[:, 5 % shape[-1]] = signs.astype(np.float32).astype(base.dtype)
+                        flat[::2, -1] = base.dtype.type(-0.0)
+                        flat[1::2, -1] = base.dtype.type(0.0)
+                        for x in (base, base[1:], base[..., 1:]):
+                            want = reference(op, x, axis=ax)
+                            assert same(fast(op, x, axis=ax), want), (level, fmt, shape, ax)
+                            out = np.empty_like(want)
+                            assert fast(op, x, axis=ax, out=out) is out
+                            assert same(out, want), (level, fmt, shape, ax, "out=")
+    finally:
+        _core.set_num_threads(prev)
+
+
 def test_one_call_path_is_taken():
     # the cases that must not fall back to NumPy's route
     x = data((64, 96), "bfloat16")

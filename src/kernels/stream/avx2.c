@@ -384,6 +384,20 @@ splat_f(float x)
     return _mm256_set1_ps(x);
 }
 
+/* column maxima, minima (body.h's col_op): x's NaN replaces the lane, an
+ * a that is NaN stays (MAXPS returns its second source when unordered) */
+MF_INLINE __m256
+maxn_v(__m256 a, __m256 x)
+{
+    return _mm256_blendv_ps(_mm256_max_ps(x, a), x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+MF_INLINE __m256
+minn_v(__m256 a, __m256 x)
+{
+    return _mm256_blendv_ps(_mm256_min_ps(x, a), x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
 /* two widening loads (fewer instructions than a load and an extract) */
 MF_INLINE void
 dec_bf16_2(const uint16_t *s, __m256 v[2])
@@ -578,6 +592,7 @@ const mf_kernels mf_kernels_avx2 = {
     .encode_f32 = mf_avx2_encode_f32,
     .binary = mf_avx2_binary,
     .colsum_f32 = mf_avx2_colsum_f32,
+    .colmax_f32 = mf_avx2_colmax_f32,
     .sum = mf_avx2_sum,
     .sum_rows = mf_avx2_sum_rows,
     .dot = mf_avx2_dot,

@@ -397,6 +397,20 @@ splat_f(float x)
     return _mm512_set1_ps(x);
 }
 
+/* column maxima, minima (body.h's col_op): x's NaN replaces the lane, an
+ * a that is NaN stays (MAXPS returns its second source when unordered) */
+MF_INLINE __m512
+maxn_v(__m512 a, __m512 x)
+{
+    return _mm512_mask_mov_ps(_mm512_max_ps(x, a), _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+
+MF_INLINE __m512
+minn_v(__m512 a, __m512 x)
+{
+    return _mm512_mask_mov_ps(_mm512_min_ps(x, a), _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+
 MF_INLINE void
 dec_bf16_2(const uint16_t *s, __m512 v[2])
 {
@@ -659,6 +673,7 @@ const mf_kernels mf_kernels_avx512 = {
     .encode_f32 = mf_avx512_encode_f32,
     .binary = mf_avx512_binary,
     .colsum_f32 = mf_avx512_colsum_f32,
+    .colmax_f32 = mf_avx512_colmax_f32,
     .sum = mf_avx512_sum,
     .sum_rows = mf_avx512_sum_rows,
     .dot = mf_avx512_dot,

@@ -10,6 +10,7 @@ const mf_kernels mf_kernels_avx512bf16 = {
     .encode_f32 = mf_avx512_encode_f32,
     .binary = mf_avx512_binary,
     .colsum_f32 = mf_avx512_colsum_f32,
+    .colmax_f32 = mf_avx512_colmax_f32,
     .sum = mf_avx512_sum,
     .sum_rows = mf_avx512_sum_rows,
     .dot = mf_avx512_dot,

@@ -197,11 +197,20 @@ MF_ISA(decode_f32)(const mf_format *f, const void *src, float *dst, mf_intp n)
 #define COLSUM_REG_VECS 8
 #endif
 
-/* the columns [j, j + NV VL) of every row in turn, their sums in registers
- * (NV a constant after inlining) */
+/* the column operations: 0 sum (add_v), 1 max, 2 min (maxn_v, minn_v:
+ * the larger or smaller, a column that meets a NaN ends NaN; which zero of
+ * two is left to the level) */
+MF_INLINE vf_t
+col_op(const int OP, vf_t a, vf_t x)
+{
+    return OP == 0 ? add_v(a, x) : OP == 1 ? maxn_v(a, x) : minn_v(a, x);
+}
+
+/* the columns [j, j + NV VL) of every row in turn, their sums (maxima,
+ * minima) in registers (NV and OP constants after inlining) */
 MF_INLINE void
-colsum_regs(const int NV, const regs_t *r, mf_simd_path path, const char *const *rows,
-            mf_intp nrows, float *acc, mf_intp j)
+colsum_regs(const int OP, const int NV, const regs_t *r, mf_simd_path path,
+            const char *const *rows, mf_intp nrows, float *acc, mf_intp j)
 {
     vf_t a[COLSUM_REG_VECS];
     for (int q = 0; q < NV; q++) {
@@ -213,21 +222,21 @@ colsum_regs(const int NV, const regs_t *r, mf_simd_path path, const char *const 
         if (NV == 1) {
 #ifdef COLSUM_DEC1
             v[0] = COLSUM_DEC1(r, path, rows[i], j);
-            a[0] = add_v(a[0], v[0]);
+            a[0] = col_op(OP, a[0], v[0]);
 #endif
         }
         else if (path == MF_SIMD_BF16) {
             for (int q = 0; q < NV; q += 2) {
                 dec_bf16_2((const uint16_t *)rows[i] + j + VL * q, v);
-                a[q] = add_v(a[q], v[0]);
-                a[q + 1] = add_v(a[q + 1], v[1]);
+                a[q] = col_op(OP, a[q], v[0]);
+                a[q + 1] = col_op(OP, a[q + 1], v[1]);
             }
         }
         else {
             for (int q = 0; q < NV; q += DEC8_VECS) {
                 dec8_n(r, path, (const uint8_t *)rows[i] + j + VL * q, v);
                 for (int u = 0; u < DEC8_VECS; u++) {
-                    a[q + u] = add_v(a[q + u], v[u]);
+                    a[q + u] = col_op(OP, a[q + u], v[u]);
                 }
             }
         }
@@ -244,8 +253,8 @@ colsum_regs(const int NV, const regs_t *r, mf_simd_path path, const char *const 
  * half the speed of one stream from memory on a Zen 4, so rows are read one
  * at a time where that costs nothing. */
 MF_INLINE mf_intp
-colsum_run(const regs_t *r, mf_simd_path path, const char *const *rows, mf_intp nrows,
-           float *acc, mf_intp n, mf_intp itemsize)
+colsum_run(const int OP, const regs_t *r, mf_simd_path path, const char *const *rows,
+           mf_intp nrows, float *acc, mf_intp n, mf_intp itemsize)
 {
     mf_intp j = 0;
     /* vectors one decode gives */
@@ -253,17 +262,17 @@ colsum_run(const regs_t *r, mf_simd_path path, const char *const *rows, mf_intp 
     if (n <= COLSUM_REG_VECS * VL) {
         /* narrow: each row's columns at once, the sums in registers */
         for (; j + COLSUM_REG_VECS * VL <= n; j += COLSUM_REG_VECS * VL) {
-            colsum_regs(COLSUM_REG_VECS, r, path, rows, nrows, acc, j);
+            colsum_regs(OP, COLSUM_REG_VECS, r, path, rows, nrows, acc, j);
         }
         for (int nv = COLSUM_REG_VECS / 2; nv >= unit; nv /= 2) {
             if (j + nv * VL <= n) {
-                colsum_regs(nv, r, path, rows, nrows, acc, j);
+                colsum_regs(OP, nv, r, path, rows, nrows, acc, j);
                 j += nv * VL;
             }
         }
 #ifdef COLSUM_DEC1
         if (j + VL <= n) {
-            colsum_regs(1, r, path, rows, nrows, acc, j);
+            colsum_regs(OP, 1, r, path, rows, nrows, acc, j);
             j += VL;
         }
 #endif
@@ -287,7 +296,7 @@ colsum_run(const regs_t *r, mf_simd_path path, const char *const *rows, mf_intp 
                     dec8_n(r, path, (const uint8_t *)rows[i] + j, v);
                 }
                 for (int q = 0; q < step / VL; q++) {
-                    store_f(acc + j + VL * q, add_v(load_f(acc + j + VL * q), v[q]), 0);
+                    store_f(acc + j + VL * q, col_op(OP, load_f(acc + j + VL * q), v[q]), 0);
                 }
             }
         }
@@ -300,15 +309,15 @@ colsum_run(const regs_t *r, mf_simd_path path, const char *const *rows, mf_intp 
         j = 0;
         if (path == MF_SIMD_BF16) {
             for (; j + 4 * VL <= n; j += 4 * VL) {
-                colsum_regs(4, r, path, rows + i, cnt, acc, j);
+                colsum_regs(OP, 4, r, path, rows + i, cnt, acc, j);
             }
             for (; j + 2 * VL <= n; j += 2 * VL) {
-                colsum_regs(2, r, path, rows + i, cnt, acc, j);
+                colsum_regs(OP, 2, r, path, rows + i, cnt, acc, j);
             }
         }
         else {
             for (; j + DEC8_VECS * VL <= n; j += DEC8_VECS * VL) {
-                colsum_regs(DEC8_VECS, r, path, rows + i, cnt, acc, j);
+                colsum_regs(OP, DEC8_VECS, r, path, rows + i, cnt, acc, j);
             }
         }
     }
@@ -323,7 +332,7 @@ MF_ISA(colsum_f32)(const mf_format *f, const char *const *rows, mf_intp nrows, f
     regs_t r;
     regs_init(&r, &p);
     mf_intp done = 0;
-#define CALL(PATH) done = colsum_run(&r, PATH, rows, nrows, acc, n, f->itemsize)
+#define CALL(PATH) done = colsum_run(0, &r, PATH, rows, nrows, acc, n, f->itemsize)
     FOR_PATH(p, CALL, done = 0)
 #undef CALL
     if (done < n) {
@@ -332,6 +341,27 @@ MF_ISA(colsum_f32)(const mf_format *f, const char *const *rows, mf_intp nrows, f
             rest[i] = rows[i] + done * f->itemsize;
         }
         mf_serial_colsum_f32(f, rest, nrows, acc + done, n - done);
+    }
+}
+
+void
+MF_ISA(colmax_f32)(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
+                   mf_intp n, int is_min)
+{
+    mf_simd_params p = mf_simd_params_of(f);
+    regs_t r;
+    regs_init(&r, &p);
+    mf_intp done = 0;
+#define CALL(PATH) done = is_min ? colsum_run(2, &r, PATH, rows, nrows, acc, n, f->itemsize) \
+                                 : colsum_run(1, &r, PATH, rows, nrows, acc, n, f->itemsize)
+    FOR_PATH(p, CALL, done = 0)
+#undef CALL
+    if (done < n) {
+        const char *rest[MF_COLSUM_ROWS];
+        for (mf_intp i = 0; i < nrows; i++) {
+            rest[i] = rows[i] + done * f->itemsize;
+        }
+        mf_serial_colmax_f32(f, rest, nrows, acc + done, n - done, is_min);
     }
 }
 

@@ -342,6 +342,20 @@ splat_f(float x)
     return vdupq_n_f32(x);
 }
 
+/* column maxima, minima (body.h's col_op): FMAX and FMIN return a NaN
+ * when either operand is one */
+MF_INLINE float32x4_t
+maxn_v(float32x4_t a, float32x4_t x)
+{
+    return vmaxq_f32(a, x);
+}
+
+MF_INLINE float32x4_t
+minn_v(float32x4_t a, float32x4_t x)
+{
+    return vminq_f32(a, x);
+}
+
 MF_INLINE void
 dec_bf16_2(const uint16_t *s, float32x4_t v[2])
 {
@@ -465,6 +479,7 @@ const mf_kernels mf_kernels_neon = {
     .encode_f32 = mf_neon_encode_f32,
     .binary = mf_neon_binary,
     .colsum_f32 = mf_neon_colsum_f32,
+    .colmax_f32 = mf_neon_colmax_f32,
     .sum = mf_neon_sum,
     .sum_rows = mf_neon_sum_rows,
     .dot = mf_neon_dot,

@@ -118,6 +118,7 @@ const mf_kernels mf_kernels_neon_bf16 = {
     .encode_f32 = mf_neon_bf16_encode_f32,
     .binary = mf_neon_bf16_binary,
     .colsum_f32 = mf_neon_colsum_f32,
+    .colmax_f32 = mf_neon_colmax_f32,
     .sum = mf_neon_sum,
     .sum_rows = mf_neon_sum_rows,
     .dot = mf_neon_dot,

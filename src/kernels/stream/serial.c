@@ -192,6 +192,26 @@ mf_serial_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows,
     }
 }
 
+/* NumPy's float32 maximum/minimum of each step (`a >= x || a != a ? a : x`,
+ * `a <= x || a != a ? a : x`, then x's NaN): the first NaN stays */
+void
+mf_serial_colmax_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
+                     mf_intp n, int is_min)
+{
+    float x[MF_SUM_LANES];
+    for (mf_intp j = 0; j < n; j += MF_SUM_LANES) {
+        mf_intp m = n - j < MF_SUM_LANES ? n - j : MF_SUM_LANES;
+        for (mf_intp i = 0; i < nrows; i++) {
+            mf_serial_decode_f32(f, rows[i] + j * f->itemsize, x, m);
+            for (mf_intp c = 0; c < m; c++) {
+                float a = acc[j + c];
+                int keep = is_min ? (a <= x[c] || a != a) : (a >= x[c] || a != a);
+                acc[j + c] = keep ? a : x[c];
+            }
+        }
+    }
+}
+
 void
 mf_serial_dot_cols(const mf_format *f, const float *v, const void *B, mf_intp ldb, mf_intp n,
                    mf_intp m, double *out, float *scratch)
@@ -232,6 +252,7 @@ const mf_kernels mf_kernels_serial = {
     .encode_f32 = mf_serial_encode_f32,
     .binary = mf_serial_binary,
     .colsum_f32 = mf_serial_colsum_f32,
+    .colmax_f32 = mf_serial_colmax_f32,
     .sum = mf_serial_sum,
     .sum_rows = mf_serial_sum_rows,
     .dot = mf_serial_dot,

@@ -512,6 +512,30 @@ binary8_tail(mf_binary_op op, const regs256 *r, mf_simd_path path, const uint8_t
 }
 
 /* lanes[j] += lanes[j + w] for w = 16, 8, then combine8 (x86.h) */
+/* sum and dot of bfloat16: 16 codes as their even and odd elements (a
+ * shift and a mask instead of a widening shuffle), and the lanes so filled
+ * put back in index order (body.h) */
+#define HAVE_DEC_BF16_EO
+MF_INLINE void
+dec_bf16_eo(const uint16_t *s, __m256 v[2])
+{
+    __m256i c = _mm256_loadu_si256((const __m256i *)s);
+    v[0] = _mm256_castsi256_ps(_mm256_slli_epi32(c, 16));
+    v[1] = _mm256_castsi256_ps(_mm256_and_si256(c, _mm256_set1_epi32((int)0xFFFF0000u)));
+}
+
+MF_INLINE void
+eo_lanes(__m256 acc[4])
+{
+    for (int q = 0; q < 4; q += 2) {
+        /* lo: elements 0..3 | 8..11 of these 16, hi: 4..7 | 12..15 */
+        __m256 lo = _mm256_unpacklo_ps(acc[q], acc[q + 1]);
+        __m256 hi = _mm256_unpackhi_ps(acc[q], acc[q + 1]);
+        acc[q] = _mm256_permute2f128_ps(lo, hi, 0x20);
+        acc[q + 1] = _mm256_permute2f128_ps(lo, hi, 0x31);
+    }
+}
+
 MF_INLINE float
 combine32(const __m256 l[4])
 {

@@ -45,6 +45,10 @@
  *   through a buffer padded with values that leave the lanes as they are).
  *   HAVE_ENC_BF16_2, HAVE_BINARY_BF16_2: the level's own enc_bf16_2,
  *   binary_bf16_2 (else the ones below).
+ *   HAVE_DEC_BF16_EO: dec_bf16_eo(s, v), 2 VL bfloat16 codes as the
+ *   even-indexed ones in v[0] and the odd ones in v[1], and eo_lanes(acc),
+ *   which puts the NACC lanes so filled back in index order: sum and dot of
+ *   bfloat16 then keep each index's lane and order without widening shuffles.
  *   HAVE_LOAD_DEC: load_dec(r, path, src, i), VL codes from element i as
  *   float32, for sum and dot, one vector at a time (else they load all 32
  *   codes as the decode loop does).
@@ -674,6 +678,23 @@ sum_blocks(const int R, const regs_t *r, mf_simd_path path, const mf_format *f,
         }
     }
     mf_intp i = 0;
+#ifdef HAVE_DEC_BF16_EO
+    if (path == MF_SIMD_BF16) {
+        /* the even and odd codes in their own lanes, then in order */
+        for (; i + MF_SUM_LANES <= len; i += MF_SUM_LANES) {
+            for (int k = 0; k < R; k++) {
+                for (int q = 0; q < NACC; q += 2) {
+                    dec_bf16_eo((const uint16_t *)src[k] + i + VL * q, v + q);
+                    acc[k][q] = add_v(acc[k][q], v[q]);
+                    acc[k][q + 1] = add_v(acc[k][q + 1], v[q + 1]);
+                }
+            }
+        }
+        for (int k = 0; k < R; k++) {
+            eo_lanes(acc[k]);
+        }
+    }
+#endif
     for (; i + MF_SUM_LANES <= len; i += MF_SUM_LANES) {
         for (int k = 0; k < R; k++) {
             for (int g = 0; g < NACC; g += SUM_VECS) {
@@ -717,6 +738,20 @@ dot_block(const regs_t *r, mf_simd_path path, const mf_format *f, const void *a,
         acc[q] = splat_f(-0.0f);
     }
     mf_intp i = 0;
+#ifdef HAVE_DEC_BF16_EO
+    if (path == MF_SIMD_BF16) {
+        /* the even and odd codes in their own lanes, then in order */
+        for (; i + MF_SUM_LANES <= len; i += MF_SUM_LANES) {
+            for (int q = 0; q < NACC; q += 2) {
+                dec_bf16_eo((const uint16_t *)a + i + VL * q, x + q);
+                dec_bf16_eo((const uint16_t *)b + i + VL * q, y + q);
+                acc[q] = fma_acc(x[q], y[q], acc[q]);
+                acc[q + 1] = fma_acc(x[q + 1], y[q + 1], acc[q + 1]);
+            }
+        }
+        eo_lanes(acc);
+    }
+#endif
     for (; i + MF_SUM_LANES <= len; i += MF_SUM_LANES) {
         for (int g = 0; g < NACC; g += SUM_VECS) {
             load_dec_n(r, path, a, i + VL * g, x);

@@ -21,7 +21,10 @@
  *    column sums instead (the same additions in the same order, several
  *    rows a call with the accumulators in registers); only which operand's
  *    NaN an addition returns can differ, so a column that ends NaN is
- *    computed again NumPy's way.
+ *    computed again NumPy's way.  max/min over one outer axis go through
+ *    the kernels' column maxima the same way, a column that ends NaN or
+ *    zero (whose sign depends on which operand a step keeps) again NumPy's
+ *    way.
  *  - "row" mode, when the innermost (merged) axis is reduced: each call
  *    reduces one run of the input into one output element, starting from
  *    the element's float32 partial.  Sums: the partial plus the kernel sum of

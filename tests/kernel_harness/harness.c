@@ -258,13 +258,17 @@ check_reduce(const char *lv, const mf_kernels *k, const mf_format *f)
 
 /* ------------------------------------------------------------ colsum */
 
-/* column sums of up to MF_COLSUM_ROWS rows of random and special codes at
- * widths that cross the vector groups: float32 bits and flags as serial's,
- * except which NaN a NaN column holds (the callers redo those) */
+/* column sums (op 0), maxima (1) and minima (2) of up to MF_COLSUM_ROWS
+ * rows of random and special codes at widths that cross the vector groups,
+ * the rows W apart and one after the other (the kernels read those in
+ * another order): float32 bits (sums: and flags) as serial's, except which
+ * NaN a NaN column holds and, for maxima and minima, which zero a zero
+ * column holds (the callers redo those) */
 static void
-check_colsum(const char *lv, const mf_kernels *k, const mf_format *f)
+check_columns(const char *lv, const mf_kernels *k, const mf_format *f)
 {
     enum { W = 300 };
+    static const char *const what[3] = {"colsum", "colmax", "colmin"};
     size_t sz = (size_t)f->itemsize;
     char *x = malloc(MF_COLSUM_ROWS * W * sz);
     float a0[W], a1[W];
@@ -272,74 +276,45 @@ check_colsum(const char *lv, const mf_kernels *k, const mf_format *f)
     for (int trial = 0; trial < (quick ? 2 : 6); trial++) {
         fill_codes(f, x, MF_COLSUM_ROWS * W);
         for (long n = 0; n <= W; n = n < (quick ? 36 : 70) ? n + 1 : n + (quick ? 67 : 23)) {
-          /* rows W apart, then one after the other (the kernels read those
-           * in another order) */
           for (int adjacent = 0; adjacent < 2; adjacent++) {
             for (int i = 0; i < MF_COLSUM_ROWS; i++) {
                 rows[i] = x + (size_t)i * (size_t)(adjacent ? n : W) * sz;
             }
             for (int nr = 1; nr <= MF_COLSUM_ROWS; nr += (nr < 3 ? 1 : nr < 20 ? 5 : 13)) {
+              for (int op = 0; op < 3; op++) {
                 for (long j = 0; j < n; j++) {
                     a0[j] = a1[j] = (float)(j % 7) - 3.0f;
                 }
                 int fl0, fl1;
                 feclearexcept(FE_ALL_EXCEPT);
-                mf_serial_colsum_f32(f, rows, nr, a0, n);
+                if (op == 0) {
+                    mf_serial_colsum_f32(f, rows, nr, a0, n);
+                }
+                else {
+                    mf_serial_colmax_f32(f, rows, nr, a0, n, op == 2);
+                }
                 fl0 = fetestexcept(FLAGS);
                 feclearexcept(FE_ALL_EXCEPT);
-                k->colsum_f32(f, rows, nr, a1, n);
+                if (op == 0) {
+                    k->colsum_f32(f, rows, nr, a1, n);
+                }
+                else {
+                    k->colmax_f32(f, rows, nr, a1, n, op == 2);
+                }
                 fl1 = fetestexcept(FLAGS);
                 for (long j = 0; j < n; j++) {
                     uint32_t u0, u1;
                     memcpy(&u0, a0 + j, 4);
                     memcpy(&u1, a1 + j, 4);
-                    if (a0[j] != a0[j] ? a1[j] == a1[j] : u0 != u1) {
-                        fail(lv, f->name, "colsum", n * 1000 + j, u1, u0);
-                        break;
-                    }
-                }
-                if (fl0 != fl1) fail(lv, f->name, "colsum flags", n * 100 + nr, fl1, fl0);
-            }
-          }
-        }
-    }
-    free(x);
-}
-
-/* column maxima and minima of the same rows: serial's values, except that
- * a NaN column may hold any NaN and a zero column either zero */
-static void
-check_colmax(const char *lv, const mf_kernels *k, const mf_format *f)
-{
-    enum { W = 300 };
-    size_t sz = (size_t)f->itemsize;
-    char *x = malloc(MF_COLSUM_ROWS * W * sz);
-    float a0[W], a1[W];
-    const char *rows[MF_COLSUM_ROWS];
-    for (int trial = 0; trial < (quick ? 2 : 6); trial++) {
-        fill_codes(f, x, MF_COLSUM_ROWS * W);
-        for (long n = 0; n <= W; n = n < (quick ? 36 : 70) ? n + 1 : n + (quick ? 67 : 23)) {
-          for (int adjacent = 0; adjacent < 2; adjacent++) {
-            for (int i = 0; i < MF_COLSUM_ROWS; i++) {
-                rows[i] = x + (size_t)i * (size_t)(adjacent ? n : W) * sz;
-            }
-            for (int nr = 1; nr <= MF_COLSUM_ROWS; nr += (nr < 3 ? 1 : nr < 20 ? 5 : 13)) {
-              for (int is_min = 0; is_min < 2; is_min++) {
-                for (long j = 0; j < n; j++) {
-                    a0[j] = a1[j] = (float)(j % 7) - 3.0f;
-                }
-                mf_serial_colmax_f32(f, rows, nr, a0, n, is_min);
-                k->colmax_f32(f, rows, nr, a1, n, is_min);
-                for (long j = 0; j < n; j++) {
-                    uint32_t u0, u1;
-                    memcpy(&u0, a0 + j, 4);
-                    memcpy(&u1, a1 + j, 4);
                     int bad = a0[j] != a0[j] ? a1[j] == a1[j]
-                              : a0[j] == 0.0f ? a1[j] != 0.0f : u0 != u1;
+                              : (op != 0 && a0[j] == 0.0f) ? a1[j] != 0.0f : u0 != u1;
                     if (bad) {
-                        fail(lv, f->name, is_min ? "colmin" : "colmax", n * 1000 + j, u1, u0);
+                        fail(lv, f->name, what[op], n * 1000 + j, u1, u0);
                         break;
                     }
+                }
+                if (op == 0 && fl0 != fl1) {
+                    fail(lv, f->name, "colsum flags", n * 100 + nr, fl1, fl0);
                 }
               }
             }
@@ -854,8 +829,7 @@ main(int argc, char **argv)
             check_encode(lv, k, f);
             check_binary(lv, k, f);
             check_reduce(lv, k, f);
-            check_colsum(lv, k, f);
-            check_colmax(lv, k, f);
+            check_columns(lv, k, f);
             check_dot_cols(lv, k, f);
             check_stats(lv, k, f);
             check_cast_err(lv, k, f);

@@ -328,15 +328,17 @@ colsum_run(const int OP, const regs_t *r, mf_simd_path path, const char *const *
     return j;
 }
 
-void
-MF_ISA(colsum_f32)(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
-                   mf_intp n)
+/* column sums (OP 0), maxima (1), minima (2): whole vectors here, the
+ * rest of the columns by the serial kernel */
+MF_INLINE void
+columns_f32(const int OP, const mf_format *f, const char *const *rows, mf_intp nrows,
+            float *acc, mf_intp n)
 {
     mf_simd_params p = mf_simd_params_of(f);
     regs_t r;
     regs_init(&r, &p);
     mf_intp done = 0;
-#define CALL(PATH) done = colsum_run(0, &r, PATH, rows, nrows, acc, n, f->itemsize)
+#define CALL(PATH) done = colsum_run(OP, &r, PATH, rows, nrows, acc, n, f->itemsize)
     FOR_PATH(p, CALL, done = 0)
 #undef CALL
     if (done < n) {
@@ -344,28 +346,31 @@ MF_ISA(colsum_f32)(const mf_format *f, const char *const *rows, mf_intp nrows, f
         for (mf_intp i = 0; i < nrows; i++) {
             rest[i] = rows[i] + done * f->itemsize;
         }
-        mf_serial_colsum_f32(f, rest, nrows, acc + done, n - done);
+        if (OP == 0) {
+            mf_serial_colsum_f32(f, rest, nrows, acc + done, n - done);
+        }
+        else {
+            mf_serial_colmax_f32(f, rest, nrows, acc + done, n - done, OP == 2);
+        }
     }
+}
+
+void
+MF_ISA(colsum_f32)(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
+                   mf_intp n)
+{
+    columns_f32(0, f, rows, nrows, acc, n);
 }
 
 void
 MF_ISA(colmax_f32)(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
                    mf_intp n, int is_min)
 {
-    mf_simd_params p = mf_simd_params_of(f);
-    regs_t r;
-    regs_init(&r, &p);
-    mf_intp done = 0;
-#define CALL(PATH) done = is_min ? colsum_run(2, &r, PATH, rows, nrows, acc, n, f->itemsize) \
-                                 : colsum_run(1, &r, PATH, rows, nrows, acc, n, f->itemsize)
-    FOR_PATH(p, CALL, done = 0)
-#undef CALL
-    if (done < n) {
-        const char *rest[MF_COLSUM_ROWS];
-        for (mf_intp i = 0; i < nrows; i++) {
-            rest[i] = rows[i] + done * f->itemsize;
-        }
-        mf_serial_colmax_f32(f, rest, nrows, acc + done, n - done, is_min);
+    if (is_min) {
+        columns_f32(2, f, rows, nrows, acc, n);
+    }
+    else {
+        columns_f32(1, f, rows, nrows, acc, n);
     }
 }
 

@@ -176,27 +176,13 @@ mf_serial_dot(const mf_format *f, const void *a, const void *b, mf_intp n)
     return total;
 }
 
-void
-mf_serial_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
-                     mf_intp n)
-{
-    float x[MF_SUM_LANES];
-    for (mf_intp j = 0; j < n; j += MF_SUM_LANES) {
-        mf_intp m = n - j < MF_SUM_LANES ? n - j : MF_SUM_LANES;
-        for (mf_intp i = 0; i < nrows; i++) {
-            mf_serial_decode_f32(f, rows[i] + j * f->itemsize, x, m);
-            for (mf_intp c = 0; c < m; c++) {
-                acc[j + c] = mf_add_ord(acc[j + c], x[c]);
-            }
-        }
-    }
-}
-
-/* NumPy's float32 maximum/minimum of each step (`a >= x || a != a ? a : x`,
- * `a <= x || a != a ? a : x`, then x's NaN): the first NaN stays */
-void
-mf_serial_colmax_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
-                     mf_intp n, int is_min)
+/* column sums (op 0), maxima (1) and minima (2) of rows in order: sums
+ * with the hardware's NaN rule (mf_add_ord); maxima and minima as NumPy's
+ * float32 loop's scalar steps (`a >= x || a != a ? a : x`, `a <= x || ...`:
+ * the first NaN stays) */
+static void
+serial_columns(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
+               mf_intp n, int op)
 {
     float x[MF_SUM_LANES];
     for (mf_intp j = 0; j < n; j += MF_SUM_LANES) {
@@ -205,11 +191,30 @@ mf_serial_colmax_f32(const mf_format *f, const char *const *rows, mf_intp nrows,
             mf_serial_decode_f32(f, rows[i] + j * f->itemsize, x, m);
             for (mf_intp c = 0; c < m; c++) {
                 float a = acc[j + c];
-                int keep = is_min ? (a <= x[c] || a != a) : (a >= x[c] || a != a);
-                acc[j + c] = keep ? a : x[c];
+                if (op == 0) {
+                    acc[j + c] = mf_add_ord(a, x[c]);
+                }
+                else {
+                    int keep = (op == 2 ? a <= x[c] : a >= x[c]) || a != a;
+                    acc[j + c] = keep ? a : x[c];
+                }
             }
         }
     }
+}
+
+void
+mf_serial_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
+                     mf_intp n)
+{
+    serial_columns(f, rows, nrows, acc, n, 0);
+}
+
+void
+mf_serial_colmax_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
+                     mf_intp n, int is_min)
+{
+    serial_columns(f, rows, nrows, acc, n, is_min ? 2 : 1);
 }
 
 void

@@ -268,7 +268,10 @@ def test_matmul_levels_equal(name):
     # kernels, through the bfloat16 result's epilogue), a vector on either
     # side, a strided operand
     for (m, k, n) in [(2, 3, 2), (17, 33, 31), (64, 100, 65), (300, 257, 5), (130, 64, 16),
-                      (1000, 301, 1), (1, 301, 1000), (3, 257, 130), (4, 64, 300)]:
+                      (1000, 301, 1), (1, 301, 1000), (3, 257, 130), (4, 64, 300),
+                      # rows a whole number of cache lines long (the VDPBF16PS
+                      # thin kernel's line-aligned blocks), an odd depth
+                      (40, 2048, 16), (37, 1001, 12)]:
         a = as_format(format_codes(rng, name, (m, k)).astype(code_dtype(name)), name)
         b = as_format(format_codes(rng, name, (k, n)).astype(code_dtype(name)), name)
         want = mm("serial", a, b)

@@ -613,7 +613,8 @@ typedef struct {
     const mf_gemm_ops *ops;
     mf_intp m, n, k, lda, ldc;
     const uint16_t *A;
-    const float *b;
+    const float *b;            /* B's values [k][n], or NULL: */
+    const uint32_t *bp;        /* B's pairs for ops->gemv_pairs */
     float *C;
     const mf_gemm_epilogue *ep;
     mf_intp ntasks, next;
@@ -634,7 +635,12 @@ mf_gemv_worker(void *ctx, int w)
         }
         mf_intp i0 = t * MF_GEMV_ROWS, rows = mf_gemm_min(MF_GEMV_ROWS, J->m - i0);
         mf_thin_start(J->ep, i0, 0, rows, n, acc, n, J->C, J->ldc);
-        J->ops->gemv(rows, J->k, J->A + i0 * J->lda, J->lda, J->b, n, acc);
+        if (J->b != NULL) {
+            J->ops->gemv(rows, J->k, J->A + i0 * J->lda, J->lda, J->b, n, acc);
+        }
+        else {
+            J->ops->gemv_pairs(rows, J->k, J->A + i0 * J->lda, J->lda, J->bp, n, acc);
+        }
         mf_thin_finish(J->ops, J->ep, csr, i0, 0, rows, n, acc, n, J->C, J->ldc);
     }
     mf_fpenv_leave(csr);
@@ -646,17 +652,34 @@ mf_gemv_run(const mf_gemm_ops *ops, mf_intp m, mf_intp n, mf_intp k, const void 
             mf_intp lda, const void *B, mf_intp ldb, float *C, mf_intp ldc,
             const mf_gemm_epilogue *ep)
 {
-    float *b = (float *)malloc((size_t)(k * n) * sizeof(float));
-    if (b == NULL) {
+    const uint16_t *Bc = (const uint16_t *)B;
+    const int pairs = ops->gemv_pairs != NULL && n >= ops->gemv_pairs_min;
+    const mf_intp kq = (k + 1) / 2;
+    void *mem = pairs ? aligned_alloc(MF_GEMM_ALIGN, (size_t)kq * 16 * sizeof(uint32_t))
+                      : malloc((size_t)(k * n) * sizeof(float));
+    if (mem == NULL) {
         return -1;
     }
-    for (mf_intp p = 0; p < k; p++) {
-        for (mf_intp j = 0; j < n; j++) {
-            uint32_t u = (uint32_t)((const uint16_t *)B)[p * ldb + j] << 16;
-            memcpy(b + p * n + j, &u, 4);
+    float *b = pairs ? NULL : (float *)mem;
+    uint32_t *bp = pairs ? (uint32_t *)mem : NULL;
+    if (pairs) {
+        for (mf_intp q = 0; q < kq; q++) {
+            for (mf_intp j = 0; j < 16; j++) {
+                uint32_t lo = j < n ? Bc[2 * q * ldb + j] : 0u;
+                uint32_t hi = j < n && 2 * q + 1 < k ? Bc[(2 * q + 1) * ldb + j] : 0u;
+                bp[q * 16 + j] = lo | (hi << 16);
+            }
         }
     }
-    mf_gemv_job J = {ops, m, n, k, lda, ldc, (const uint16_t *)A, b, C, ep,
+    else {
+        for (mf_intp p = 0; p < k; p++) {
+            for (mf_intp j = 0; j < n; j++) {
+                uint32_t u = (uint32_t)Bc[p * ldb + j] << 16;
+                memcpy(b + p * n + j, &u, 4);
+            }
+        }
+    }
+    mf_gemv_job J = {ops, m, n, k, lda, ldc, (const uint16_t *)A, b, bp, C, ep,
                      (m + MF_GEMV_ROWS - 1) / MF_GEMV_ROWS, 0};
     double work = (double)m * (double)n * (double)k;
     int T = mf_get_num_threads();
@@ -669,7 +692,7 @@ mf_gemv_run(const mf_gemm_ops *ops, mf_intp m, mf_intp n, mf_intp k, const void 
     if (T <= 1 || mf_pool_run(mf_gemv_worker, &J, T) <= 0) {
         mf_gemv_worker(&J, 0);
     }
-    free(b);
+    free(mem);
     return 0;
 }
 

@@ -101,6 +101,12 @@ typedef void (*mf_gemm_gevm_fn)(int rows, mf_intp k, const uint16_t *A, mf_intp 
                                 const uint16_t *B, mf_intp ldb, mf_intp n, float *acc,
                                 mf_intp na);
 
+/* the same with B as bfloat16 pairs, the operand of VDPBF16PS: bp[q * 16 +
+ * j] holds column j's codes at k = 2q (low half) and 2q + 1 (high half; +0
+ * past an odd k), zeros for j >= nb; called in the kernels' FP environment */
+typedef void (*mf_gemm_gemv_pairs_fn)(mf_intp rows, mf_intp k, const uint16_t *A, mf_intp lda,
+                                      const uint32_t *bp, mf_intp nb, float *acc);
+
 /* the AVX-512 ones (gemm/avx512.c), which the AVX512_BF16 level uses too */
 void mf_avx512_gemv_bf16(mf_intp rows, mf_intp k, const uint16_t *A, mf_intp lda,
                          const float *b, mf_intp nb, float *acc);
@@ -116,6 +122,8 @@ typedef struct {
     int ftz_daz;               /* run in the kernels' FP environment (driver.c) */
     mf_gemm_gemv_fn gemv;      /* NULL, or bfloat16 products with few columns */
     mf_gemm_gevm_fn gevm;      /* NULL, or bfloat16 products with few rows */
+    mf_gemm_gemv_pairs_fn gemv_pairs;  /* NULL, or gemv's products of at least */
+    int gemv_pairs_min;                /* this many columns, from B's pairs */
     /* the epilogue's bfloat16 shortcut (common.h) built with the level's
      * flags: the driver's own copy has only the baseline ISA's vectors */
     void (*store_bf16)(const mf_gemm_epilogue *ep, mf_intp i0, mf_intp j0, mf_intp rows,

@@ -89,6 +89,7 @@ typedef struct {
     const mf_gemm_epilogue *ep;
     mf_intp nc;                /* columns per B packing (all of k) */
     int a_all;                 /* A packed for all of k per row block */
+    int a_rows;                /* or read in place by ops->kernel_rows */
     mf_intp cw;                /* then: columns of tiles that go through all of k */
     /* row tasks on several threads: B packed first, by all of them */
     struct mf_gemm_packb_job *packb;
@@ -170,16 +171,26 @@ mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, 
         if (o->ftz_daz) {
             mf_fpenv_clear_flags();
         }
-        /* with all of k's A packed at once (g->a_all), the tiles of
-         * g->cw columns go through all of k before the next ones: that
-         * much of the scratch stays in L2 between k blocks */
-        if (g->a_all) {
+        /* with all of k's A packed at once (g->a_all) or read in place
+         * (g->a_rows), the tiles of g->cw columns go through all of k
+         * before the next ones: that much of the scratch stays in L2
+         * between k blocks */
+        const mf_intp mfull = g->a_rows ? mc / MR * MR : 0;
+        if (g->a_rows && mfull < mc) {
+            /* in place: only a last panel of fewer than MR rows is packed */
+            for (mf_intp pc = 0; pc < k; pc += o->KC) {
+                o->pack_a(g->ctx, g->A, g->lda, ic + mfull, mc - mfull, pc,
+                          mf_gemm_min(o->KC, k - pc), k,
+                          (char *)job->abuf + (size_t)(pc / o->KC) * kqb * MR * o->pair_bytes);
+            }
+        }
+        else if (g->a_all) {
             for (mf_intp pc = 0; pc < k; pc += o->KC) {
                 o->pack_a(g->ctx, g->A, g->lda, ic, mc, pc, mf_gemm_min(o->KC, k - pc), k,
                           (char *)job->abuf + (size_t)(pc / o->KC) * kqb * mcp * o->pair_bytes);
             }
         }
-        mf_intp cw = g->a_all ? g->cw : ncp;
+        mf_intp cw = (g->a_all || g->a_rows) ? g->cw : ncp;
         for (mf_intp j0 = 0; j0 < ncp; j0 += cw) {
             mf_intp j1 = mf_gemm_min(j0 + cw, ncp);
             for (mf_intp pc = 0; pc < k; pc += o->KC) {
@@ -187,7 +198,11 @@ mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, 
                 mf_intp kq = (kc + 1) / 2;
                 const char *bb = (const char *)job->bbuf + (size_t)(pc / o->KC) * kqb * ncp * o->pair_bytes;
                 const char *ab = (const char *)job->abuf;
-                if (g->a_all) {
+                if (g->a_rows) {
+                    /* the last panel's piece of this k block */
+                    ab += (size_t)(pc / o->KC) * kqb * MR * o->pair_bytes;
+                }
+                else if (g->a_all) {
                     ab += (size_t)(pc / o->KC) * kqb * mcp * o->pair_bytes;
                 }
                 else {
@@ -213,8 +228,15 @@ mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, 
                     }
                     for (mf_intp ir = 0, l = 0; ir < mcp; ir += MR, l += pf_lines) {
                         mf_intp npf = mf_gemm_min(pf_lines, mf_gemm_max(0, (mf_intp)(bpanel / 64) - l));
-                        const char *ap = ab + (size_t)(ir / MR) * kq * MR * o->pair_bytes;
-                        o->kernel(kq, ap, bp, cs + ir * lds + jr, lds, bn != NULL ? bn + l * 64 : NULL, npf);
+                        const char *pf = bn != NULL ? bn + l * 64 : NULL;
+                        if (ir < mfull) {
+                            o->kernel_rows(kq, (const uint16_t *)g->A + (ic + ir) * g->lda + pc, g->lda,
+                                           bp, cs + ir * lds + jr, lds, pf, npf);
+                        }
+                        else {
+                            const char *ap = ab + (size_t)((ir - mfull) / MR) * kq * MR * o->pair_bytes;
+                            o->kernel(kq, ap, bp, cs + ir * lds + jr, lds, pf, npf);
+                        }
                     }
                 }
             }
@@ -369,6 +391,22 @@ static pthread_mutex_t mf_gemm_pool_mutex = PTHREAD_MUTEX_INITIALIZER;
 static void *mf_gemm_pool_mem = NULL;
 static size_t mf_gemm_pool_size = 0;
 
+/* whether MR rows lda_bytes apart fall in different sets of a 64-set L1
+ * (at most 3 in one): rows a multiple of 4 KiB apart all share one, and
+ * broadcasting from them in place loses each line before its 16 pairs are
+ * read */
+static int
+mf_gemm_rows_spread(mf_intp lda_bytes, int MR)
+{
+    int cnt[64] = {0};
+    for (int i = 0; i < MR; i++) {
+        if (++cnt[(int)(((mf_intp)i * lda_bytes) >> 6) & 63] > 3) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /*
  * C[m x n] += A * B (or, with ep, A * B to the epilogue) by the blocked
  * kernels; k >= 1.  Returns 0, -1 if buffers could not be allocated or -2
@@ -379,7 +417,7 @@ mf_gemm_drive(const mf_gemm_ops *o, const mf_gemm_ctx *ctx, mf_intp m, mf_intp n
               const void *A, mf_intp lda, const void *B, mf_intp ldb, float *C, mf_intp ldc,
               const mf_gemm_epilogue *ep)
 {
-    mf_gemm_args g = {o, ctx, m, n, k, A, lda, B, ldb, C, ldc, ep, o->NC, 0, 0, NULL, 0, 0, 0, 0, 0};
+    mf_gemm_args g = {o, ctx, m, n, k, A, lda, B, ldb, C, ldc, ep, o->NC, 0, 0, 0, NULL, 0, 0, 0, 0, 0};
     mf_gemm_job jobs[MF_GEMM_MAX_JOBS];
     mf_gemm_packb_job P = {NULL, NULL, 0, 0, 0, 0};
     pthread_t tids[MF_GEMM_MAX_JOBS];
@@ -459,11 +497,20 @@ mf_gemm_drive(const mf_gemm_ops *o, const mf_gemm_ctx *ctx, mf_intp m, mf_intp n
     mf_intp ncp = mf_gemm_roundup(nc, o->NR);
     size_t need[3];
     need[0] = (size_t)mcp * (o->KC / 2) * o->pair_bytes;
-    if ((size_t)mcp * kpairs * o->pair_bytes <= MF_GEMM_MAX_APACK && ncp > 2 * o->NR) {
+    /* bfloat16 A read in place where its rows fall in different sets of L1
+     * (an even k: each pair whole) */
+    g.a_rows = o->kernel_rows != NULL && ctx->f->id == MF_BFLOAT16 && k % 2 == 0
+               && mf_gemm_rows_spread(lda * 2, o->MR);
+    if (g.a_rows) {
+        need[0] = (size_t)o->MR * kpairs * o->pair_bytes;
+    }
+    if (g.a_rows || ((size_t)mcp * kpairs * o->pair_bytes <= MF_GEMM_MAX_APACK && ncp > 2 * o->NR)) {
         /* A for all of k, and the scratch in chunks of about
          * MF_GEMM_C_CHUNK bytes (at least two micro-panels wide) */
-        g.a_all = 1;
-        need[0] = (size_t)mcp * kpairs * o->pair_bytes;
+        g.a_all = !g.a_rows;
+        if (g.a_all) {
+            need[0] = (size_t)mcp * kpairs * o->pair_bytes;
+        }
         g.cw = mf_gemm_roundup((mf_intp)(MF_GEMM_C_CHUNK / ((size_t)mcp * sizeof(float))), o->NR);
         if (g.cw < 2 * o->NR) {
             g.cw = 2 * o->NR;

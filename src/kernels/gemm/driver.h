@@ -48,6 +48,11 @@ typedef void (*mf_gemm_pack_fn)(const mf_gemm_ctx *ctx, const void *src, mf_intp
 typedef void (*mf_gemm_kernel_fn)(mf_intp kq, const void *a, const void *b, float *c,
                                   mf_intp ldc, const void *pf, mf_intp npf);
 
+/* the same with A's MR rows read in place: bfloat16 codes from ap (row
+ * stride lda elements), an even number of k values; NULL: none */
+typedef void (*mf_gemm_kernel_rows_fn)(mf_intp kq, const void *a, mf_intp lda, const void *b,
+                                       float *c, mf_intp ldc, const void *pf, mf_intp npf);
+
 /* the kernels' prefetch: one line every `every` k steps.  A software
  * prefetch occupies a fill buffer until its line arrives; many at once
  * stall the kernel's own loads */
@@ -118,6 +123,7 @@ typedef struct {
     mf_gemm_pack_fn pack_a;    /* A panel: [q][MR] */
     mf_gemm_pack_fn pack_b;    /* B panel: [q][NR] */
     mf_gemm_kernel_fn kernel;
+    mf_gemm_kernel_rows_fn kernel_rows;   /* NULL, or bfloat16 A in place */
     mf_gemm_small_fn small;    /* small products, and k too deep to pack */
     int ftz_daz;               /* run in the kernels' FP environment (driver.c) */
     mf_gemm_gemv_fn gemv;      /* NULL, or bfloat16 products with few columns */

@@ -96,7 +96,8 @@ typedef struct {
     /* tasks: column chunks of width tw (split_n) or row chunks of height th */
     int split_n;
     mf_intp tw, th, ntasks;
-    mf_intp next;              /* next task, taken atomically */
+    int nthreads;
+    mf_intp next;              /* next task (row tasks: micro-panel), taken atomically */
 } mf_gemm_args;
 
 typedef struct {
@@ -273,13 +274,16 @@ mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, 
 }
 
 /* B packed once for all row tasks (mf_gemm_drive): the threads take
- * pieces of MF_GEMM_PACK_PANELS micro-panels of one k block */
+ * pieces of `panels` micro-panels of one k block, at most
+ * MF_GEMM_PACK_PANELS, and about four pieces a thread (with pieces of 16, a
+ * 512^3 product's B was one piece: one thread packed it, 60 us, while the
+ * other waited) */
 #define MF_GEMM_PACK_PANELS 16
 
 typedef struct mf_gemm_packb_job {
     const mf_gemm_args *g;
     char *bbuf;
-    mf_intp npieces, per_blk, next;
+    mf_intp npieces, per_blk, panels, next;
     mf_intp done;              /* pieces packed */
 } mf_gemm_packb_job;
 
@@ -297,8 +301,8 @@ mf_gemm_packb_worker(void *ctx, int w)
             break;
         }
         mf_intp pc = (t / J->per_blk) * o->KC, kc = mf_gemm_min(o->KC, g->k - pc);
-        mf_intp j0 = (t % J->per_blk) * MF_GEMM_PACK_PANELS * o->NR;
-        mf_intp cnt = mf_gemm_min(MF_GEMM_PACK_PANELS * o->NR, g->n - j0);
+        mf_intp j0 = (t % J->per_blk) * J->panels * o->NR;
+        mf_intp cnt = mf_gemm_min(J->panels * o->NR, g->n - j0);
         char *dst = J->bbuf + (size_t)(pc / o->KC) * kqb * ncp * o->pair_bytes
                     + (size_t)(j0 / o->NR) * ((kc + 1) / 2) * o->NR * o->pair_bytes;
         o->pack_b(g->ctx, g->B, g->ldb, j0, cnt, pc, kc, g->k, dst);
@@ -335,23 +339,38 @@ mf_gemm_run_job(mf_gemm_job *job)
     if (o->ftz_daz) {
         csr = mf_fpenv_enter();
     }
+    const mf_intp mb = (g->m + o->MR - 1) / o->MR, most = g->th / o->MR;
     for (;;) {
-        mf_intp t = __atomic_fetch_add(&g->next, 1, __ATOMIC_RELAXED);
-        if (t >= g->ntasks) {
-            break;
-        }
         mf_intp i0 = 0, i1 = g->m, j0 = 0, j1 = g->n;
-        /* the tasks share the micro-panels evenly (at most g->tw or g->th
-         * wide each): a last task of a few rows would leave a thread idle */
         if (g->split_n) {
+            /* the tasks share the micro-panels evenly (at most g->tw wide
+             * each): a last task of a few columns would leave a thread idle */
+            mf_intp t = __atomic_fetch_add(&g->next, 1, __ATOMIC_RELAXED);
+            if (t >= g->ntasks) {
+                break;
+            }
             mf_intp nb = (g->n + o->NR - 1) / o->NR;
             j0 = mf_gemm_min(t * nb / g->ntasks * o->NR, g->n);
             j1 = mf_gemm_min((t + 1) * nb / g->ntasks * o->NR, g->n);
         }
         else {
-            mf_intp mb = (g->m + o->MR - 1) / o->MR;
-            i0 = mf_gemm_min(t * mb / g->ntasks * o->MR, g->m);
-            i1 = mf_gemm_min((t + 1) * mb / g->ntasks * o->MR, g->m);
+            /* row tasks: up to g->th rows, shrinking to one micro-panel as
+             * the panels run out (each takes its share of what is left), so
+             * that the threads finish together: with equal tasks one
+             * thread of two finished a 512^3 product 70 us after the other */
+            mf_intp cur = __atomic_load_n(&g->next, __ATOMIC_RELAXED), take;
+            do {
+                if (cur >= mb) {
+                    break;
+                }
+                take = mf_gemm_max(1, mf_gemm_min(most, (mb - cur) / (2 * g->nthreads)));
+            } while (!__atomic_compare_exchange_n(&g->next, &cur, cur + take, 0, __ATOMIC_RELAXED,
+                                                  __ATOMIC_RELAXED));
+            if (cur >= mb) {
+                break;
+            }
+            i0 = cur * o->MR;
+            i1 = mf_gemm_min((cur + take) * o->MR, g->m);
         }
         for (mf_intp jc = j0; jc < j1; jc += g->nc) {
             mf_gemm_block(job, i0, i1, jc, mf_gemm_min(jc + g->nc, j1), csr);
@@ -417,9 +436,9 @@ mf_gemm_drive(const mf_gemm_ops *o, const mf_gemm_ctx *ctx, mf_intp m, mf_intp n
               const void *A, mf_intp lda, const void *B, mf_intp ldb, float *C, mf_intp ldc,
               const mf_gemm_epilogue *ep)
 {
-    mf_gemm_args g = {o, ctx, m, n, k, A, lda, B, ldb, C, ldc, ep, o->NC, 0, 0, 0, NULL, 0, 0, 0, 0, 0};
+    mf_gemm_args g = {o, ctx, m, n, k, A, lda, B, ldb, C, ldc, ep, o->NC, 0, 0, 0, NULL, 0, 0, 0, 0, 0, 0};
     mf_gemm_job jobs[MF_GEMM_MAX_JOBS];
-    mf_gemm_packb_job P = {NULL, NULL, 0, 0, 0, 0};
+    mf_gemm_packb_job P = {NULL, NULL, 0, 0, 0, 0, 0};
     pthread_t tids[MF_GEMM_MAX_JOBS];
     int started[MF_GEMM_MAX_JOBS];
 
@@ -485,6 +504,7 @@ mf_gemm_drive(const mf_gemm_ops *o, const mf_gemm_ctx *ctx, mf_intp m, mf_intp n
     if (T > g.ntasks) {
         T = (int)g.ntasks;
     }
+    g.nthreads = T;
     if (!g.split_n && n <= nc_fit) {
         g.nc = n;      /* row tasks: all of B packed once per thread */
     }
@@ -556,12 +576,15 @@ mf_gemm_drive(const mf_gemm_ops *o, const mf_gemm_ctx *ctx, mf_intp m, mf_intp n
             jobs[t].b_nc = shared_b ? n : 0;
         }
         if (shared_b) {
-            mf_intp per_blk = (mf_gemm_roundup(n, o->NR) / o->NR + MF_GEMM_PACK_PANELS - 1)
-                              / MF_GEMM_PACK_PANELS;
+            mf_intp npanels = mf_gemm_roundup(n, o->NR) / o->NR, kblocks = (k + o->KC - 1) / o->KC;
+            mf_intp panels = (npanels * kblocks + 4 * T - 1) / (4 * T);
+            panels = mf_gemm_max(1, mf_gemm_min(panels, MF_GEMM_PACK_PANELS));
+            mf_intp per_blk = (npanels + panels - 1) / panels;
             P.g = &g;
             P.bbuf = shared;
-            P.npieces = per_blk * ((k + o->KC - 1) / o->KC);
+            P.npieces = per_blk * kblocks;
             P.per_blk = per_blk;
+            P.panels = panels;
             g.packb = &P;
         }
         if (T == 1) {

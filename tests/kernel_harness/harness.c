@@ -665,7 +665,7 @@ check_gemm(const char *lv, const mf_kernels *k, const mf_format *f)
         {64, 64, 64}, {121, 50, 300}, {7, 200, 513}, {130, 37, 64}, {96, 96, 96},
         /* a few rows or columns: the vector-matrix and matrix-vector kernels */
         {1, 300, 257}, {2, 300, 99}, {3, 130, 129}, {4, 41, 600}, {300, 1, 257}, {70, 16, 99},
-        {37, 16, 1001}, {300, 7, 258}, {131, 12, 64},
+        {37, 16, 1001}, {300, 7, 258}, {131, 12, 64}, {64, 8, 130},
     };
     int ns = (int)(sizeof shapes / sizeof shapes[0]);
     for (int s = 0; s < ns; s++) {

@@ -54,15 +54,63 @@ kernel_12x32(mf_intp kq, const void *ap, const void *bp, float *c, mf_intp ldc,
 #undef STOREC
 }
 
-/* the same tile with A's 12 rows read in place (bfloat16 codes, row stride
- * lda, each pair one dword), for an even k: the driver takes it where the
+/* the same tile with A's 12 rows (or a last panel's fewer) read in place
+ * (bfloat16 codes, row stride lda, each pair one dword), for an even k: the
+ * driver takes it where the
  * rows fall in different sets of L1 (mf_gemm_rows_spread), which spares
  * packing A (12% of a stack of 128 x 256 @ 256 x 128 products on Zen 4) */
+/* a last panel of R < 12 rows, in place */
+static inline __attribute__((always_inline)) void
+tile_rows(const int R, mf_intp kq, const char *a, mf_intp L, const int32_t *b, float *c,
+          mf_intp ldc, mf_gemm_pf *pfs)
+{
+    __m512 acc[12][2];
+    for (int i = 0; i < R; i++) {
+        acc[i][0] = _mm512_loadu_ps(c + i * ldc);
+        acc[i][1] = _mm512_loadu_ps(c + i * ldc + 16);
+    }
+    for (mf_intp q = 0; q < kq; q++) {
+        mf_gemm_pf_step(pfs);
+        __m512bh b0 = as_bh(_mm512_load_si512(b));
+        __m512bh b1 = as_bh(_mm512_load_si512(b + 16));
+        for (int i = 0; i < R; i++) {
+            int32_t w;
+            memcpy(&w, a + i * L + 4 * q, 4);
+            __m512bh ai = as_bh(_mm512_set1_epi32(w));
+            acc[i][0] = _mm512_dpbf16_ps(acc[i][0], ai, b0);
+            acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
+        }
+        b += BF_NR;
+    }
+    for (int i = 0; i < R; i++) {
+        _mm512_storeu_ps(c + i * ldc, acc[i][0]);
+        _mm512_storeu_ps(c + i * ldc + 16, acc[i][1]);
+    }
+}
+
 static void
 kernel_12x32_rows(mf_intp kq, const void *ap, mf_intp lda, const void *bp, float *c, mf_intp ldc,
-                  const void *pf, mf_intp npf)
+                  const void *pf, mf_intp npf, int rows)
 {
     mf_gemm_pf pfs = mf_gemm_pf_start(pf, npf, kq);
+    if (rows < BF_MR) {
+        const char *a = (const char *)ap;
+        const int32_t *bt = (const int32_t *)bp;
+        switch (rows) {
+            case 1: tile_rows(1, kq, a, 2 * lda, bt, c, ldc, &pfs); break;
+            case 2: tile_rows(2, kq, a, 2 * lda, bt, c, ldc, &pfs); break;
+            case 3: tile_rows(3, kq, a, 2 * lda, bt, c, ldc, &pfs); break;
+            case 4: tile_rows(4, kq, a, 2 * lda, bt, c, ldc, &pfs); break;
+            case 5: tile_rows(5, kq, a, 2 * lda, bt, c, ldc, &pfs); break;
+            case 6: tile_rows(6, kq, a, 2 * lda, bt, c, ldc, &pfs); break;
+            case 7: tile_rows(7, kq, a, 2 * lda, bt, c, ldc, &pfs); break;
+            case 8: tile_rows(8, kq, a, 2 * lda, bt, c, ldc, &pfs); break;
+            case 9: tile_rows(9, kq, a, 2 * lda, bt, c, ldc, &pfs); break;
+            case 10: tile_rows(10, kq, a, 2 * lda, bt, c, ldc, &pfs); break;
+            default: tile_rows(11, kq, a, 2 * lda, bt, c, ldc, &pfs); break;
+        }
+        return;
+    }
     const mf_intp L = 2 * lda, L3 = 3 * L;
     const char *a0 = (const char *)ap, *a4 = a0 + 4 * L, *a8 = a0 + 8 * L;
     const int32_t *b = (const int32_t *)bp;

@@ -177,16 +177,7 @@ mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, 
          * (g->a_rows), the tiles of g->cw columns go through all of k
          * before the next ones: that much of the scratch stays in L2
          * between k blocks */
-        const mf_intp mfull = g->a_rows ? mc / MR * MR : 0;
-        if (g->a_rows && mfull < mc) {
-            /* in place: only a last panel of fewer than MR rows is packed */
-            for (mf_intp pc = 0; pc < k; pc += o->KC) {
-                o->pack_a(g->ctx, g->A, g->lda, ic + mfull, mc - mfull, pc,
-                          mf_gemm_min(o->KC, k - pc), k,
-                          (char *)job->abuf + (size_t)(pc / o->KC) * kqb * MR * o->pair_bytes);
-            }
-        }
-        else if (g->a_all) {
+        if (g->a_all) {
             for (mf_intp pc = 0; pc < k; pc += o->KC) {
                 o->pack_a(g->ctx, g->A, g->lda, ic, mc, pc, mf_gemm_min(o->KC, k - pc), k,
                           (char *)job->abuf + (size_t)(pc / o->KC) * kqb * mcp * o->pair_bytes);
@@ -199,15 +190,11 @@ mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, 
                 mf_intp kc = mf_gemm_min(o->KC, k - pc);
                 mf_intp kq = (kc + 1) / 2;
                 const char *bb = (const char *)job->bbuf + (size_t)(pc / o->KC) * kqb * ncp * o->pair_bytes;
-                const char *ab = (const char *)job->abuf;
-                if (g->a_rows) {
-                    /* the last panel's piece of this k block */
-                    ab += (size_t)(pc / o->KC) * kqb * MR * o->pair_bytes;
-                }
-                else if (g->a_all) {
+                const char *ab = (const char *)job->abuf;   /* (unused with A in place) */
+                if (g->a_all) {
                     ab += (size_t)(pc / o->KC) * kqb * mcp * o->pair_bytes;
                 }
-                else {
+                else if (!g->a_rows) {
                     o->pack_a(g->ctx, g->A, g->lda, ic, mc, pc, kc, k, job->abuf);
                 }
                 const size_t bpanel = (size_t)kq * NR * o->pair_bytes;
@@ -231,12 +218,13 @@ mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, 
                     for (mf_intp ir = 0, l = 0; ir < mcp; ir += MR, l += pf_lines) {
                         mf_intp npf = mf_gemm_min(pf_lines, mf_gemm_max(0, (mf_intp)(bpanel / 64) - l));
                         const char *pf = bn != NULL ? bn + l * 64 : NULL;
-                        if (ir < mfull) {
+                        if (g->a_rows) {
                             o->kernel_rows(kq, (const uint16_t *)g->A + (ic + ir) * g->lda + pc, g->lda,
-                                           bp, cs + ir * lds + jr, lds, pf, npf);
+                                           bp, cs + ir * lds + jr, lds, pf, npf,
+                                           (int)mf_gemm_min(MR, mc - ir));
                         }
                         else {
-                            const char *ap = ab + (size_t)((ir - mfull) / MR) * kq * MR * o->pair_bytes;
+                            const char *ap = ab + (size_t)(ir / MR) * kq * MR * o->pair_bytes;
                             o->kernel(kq, ap, bp, cs + ir * lds + jr, lds, pf, npf);
                         }
                     }
@@ -523,7 +511,7 @@ mf_gemm_drive(const mf_gemm_ops *o, const mf_gemm_ctx *ctx, mf_intp m, mf_intp n
     g.a_rows = o->kernel_rows != NULL && ctx->f->id == MF_BFLOAT16 && k % 2 == 0
                && mf_gemm_rows_spread(lda * 2, o->MR);
     if (g.a_rows) {
-        need[0] = (size_t)o->MR * kpairs * o->pair_bytes;
+        need[0] = 0;
     }
     if (g.a_rows || ((size_t)mcp * kpairs * o->pair_bytes <= MF_GEMM_MAX_APACK && ncp > 2 * o->NR)) {
         /* A for all of k, and the scratch in chunks of about

@@ -48,10 +48,12 @@ typedef void (*mf_gemm_pack_fn)(const mf_gemm_ctx *ctx, const void *src, mf_intp
 typedef void (*mf_gemm_kernel_fn)(mf_intp kq, const void *a, const void *b, float *c,
                                   mf_intp ldc, const void *pf, mf_intp npf);
 
-/* the same with A's MR rows read in place: bfloat16 codes from ap (row
- * stride lda elements), an even number of k values; NULL: none */
+/* the same with A's rows (1 <= rows <= MR; C's other rows are not touched)
+ * read in place: bfloat16 codes from a (row stride lda elements), an even
+ * number of k values; NULL: none */
 typedef void (*mf_gemm_kernel_rows_fn)(mf_intp kq, const void *a, mf_intp lda, const void *b,
-                                       float *c, mf_intp ldc, const void *pf, mf_intp npf);
+                                       float *c, mf_intp ldc, const void *pf, mf_intp npf,
+                                       int rows);
 
 /* the kernels' prefetch: one line every `every` k steps.  A software
  * prefetch occupies a fill buffer until its line arrives; many at once

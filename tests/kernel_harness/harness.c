@@ -663,6 +663,8 @@ check_gemm(const char *lv, const mf_kernels *k, const mf_format *f)
     static const long shapes[][3] = {
         {1, 1, 1}, {3, 5, 7}, {8, 12, 2}, {9, 13, 3}, {16, 24, 33}, {40, 40, 40}, {33, 47, 257},
         {64, 64, 64}, {121, 50, 300}, {7, 200, 513}, {130, 37, 64}, {96, 96, 96},
+        /* last panels of 7, 11, 6 rows (read in place where k is even) */
+        {67, 40, 64}, {59, 33, 128}, {42, 64, 70},
         /* a few rows or columns: the vector-matrix and matrix-vector kernels */
         {1, 300, 257}, {2, 300, 99}, {3, 130, 129}, {4, 41, 600}, {300, 1, 257}, {70, 16, 99},
         {37, 16, 1001}, {300, 7, 258}, {131, 12, 64}, {64, 8, 130},

@@ -152,9 +152,11 @@ def test_gemm_block_orders_equal_serial(level, threads):
     # gone through in column chunks (several chunks, a ragged last one),
     # B packed once by all threads for row tasks, and k so deep that A is
     # packed one k block at a time; the float32 chain and the bfloat16
-    # epilogue, at 1, 2 and 3 threads
+    # epilogue, at 1, 2 and 3 threads; an even k whose row tasks read A in
+    # place (AVX512_BF16) and shrink as the rows run out, with B packed by
+    # each thread
     rng = np.random.default_rng(17)
-    for m, n, k in [(401, 713, 1101), (250, 300, 6001), (37, 2100, 260)]:
+    for m, n, k in [(401, 713, 1101), (250, 300, 6001), (37, 2100, 260), (301, 500, 640)]:
         a = bf16_codes(rng, (m, k), "cancel")
         b = bf16_codes(rng, (k, n), "normal")
         c0 = c_init(rng, (m, n), "subnormal")

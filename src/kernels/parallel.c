@@ -101,7 +101,7 @@ typedef struct {
     pthread_cond_t work, done;
     int nworkers;
     unsigned long gen;         /* bumped for each call */
-    int pending;               /* workers with a job still running */
+    unsigned long pending;     /* workers with a job still running */
     int busy;
     mf_pool_fn fn;
     void *ctx;
@@ -141,36 +141,13 @@ mf_now_ns(void)
     return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
-/* spin until *p != v (1) or the spin time is over (0) */
+/* spin until (*p == v) == until_equal (1) or the spin time is over (0) */
 static int
-mf_spin_while_eq_ul(const unsigned long *p, unsigned long v)
+mf_spin_until(const unsigned long *p, unsigned long v, int until_equal)
 {
     long long end = 0;
     for (unsigned i = 0;; i++) {
-        if (__atomic_load_n(p, __ATOMIC_ACQUIRE) != v) {
-            return 1;
-        }
-        if ((i & 63) == 0) {
-            /* a thread this one waits for may be queued on this CPU */
-            sched_yield();
-            long long t = mf_now_ns();
-            if (end == 0) {
-                end = t + MF_POOL_SPIN_NS;
-            }
-            else if (t > end) {
-                return 0;
-            }
-        }
-        mf_cpu_relax();
-    }
-}
-
-static int
-mf_spin_while_ne_int(const int *p, int v)
-{
-    long long end = 0;
-    for (unsigned i = 0;; i++) {
-        if (__atomic_load_n(p, __ATOMIC_ACQUIRE) == v) {
+        if ((__atomic_load_n(p, __ATOMIC_ACQUIRE) == v) == until_equal) {
             return 1;
         }
         if ((i & 63) == 0) {
@@ -213,7 +190,7 @@ mf_pool_worker(void *arg)
     for (;;) {
         if (P->gen == seen) {
             pthread_mutex_unlock(&P->mu);
-            mf_spin_while_eq_ul(&P->gen, seen);
+            mf_spin_until(&P->gen, seen, 0);
             pthread_mutex_lock(&P->mu);
         }
         while (P->gen == seen) {
@@ -281,7 +258,7 @@ mf_pool_run(mf_pool_fn fn, void *ctx, int T)
     }
     pthread_mutex_unlock(&P->mu);
     fn(ctx, 0);
-    mf_spin_while_ne_int(&P->pending, 0);
+    mf_spin_until(&P->pending, 0, 1);
     pthread_mutex_lock(&P->mu);
     while (P->pending > 0) {
         pthread_cond_wait(&P->done, &P->mu);

@@ -22,49 +22,23 @@ as_bh(__m512i v)
     return (__m512bh)v;
 }
 
-static void
-kernel_12x32(mf_intp kq, const void *ap, const void *bp, float *c, mf_intp ldc,
-             const void *pf, mf_intp npf)
-{
-    mf_gemm_pf pfs = mf_gemm_pf_start(pf, npf, kq);
-    const int32_t *a = (const int32_t *)ap;
-    const int32_t *b = (const int32_t *)bp;
-#define LOADC(i) __m512 c##i##0 = _mm512_loadu_ps(c + (i) * ldc), \
-                        c##i##1 = _mm512_loadu_ps(c + (i) * ldc + 16);
-    LOADC(0) LOADC(1) LOADC(2) LOADC(3) LOADC(4) LOADC(5)
-    LOADC(6) LOADC(7) LOADC(8) LOADC(9) LOADC(10) LOADC(11)
-#undef LOADC
-    for (mf_intp q = 0; q < kq; q++) {
-        mf_gemm_pf_step(&pfs);
-        __m512bh b0 = as_bh(_mm512_load_si512(b));
-        __m512bh b1 = as_bh(_mm512_load_si512(b + 16));
-#define ROW(i) { __m512bh ai = as_bh(_mm512_set1_epi32(a[i])); \
-                 c##i##0 = _mm512_dpbf16_ps(c##i##0, ai, b0); \
-                 c##i##1 = _mm512_dpbf16_ps(c##i##1, ai, b1); }
-        ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
-        ROW(6) ROW(7) ROW(8) ROW(9) ROW(10) ROW(11)
-#undef ROW
-        a += BF_MR;
-        b += BF_NR;
-    }
-#define STOREC(i) _mm512_storeu_ps(c + (i) * ldc, c##i##0); \
-                  _mm512_storeu_ps(c + (i) * ldc + 16, c##i##1);
-    STOREC(0) STOREC(1) STOREC(2) STOREC(3) STOREC(4) STOREC(5)
-    STOREC(6) STOREC(7) STOREC(8) STOREC(9) STOREC(10) STOREC(11)
-#undef STOREC
-}
-
-/* the same tile with A's 12 rows (or a last panel's fewer) read in place
- * (bfloat16 codes, row stride lda, each pair one dword), for an even k: the
- * driver takes it where the
- * rows fall in different sets of L1 (mf_gemm_rows_spread), which spares
- * packing A (12% of a stack of 128 x 256 @ 256 x 128 products on Zen 4) */
-/* a last panel of R < 12 rows, in place */
+/*
+ * R rows (R <= 12) x 32 columns of C += A's pairs x a packed B panel, kq
+ * pairs.  A is a packed panel ([q][12] dwords: `packed`) or R rows read in
+ * place (bfloat16 codes, L bytes apart, each pair one dword: the driver
+ * takes that for an even k where the rows fall in different sets of L1,
+ * mf_gemm_rows_spread, which spares packing A: 12% of a stack of 128 x 256
+ * @ 256 x 128 products on Zen 4).  In place, the rows are reached from three
+ * pointers and the multiples L, 2L, 3L: twelve pointers spilled.
+ */
 static inline __attribute__((always_inline)) void
-tile_rows(const int R, mf_intp kq, const char *a, mf_intp L, const int32_t *b, float *c,
-          mf_intp ldc, mf_gemm_pf *pfs)
+tile_12x32(const int R, const int packed, mf_intp kq, const char *ap, mf_intp L,
+           const int32_t *b, float *c, mf_intp ldc, mf_gemm_pf *pfs)
 {
-    __m512 acc[12][2];
+    __m512 acc[BF_MR][2];
+    const int32_t *a = (const int32_t *)ap;
+    const char *a0 = ap, *a4 = R > 4 ? ap + 4 * L : ap, *a8 = R > 8 ? ap + 8 * L : ap;
+    const mf_intp L3 = 3 * L;
     for (int i = 0; i < R; i++) {
         acc[i][0] = _mm512_loadu_ps(c + i * ldc);
         acc[i][1] = _mm512_loadu_ps(c + i * ldc + 16);
@@ -75,10 +49,25 @@ tile_rows(const int R, mf_intp kq, const char *a, mf_intp L, const int32_t *b, f
         __m512bh b1 = as_bh(_mm512_load_si512(b + 16));
         for (int i = 0; i < R; i++) {
             int32_t w;
-            memcpy(&w, a + i * L + 4 * q, 4);
+            if (packed) {
+                w = a[i];
+            }
+            else {
+                const char *base = i < 4 ? a0 : i < 8 ? a4 : a8;
+                const int j = i % 4;
+                memcpy(&w, base + (j == 0 ? 0 : j == 1 ? L : j == 2 ? 2 * L : L3), 4);
+            }
             __m512bh ai = as_bh(_mm512_set1_epi32(w));
             acc[i][0] = _mm512_dpbf16_ps(acc[i][0], ai, b0);
             acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
+        }
+        if (packed) {
+            a += BF_MR;
+        }
+        else {
+            a0 += 4;
+            a4 += 4;
+            a8 += 4;
         }
         b += BF_NR;
     }
@@ -89,58 +78,35 @@ tile_rows(const int R, mf_intp kq, const char *a, mf_intp L, const int32_t *b, f
 }
 
 static void
+kernel_12x32(mf_intp kq, const void *ap, const void *bp, float *c, mf_intp ldc,
+             const void *pf, mf_intp npf)
+{
+    mf_gemm_pf pfs = mf_gemm_pf_start(pf, npf, kq);
+    tile_12x32(BF_MR, 1, kq, (const char *)ap, 0, (const int32_t *)bp, c, ldc, &pfs);
+}
+
+static void
 kernel_12x32_rows(mf_intp kq, const void *ap, mf_intp lda, const void *bp, float *c, mf_intp ldc,
                   const void *pf, mf_intp npf, int rows)
 {
     mf_gemm_pf pfs = mf_gemm_pf_start(pf, npf, kq);
-    if (rows < BF_MR) {
-        const char *a = (const char *)ap;
-        const int32_t *bt = (const int32_t *)bp;
-        switch (rows) {
-            case 1: tile_rows(1, kq, a, 2 * lda, bt, c, ldc, &pfs); break;
-            case 2: tile_rows(2, kq, a, 2 * lda, bt, c, ldc, &pfs); break;
-            case 3: tile_rows(3, kq, a, 2 * lda, bt, c, ldc, &pfs); break;
-            case 4: tile_rows(4, kq, a, 2 * lda, bt, c, ldc, &pfs); break;
-            case 5: tile_rows(5, kq, a, 2 * lda, bt, c, ldc, &pfs); break;
-            case 6: tile_rows(6, kq, a, 2 * lda, bt, c, ldc, &pfs); break;
-            case 7: tile_rows(7, kq, a, 2 * lda, bt, c, ldc, &pfs); break;
-            case 8: tile_rows(8, kq, a, 2 * lda, bt, c, ldc, &pfs); break;
-            case 9: tile_rows(9, kq, a, 2 * lda, bt, c, ldc, &pfs); break;
-            case 10: tile_rows(10, kq, a, 2 * lda, bt, c, ldc, &pfs); break;
-            default: tile_rows(11, kq, a, 2 * lda, bt, c, ldc, &pfs); break;
-        }
-        return;
-    }
-    const mf_intp L = 2 * lda, L3 = 3 * L;
-    const char *a0 = (const char *)ap, *a4 = a0 + 4 * L, *a8 = a0 + 8 * L;
+    const char *a = (const char *)ap;
     const int32_t *b = (const int32_t *)bp;
-#define LOADC(i) __m512 c##i##0 = _mm512_loadu_ps(c + (i) * ldc), \
-                        c##i##1 = _mm512_loadu_ps(c + (i) * ldc + 16);
-    LOADC(0) LOADC(1) LOADC(2) LOADC(3) LOADC(4) LOADC(5)
-    LOADC(6) LOADC(7) LOADC(8) LOADC(9) LOADC(10) LOADC(11)
-#undef LOADC
-    for (mf_intp q = 0; q < kq; q++) {
-        mf_gemm_pf_step(&pfs);
-        __m512bh b0 = as_bh(_mm512_load_si512(b));
-        __m512bh b1 = as_bh(_mm512_load_si512(b + 16));
-#define ROW(i, p) { int32_t w; memcpy(&w, (p), 4); \
-                    __m512bh ai = as_bh(_mm512_set1_epi32(w)); \
-                    c##i##0 = _mm512_dpbf16_ps(c##i##0, ai, b0); \
-                    c##i##1 = _mm512_dpbf16_ps(c##i##1, ai, b1); }
-        ROW(0, a0) ROW(1, a0 + L) ROW(2, a0 + 2 * L) ROW(3, a0 + L3)
-        ROW(4, a4) ROW(5, a4 + L) ROW(6, a4 + 2 * L) ROW(7, a4 + L3)
-        ROW(8, a8) ROW(9, a8 + L) ROW(10, a8 + 2 * L) ROW(11, a8 + L3)
-#undef ROW
-        a0 += 4;
-        a4 += 4;
-        a8 += 4;
-        b += BF_NR;
+    const mf_intp L = 2 * lda;
+    switch (rows) {
+        case 1: tile_12x32(1, 0, kq, a, L, b, c, ldc, &pfs); break;
+        case 2: tile_12x32(2, 0, kq, a, L, b, c, ldc, &pfs); break;
+        case 3: tile_12x32(3, 0, kq, a, L, b, c, ldc, &pfs); break;
+        case 4: tile_12x32(4, 0, kq, a, L, b, c, ldc, &pfs); break;
+        case 5: tile_12x32(5, 0, kq, a, L, b, c, ldc, &pfs); break;
+        case 6: tile_12x32(6, 0, kq, a, L, b, c, ldc, &pfs); break;
+        case 7: tile_12x32(7, 0, kq, a, L, b, c, ldc, &pfs); break;
+        case 8: tile_12x32(8, 0, kq, a, L, b, c, ldc, &pfs); break;
+        case 9: tile_12x32(9, 0, kq, a, L, b, c, ldc, &pfs); break;
+        case 10: tile_12x32(10, 0, kq, a, L, b, c, ldc, &pfs); break;
+        case 11: tile_12x32(11, 0, kq, a, L, b, c, ldc, &pfs); break;
+        default: tile_12x32(12, 0, kq, a, L, b, c, ldc, &pfs); break;
     }
-#define STOREC(i) _mm512_storeu_ps(c + (i) * ldc, c##i##0); \
-                  _mm512_storeu_ps(c + (i) * ldc + 16, c##i##1);
-    STOREC(0) STOREC(1) STOREC(2) STOREC(3) STOREC(4) STOREC(5)
-    STOREC(6) STOREC(7) STOREC(8) STOREC(9) STOREC(10) STOREC(11)
-#undef STOREC
 }
 
 /* B panel of bfloat16 codes: interleave two rows with one permute per 16

@@ -9,11 +9,13 @@
  * Layout: the k values are packed in pairs (2q, 2q+1), an odd k padded with
  * one zero member.  For a range of NC columns, B is packed once for the whole
  * depth, as KC x NR micro-panels (by all threads together when the threads
- * split the rows); then for each block of MC rows, the float32 results live
+ * split the rows and it is larger than 2 MiB; a smaller one by each thread
+ * for itself); then for each block of MC rows, the float32 results live
  * in a scratch block (rows and columns padded to whole MR x NR tiles, so the
  * micro-kernel never sees an edge), A is packed into MR-row micro-panels
- * and the micro-kernel updates MR x NR tiles of the scratch.  A is packed
- * for all of k at once where that fits, and then the scratch is gone
+ * (or read in place by ops->kernel_rows) and the micro-kernel updates MR x
+ * NR tiles of the scratch.  A is packed (or read in place) for all of k at
+ * once where that fits, and then the scratch is gone
  * through in column chunks of about 128 KiB, each through all of k (it
  * stays in L2); else KC at a time, each k block over the whole scratch.
  * The kernels prefetch the next B panel as they go.  When the block is

@@ -95,6 +95,10 @@ def test_full_quick_run(capsys):
     numkong = head_cells(out).index("numkong") - 1
     # numkong has no exp ("absent": numkong is not installed, e.g. on aarch64 here)
     assert rows["exp bf16"][numkong] == ("n/a" if importlib.util.find_spec("numkong") else "absent")
+    # a case with no numkong run at all (the stack of products): the same, never
+    # "absent" (not installed) while numkong is installed
+    stack = next(v for k, v in rows.items() if k.startswith("matmul bf16 stack"))
+    assert stack[numkong] == rows["exp bf16"][numkong]
     assert "u16" in head
     assert rows["exp bf16"][numkong + 1] == "-"               # no uint16 reference
     assert re.fullmatch(r"[0-9.]+x", rows["add bf16"][numkong + 1])

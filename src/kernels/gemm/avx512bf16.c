@@ -29,7 +29,8 @@ as_bh(__m512i v)
  * takes that for an even k where the rows fall in different sets of L1,
  * mf_gemm_rows_spread, which spares packing A: 12% of a stack of 128 x 256
  * @ 256 x 128 products on Zen 4).  In place, the rows are reached from three
- * pointers and the multiples L, 2L, 3L: twelve pointers spilled.
+ * pointers and the multiples L, 2L, 3L (a pointer for each of the twelve
+ * rows did not fit in the general registers and spilled).
  */
 static inline __attribute__((always_inline)) void
 tile_12x32(const int R, const int packed, mf_intp kq, const char *ap, mf_intp L,

@@ -783,6 +783,44 @@ def _anonymous_file(folder):
         return None
 
 
+#: a replaced file at least this large is let go by a thread of its own
+_RELEASE_MIN = 1 << 20
+
+
+def _hold_replaced(path):
+    """An open descriptor of the file that `path` names now (a regular file
+    of _RELEASE_MIN bytes or more), or None.  Held across the rename, it
+    keeps the replaced file's inode alive, so the rename does not free its
+    pages; _release_later frees them off the caller's thread.  POSIX only:
+    Windows cannot replace a file that is open."""
+    if os.name != "posix":
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        st_ = os.fstat(fd)
+        if _stat.S_ISREG(st_.st_mode) and st_.st_size >= _RELEASE_MIN:
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
+def _release_later(fd):
+    """Close `fd` (the replaced file, no longer linked) on a daemon thread.
+    The last close frees the file's pages, and on ext4 waits for any of
+    them still being written out: right after an earlier write of the same
+    file, milliseconds per 16 MiB that the caller need not wait for
+    (docs/design.md)."""
+    if fd is not None:
+        threading.Thread(target=os.close, args=(fd,), name="minifloat-release",
+                         daemon=True).start()
+
+
 @contextlib.contextmanager
 def _atomic_replace(path, mode, fsync=False):
     """A file object to write `path`'s new content into, renamed over `path`
@@ -827,7 +865,9 @@ def _atomic_replace(path, mode, fsync=False):
                         raise FileExistsError(errno.EEXIST, "no free temporary name", folder)
                 finally:
                     os.close(dfd)
+        old = _hold_replaced(path)
         os.replace(tmp, path)
+        _release_later(old)
     except BaseException:
         if tmp is not None:
             try:

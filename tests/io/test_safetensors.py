@@ -4,6 +4,7 @@ round trips with the real safetensors package (where installed)."""
 import json
 import os
 import struct
+import threading
 
 import numpy as np
 import pytest
@@ -232,7 +233,6 @@ def test_lent_buffers_written_without_a_copy(tmp_path, background, monkeypatch):
 
 
 def test_background_writer_errors(tmp_path, background, monkeypatch):
-    import threading
     p = tmp_path / "m.safetensors"
     mst.save(p, {"a": np.arange(4, dtype=np.float32)})
     before = p.read_bytes()
@@ -289,6 +289,54 @@ def test_fsync_only_when_asked(tmp_path, monkeypatch):
     checkpoint.convert_file(p, tmp_path / "o.safetensors", "float8_e4m3fn", fsync=True)
     assert len(synced) == 2
     assert same_bits(mst.load(tmp_path / "o.safetensors")["a"], x["a"].astype(mf.float8_e4m3fn))
+
+
+def _open_fds():
+    return set(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+def test_replaced_file_is_released_off_the_callers_thread(tmp_path, monkeypatch):
+    """Writing over an existing regular file holds the old file open across
+    the rename and closes it on a thread of its own (its last close frees
+    its pages; ext4 waits there for any still being written out).  The new
+    content is in place at once, a reader's mapping of the old file keeps
+    the old bytes, every descriptor is closed afterwards, and a FIFO, a
+    symlink or a small file at the path is never held."""
+    monkeypatch.setattr(mst, "_RELEASE_MIN", 64)
+    closed = []
+    real_close = os.close
+    monkeypatch.setattr(os, "close", lambda fd: (closed.append(
+        (fd, threading.current_thread().name)), real_close(fd))[1])
+    p = tmp_path / "m.safetensors"
+    x = {"a": np.arange(256, dtype=np.float32).astype(mf.bfloat16)}
+    y = {"a": -np.arange(256, dtype=np.float32).astype(mf.bfloat16)}
+    mst.save(p, x)
+    assert not [n for _, n in closed if n == "minifloat-release"]      # nothing replaced
+    old = mst.load(p)                    # a mapping of the file about to be replaced
+    before = _open_fds()
+    mst.save(p, y)
+    assert same_bits(mst.load(p)["a"], y["a"]) and same_bits(old["a"], x["a"])
+    for t in threading.enumerate():
+        if t.name == "minifloat-release":
+            t.join()
+    assert [n for _, n in closed].count("minifloat-release") == 1
+    assert _open_fds() <= before                     # the old file's descriptor is closed
+    assert sorted(os.listdir(tmp_path)) == ["m.safetensors"]
+    # not held: a file below the threshold, a FIFO, a symlink
+    closed.clear()
+    monkeypatch.setattr(mst, "_RELEASE_MIN", 1 << 30)
+    mst.save(p, x)
+    fifo = tmp_path / "f.safetensors"
+    os.mkfifo(fifo)
+    mst.save(fifo, x)                                # replaces the FIFO, never opens it to read
+    link = tmp_path / "l.safetensors"
+    link.symlink_to(p)
+    monkeypatch.setattr(mst, "_RELEASE_MIN", 64)
+    mst.save(link, y)                                # the link is replaced; p stays as it was
+    assert same_bits(mst.load(p)["a"], x["a"]) and same_bits(mst.load(link)["a"], y["a"])
+    assert not link.is_symlink()
+    assert "minifloat-release" not in [n for _, n in closed]
 
 
 def test_replacing_starts_the_writeback_early(tmp_path, monkeypatch):

@@ -427,6 +427,51 @@ def test_stack_on_the_threads(threads):
     assert np.isinf(r.astype(np.float32)).all()
 
 
+def _warned(fn):
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        r = fn()
+    return r, sorted({str(x.message) for x in w if issubclass(x.category, RuntimeWarning)})
+
+
+@pytest.mark.parametrize("nthreads", [1, 2, 3])
+def test_bf16_results_from_the_registers(threads, nthreads):
+    """bfloat16 products whose k is one block (at most 512) with A read in
+    place: AVX512_BF16 rounds each tile to bfloat16 in the kernel's
+    registers, and a tile holding a value that rounds to infinity, an inf or
+    a NaN goes through the scratch's store instead.  Every level equals the
+    serial result bit for bit, warnings included: last tiles of 1-11 rows
+    and 1-31 columns, a tile that overflows, one with a NaN, one with an inf,
+    ties and cancellation, in a single product and in a stack."""
+    threads(nthreads)
+    rng = np.random.default_rng(31)
+    for (m, k, n) in [(128, 256, 128), (37, 64, 77), (25, 512, 40), (49, 2, 95), (13, 510, 33)]:
+        for regime in ("normal", "cancel", "wide"):
+            a = bf16_codes(rng, (m, k), regime)
+            b = bf16_codes(rng, (k, n), "normal")
+            if regime == "normal":
+                a[0, :] = 0x7F00                       # row 0 x b: beyond the bf16 range
+                a[m - 1, 0] = 0x7FC1                   # a NaN in the last row panel
+                a[m // 2, 1] = 0x7F80                  # an inf in a middle one
+            x, y = as_format(a, "bfloat16"), as_format(b, "bfloat16")
+            want, want_w = _warned(lambda: _at("serial", x, y))
+            for lv in SIMD_LEVELS:
+                got, got_w = _warned(lambda: _at(lv, x, y))
+                assert_same_codes(got, want)
+                assert got_w == want_w
+            stack_x = as_format(np.stack([a, a[::-1]]), "bfloat16")
+            stack_y = as_format(np.stack([b, b]), "bfloat16")
+            for lv in SIMD_LEVELS:
+                got = mm(lv, stack_x, stack_y)
+                assert_same_codes(got[0], want)
+                assert_same_codes(got[1], mm("serial", stack_x[1], stack_y[1]))
+
+
+def _at(level, a, b):
+    with kernel_level(level):
+        return a @ b
+
+
 def test_many_small_matmuls(each_level):
     rng = np.random.default_rng(9)
     a = as_format(bf16_codes(rng, (1000, 4, 4), "normal"), "bfloat16")

@@ -165,11 +165,18 @@ mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, 
         job->b_j0 = jc;
         job->b_nc = nc;
     }
+    /* A read in place, one k block, the bfloat16 epilogue: each tile
+     * goes from the kernel's registers to C, no scratch (not with
+     * ftz_daz, whose redo below needs the scratch) */
+    const int direct = g->a_rows && o->kernel_rows_bf16 != NULL && !o->ftz_daz && k <= o->KC
+                       && g->ep != NULL && g->ep->bf16_out != NULL;
     for (mf_intp ic = i0; ic < i1; ic += o->MC) {
         mf_intp mc = mf_gemm_min(o->MC, i1 - ic);
         mf_intp mcp = mf_gemm_roundup(mc, MR);
         float *cs = job->cbuf;
-        mf_gemm_scratch_init(g, cs, lds, ic, mc, mcp, jc, nc, ncp);
+        if (!direct) {
+            mf_gemm_scratch_init(g, cs, lds, ic, mc, mcp, jc, nc, ncp);
+        }
         if (o->ftz_daz) {
             mf_fpenv_clear_flags();
         }
@@ -218,7 +225,13 @@ mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, 
                     for (mf_intp ir = 0, l = 0; ir < mcp; ir += MR, l += pf_lines) {
                         mf_intp npf = mf_gemm_min(pf_lines, mf_gemm_max(0, (mf_intp)(bpanel / 64) - l));
                         const char *pf = bn != NULL ? bn + l * 64 : NULL;
-                        if (g->a_rows) {
+                        if (direct) {
+                            o->kernel_rows_bf16(kq, (const uint16_t *)g->A + (ic + ir) * g->lda, g->lda,
+                                                bp, g->ep, ic + ir, jc + jr,
+                                                (int)mf_gemm_min(NR, nc - jr), pf, npf,
+                                                (int)mf_gemm_min(MR, mc - ir));
+                        }
+                        else if (g->a_rows) {
                             o->kernel_rows(kq, (const uint16_t *)g->A + (ic + ir) * g->lda + pc, g->lda,
                                            bp, cs + ir * lds + jr, lds, pf, npf,
                                            (int)mf_gemm_min(MR, mc - ir));
@@ -242,7 +255,10 @@ mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, 
                                   (const char *)g->B + jc * sz, g->ldb, cs, lds, NULL);
             mf_fpenv_work(csr);
         }
-        if (g->ep != NULL && g->ep->bf16_out != NULL) {
+        if (direct) {
+            /* the kernel stored it */
+        }
+        else if (g->ep != NULL && g->ep->bf16_out != NULL) {
             o->store_bf16(g->ep, ic, jc, mc, nc, cs, lds);   /* integer only */
         }
         else if (g->ep != NULL) {

@@ -57,6 +57,16 @@ typedef void (*mf_gemm_kernel_rows_fn)(mf_intp kq, const void *a, mf_intp lda, c
                                        float *c, mf_intp ldc, const void *pf, mf_intp npf,
                                        int rows);
 
+/* the same, for a k of one block with the bfloat16 epilogue: the tile
+ * starts from zero, and rows x cols (cols <= NR) of it go straight to
+ * ep->bf16_out at (i0, j0), rounded as mf_gemm_store_bf16 rounds them (a
+ * tile holding a value that rounds to infinity, or is infinite or NaN,
+ * through mf_gemm_store_bf16 itself); NULL: none */
+typedef void (*mf_gemm_kernel_rows_bf16_fn)(mf_intp kq, const void *a, mf_intp lda,
+                                            const void *b, const mf_gemm_epilogue *ep,
+                                            mf_intp i0, mf_intp j0, int cols, const void *pf,
+                                            mf_intp npf, int rows);
+
 /* the kernels' prefetch: one line every `every` k steps.  A software
  * prefetch occupies a fill buffer until its line arrives; many at once
  * stall the kernel's own loads */
@@ -128,6 +138,7 @@ typedef struct {
     mf_gemm_pack_fn pack_b;    /* B panel: [q][NR] */
     mf_gemm_kernel_fn kernel;
     mf_gemm_kernel_rows_fn kernel_rows;   /* NULL, or bfloat16 A in place */
+    mf_gemm_kernel_rows_bf16_fn kernel_rows_bf16;   /* NULL, or that into bf16_out */
     mf_gemm_small_fn small;    /* small products, and k too deep to pack */
     int ftz_daz;               /* run in the kernels' FP environment (driver.c) */
     mf_gemm_gemv_fn gemv;      /* NULL, or bfloat16 products with few columns */

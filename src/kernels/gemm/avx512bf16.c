@@ -122,43 +122,18 @@ kernel_12x32(mf_intp kq, const void *ap, const void *bp, float *c, mf_intp ldc,
     tile_12x32(BF_MR, 1, kq, (const char *)ap, 0, (const int32_t *)bp, c, ldc, &pfs, 0, NULL, 0, 0, 0);
 }
 
-static void
-kernel_12x32_rows(mf_intp kq, const void *ap, mf_intp lda, const void *bp, float *c, mf_intp ldc,
-                  const void *pf, mf_intp npf, int rows)
+/* A's rows in place: the tile body unrolled for each count of rows (1-12),
+ * into c (out 0) or into the bfloat16 epilogue (out 1) */
+static inline __attribute__((always_inline)) void
+tile_rows(const int out, mf_intp kq, const void *ap, mf_intp lda, const void *bp, float *c,
+          mf_intp ldc, const void *pf, mf_intp npf, int rows, const mf_gemm_epilogue *ep,
+          mf_intp i0, mf_intp j0, int cols)
 {
     mf_gemm_pf pfs = mf_gemm_pf_start(pf, npf, kq);
     const char *a = (const char *)ap;
     const int32_t *b = (const int32_t *)bp;
     const mf_intp L = 2 * lda;
-    switch (rows) {
-        case 1: tile_12x32(1, 0, kq, a, L, b, c, ldc, &pfs, 0, NULL, 0, 0, 0); break;
-        case 2: tile_12x32(2, 0, kq, a, L, b, c, ldc, &pfs, 0, NULL, 0, 0, 0); break;
-        case 3: tile_12x32(3, 0, kq, a, L, b, c, ldc, &pfs, 0, NULL, 0, 0, 0); break;
-        case 4: tile_12x32(4, 0, kq, a, L, b, c, ldc, &pfs, 0, NULL, 0, 0, 0); break;
-        case 5: tile_12x32(5, 0, kq, a, L, b, c, ldc, &pfs, 0, NULL, 0, 0, 0); break;
-        case 6: tile_12x32(6, 0, kq, a, L, b, c, ldc, &pfs, 0, NULL, 0, 0, 0); break;
-        case 7: tile_12x32(7, 0, kq, a, L, b, c, ldc, &pfs, 0, NULL, 0, 0, 0); break;
-        case 8: tile_12x32(8, 0, kq, a, L, b, c, ldc, &pfs, 0, NULL, 0, 0, 0); break;
-        case 9: tile_12x32(9, 0, kq, a, L, b, c, ldc, &pfs, 0, NULL, 0, 0, 0); break;
-        case 10: tile_12x32(10, 0, kq, a, L, b, c, ldc, &pfs, 0, NULL, 0, 0, 0); break;
-        case 11: tile_12x32(11, 0, kq, a, L, b, c, ldc, &pfs, 0, NULL, 0, 0, 0); break;
-        default: tile_12x32(12, 0, kq, a, L, b, c, ldc, &pfs, 0, NULL, 0, 0, 0); break;
-    }
-}
-
-/* kernel_12x32_rows for a k of one block, into the bfloat16 epilogue
- * (driver.h): the scratch's zeroing and the store pass over it are spared
- * (5% of a stack of 128x256 @ 256x128 products on one thread, Zen 4) */
-static void
-kernel_12x32_rows_bf16(mf_intp kq, const void *ap, mf_intp lda, const void *bp,
-                       const mf_gemm_epilogue *ep, mf_intp i0, mf_intp j0, int cols,
-                       const void *pf, mf_intp npf, int rows)
-{
-    mf_gemm_pf pfs = mf_gemm_pf_start(pf, npf, kq);
-    const char *a = (const char *)ap;
-    const int32_t *b = (const int32_t *)bp;
-    const mf_intp L = 2 * lda;
-#define T(R) tile_12x32(R, 0, kq, a, L, b, NULL, 0, &pfs, 1, ep, i0, j0, cols)
+#define T(R) tile_12x32(R, 0, kq, a, L, b, c, ldc, &pfs, out, ep, i0, j0, cols)
     switch (rows) {
         case 1: T(1); break;
         case 2: T(2); break;
@@ -174,6 +149,24 @@ kernel_12x32_rows_bf16(mf_intp kq, const void *ap, mf_intp lda, const void *bp,
         default: T(12); break;
     }
 #undef T
+}
+
+static void
+kernel_12x32_rows(mf_intp kq, const void *ap, mf_intp lda, const void *bp, float *c, mf_intp ldc,
+                  const void *pf, mf_intp npf, int rows)
+{
+    tile_rows(0, kq, ap, lda, bp, c, ldc, pf, npf, rows, NULL, 0, 0, 0);
+}
+
+/* kernel_12x32_rows for a k of one block, into the bfloat16 epilogue
+ * (driver.h): the scratch's zeroing and the store pass over it are spared
+ * (5% of a stack of 128x256 @ 256x128 products on one thread, Zen 4) */
+static void
+kernel_12x32_rows_bf16(mf_intp kq, const void *ap, mf_intp lda, const void *bp,
+                       const mf_gemm_epilogue *ep, mf_intp i0, mf_intp j0, int cols,
+                       const void *pf, mf_intp npf, int rows)
+{
+    tile_rows(1, kq, ap, lda, bp, NULL, 0, pf, npf, rows, ep, i0, j0, cols);
 }
 
 /* B panel of bfloat16 codes: interleave two rows with one permute per 16

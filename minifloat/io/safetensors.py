@@ -816,9 +816,13 @@ def _release_later(fd):
     them still being written out: right after an earlier write of the same
     file, milliseconds per 16 MiB that the caller need not wait for
     (docs/design.md)."""
-    if fd is not None:
+    if fd is None:
+        return
+    try:
         threading.Thread(target=os.close, args=(fd,), name="minifloat-release",
                          daemon=True).start()
+    except RuntimeError:          # no thread to be had: let it go here
+        os.close(fd)
 
 
 @contextlib.contextmanager
@@ -866,7 +870,12 @@ def _atomic_replace(path, mode, fsync=False):
                 finally:
                     os.close(dfd)
         old = _hold_replaced(path)
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except BaseException:
+            if old is not None:
+                os.close(old)
+            raise
         _release_later(old)
     except BaseException:
         if tmp is not None:

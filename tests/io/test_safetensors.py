@@ -337,6 +337,13 @@ def test_replaced_file_is_released_off_the_callers_thread(tmp_path, monkeypatch)
     assert same_bits(mst.load(p)["a"], x["a"]) and same_bits(mst.load(link)["a"], y["a"])
     assert not link.is_symlink()
     assert "minifloat-release" not in [n for _, n in closed]
+    # a rename that fails closes the held file at once and leaves the old one
+    fds = _open_fds()
+    monkeypatch.setattr(os, "replace", lambda a, b: (_ for _ in ()).throw(OSError(5, "EIO")))
+    with pytest.raises(OSError, match="EIO"):
+        mst.save(p, y)
+    assert _open_fds() <= fds and same_bits(mst.load(p)["a"], x["a"])
+    assert sorted(os.listdir(tmp_path)) == ["f.safetensors", "l.safetensors", "m.safetensors"]
 
 
 def test_replacing_starts_the_writeback_early(tmp_path, monkeypatch):

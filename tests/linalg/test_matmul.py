@@ -434,18 +434,25 @@ def _warned(fn):
     return r, sorted({str(x.message) for x in w if issubclass(x.category, RuntimeWarning)})
 
 
+def _at(level, a, b):
+    with kernel_level(level):
+        return a @ b
+
+
 @pytest.mark.parametrize("nthreads", [1, 2, 3])
 def test_bf16_results_from_the_registers(threads, nthreads):
     """bfloat16 products whose k is one block (at most 512) with A read in
     place: AVX512_BF16 rounds each tile to bfloat16 in the kernel's
     registers, and a tile holding a value that rounds to infinity, an inf or
     a NaN goes through the scratch's store instead.  Every level equals the
-    serial result bit for bit, warnings included: last tiles of 1-11 rows
-    and 1-31 columns, a tile that overflows, one with a NaN, one with an inf,
-    ties and cancellation, in a single product and in a stack."""
+    serial result bit for bit, warnings included: last row panels of 1, 6,
+    8 and 11 rows, last tiles of 1, 8, 13 and 31 columns, a tile that
+    overflows, one with a NaN, one with an inf, ties and cancellation, in a
+    single product and in a stack (and a k of 2, too small for the blocked
+    kernels, for the edge)."""
     threads(nthreads)
     rng = np.random.default_rng(31)
-    for (m, k, n) in [(128, 256, 128), (37, 64, 77), (25, 512, 40), (49, 2, 95), (13, 510, 33)]:
+    for (m, k, n) in [(128, 256, 128), (35, 64, 77), (30, 512, 40), (49, 2, 95), (23, 510, 33), (37, 100, 31)]:
         for regime in ("normal", "cancel", "wide"):
             a = bf16_codes(rng, (m, k), regime)
             b = bf16_codes(rng, (k, n), "normal")
@@ -465,11 +472,6 @@ def test_bf16_results_from_the_registers(threads, nthreads):
                 got = mm(lv, stack_x, stack_y)
                 assert_same_codes(got[0], want)
                 assert_same_codes(got[1], mm("serial", stack_x[1], stack_y[1]))
-
-
-def _at(level, a, b):
-    with kernel_level(level):
-        return a @ b
 
 
 def test_many_small_matmuls(each_level):

@@ -38,6 +38,12 @@ tile_12x32(const int R, const int packed, mf_intp kq, const char *ap, mf_intp L,
            const int out, const mf_gemm_epilogue *ep, mf_intp i0, mf_intp j0, int cols)
 {
     __m512 acc[BF_MR][2];
+    /* the driver calls with kq >= 1 (a k of 0 never reaches a kernel); said
+     * here, GCC keeps the accumulators of the epilogue in registers instead
+     * of zeroing a copy of them on the stack for kq == 0 (24 stores a tile) */
+    if (kq < 1) {
+        __builtin_unreachable();
+    }
     const int32_t *a = (const int32_t *)ap;
     const char *a0 = ap, *a4 = R > 4 ? ap + 4 * L : ap, *a8 = R > 8 ? ap + 8 * L : ap;
     const mf_intp L3 = 3 * L;

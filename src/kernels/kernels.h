@@ -70,6 +70,12 @@ typedef struct mf_gemm_epilogue {
     char *bf16_out;
     mf_intp bf16_rs;
     int *bf16_flags;
+    /* Optional hint: up to two ranges of memory the caller reads next (the
+     * next product of a stack, its A and B).  A one-thread blocked product
+     * whose packed B stays in L2 fetches them into L2 on its way, a few
+     * lines a tile; nothing else changes.  Zero-initialized: none. */
+    const char *next[2];
+    size_t next_bytes[2];
 } mf_gemm_epilogue;
 
 /*

@@ -406,16 +406,20 @@ def test_matmul_stacks(each_level):
 def test_stack_on_the_threads(threads):
     # a stack of products each too small for the gemm's own threads: the
     # products on the threads, each on one; the bits of one product at a
-    # time, strided operands (packed by each thread) and the warnings too
+    # time, strided operands (packed by each thread) and the warnings too.
+    # Products of a deep enough k (the second shape) fetch the next one's
+    # operands as they go, each thread the product it took next: every
+    # product taken exactly once, at every thread count
     rng = np.random.default_rng(21)
-    for name in ("bfloat16", "float8_e4m3fn"):
-        a = as_format(format_codes(rng, name, (24, 32, 64)).astype(code_dtype(name)), name)
-        b = as_format(format_codes(rng, name, (24, 64, 40)).astype(code_dtype(name)), name)
+    for name, (s, m, k, n) in [("bfloat16", (24, 32, 64, 40)), ("float8_e4m3fn", (24, 32, 64, 40)),
+                               ("bfloat16", (7, 96, 256, 96)), ("float8_e5m2", (5, 96, 256, 96))]:
+        a = as_format(format_codes(rng, name, (s, m, k)).astype(code_dtype(name)), name)
+        b = as_format(format_codes(rng, name, (s, k, n)).astype(code_dtype(name)), name)
         pairs = [(a, b)] + ([(a[:, ::2, :], b[:, :, ::-1])] if name == "bfloat16" else [])
         for x, y in pairs:
             want = [mm("serial", x[i].copy(), y[i].copy()) for i in range(x.shape[0])]
             for level in LEVELS:
-                for nthreads in (2, 3):
+                for nthreads in (1, 2, 3):
                     threads(nthreads)
                     with kernel_level(level), np.errstate(all="ignore"):
                         got = x @ y

@@ -98,6 +98,7 @@ typedef struct {
     mf_intp tw, th, ntasks;
     int nthreads;
     mf_intp next;              /* next task (row tasks: micro-panel), taken atomically */
+    mf_intp hint_lines[2], hint_per_tile;   /* ep's next ranges, lines a tile (0: none) */
 } mf_gemm_args;
 
 typedef struct {
@@ -105,6 +106,7 @@ typedef struct {
     void *abuf, *bbuf;
     float *cbuf;
     mf_intp b_j0, b_nc;        /* the columns bbuf holds (b_nc == 0: none) */
+    mf_intp hint_at;           /* lines of the hint fetched so far */
 } mf_gemm_job;
 
 #define MF_GEMM_ALIGN 64
@@ -114,6 +116,7 @@ typedef struct {
 #define MF_GEMM_MAX_APACK ((size_t)4 << 20)           /* packed A for all of k, per job */
 #define MF_GEMM_C_CHUNK ((size_t)128 << 10)           /* scratch bytes kept in L2 */
 #define MF_GEMM_OWN_B_MAX ((size_t)2 << 20)           /* packed B a thread may keep alone */
+#define MF_GEMM_HINT_B_MAX ((size_t)256 << 10)        /* packed B that leaves the prefetch to the hint */
 
 static inline mf_intp mf_gemm_roundup(mf_intp a, mf_intp b) { return (a + b - 1) / b * b; }
 
@@ -141,6 +144,28 @@ mf_gemm_scratch_init(const mf_gemm_args *g, float *cs, mf_intp lds, mf_intp ic, 
             memset(cs + i * lds, 0, sizeof(float) * ncp);
         }
     }
+}
+
+/* the tile's prefetch from the caller's hint (mf_gemm_epilogue.next)
+ * instead of the next B panel, which is in L2 already: the next
+ * hint_per_tile lines */
+static inline void
+mf_gemm_hint(const mf_gemm_args *g, mf_gemm_job *job, const char **pf, mf_intp *npf)
+{
+    mf_intp at = job->hint_at;
+    int r = at < g->hint_lines[0] ? 0 : 1;
+    if (r == 1) {
+        at -= g->hint_lines[0];
+    }
+    mf_intp cnt = mf_gemm_min(g->hint_per_tile, g->hint_lines[r] - at);
+    if (cnt <= 0) {
+        *pf = NULL;
+        *npf = 0;
+        return;
+    }
+    *pf = (const char *)((uintptr_t)g->ep->next[r] & ~(uintptr_t)63) + 64 * at;
+    *npf = cnt;
+    job->hint_at += cnt;
 }
 
 /* rows [i0, i1) x columns [j0, j1) of C, j1 - j0 <= g->nc */
@@ -225,6 +250,9 @@ mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, 
                     for (mf_intp ir = 0, l = 0; ir < mcp; ir += MR, l += pf_lines) {
                         mf_intp npf = mf_gemm_min(pf_lines, mf_gemm_max(0, (mf_intp)(bpanel / 64) - l));
                         const char *pf = bn != NULL ? bn + l * 64 : NULL;
+                        if (g->hint_per_tile > 0) {
+                            mf_gemm_hint(g, job, &pf, &npf);
+                        }
                         if (direct) {
                             o->kernel_rows_bf16(kq, (const uint16_t *)g->A + (ic + ir) * g->lda, g->lda,
                                                 bp, g->ep, ic + ir, jc + jr,
@@ -556,6 +584,25 @@ mf_gemm_drive(const mf_gemm_ops *o, const mf_gemm_ctx *ctx, mf_intp m, mf_intp n
         per_job += (b == 1 && shared_b) ? 0 : need[b];
     }
     size_t total = per_job * (size_t)T + (shared_b ? need[1] : 0);
+    /* the caller's hint, on one thread whose packed B stays in L2 (the
+     * next-panel prefetch has nothing to fetch): spread over the tiles */
+    if (T == 1 && ep != NULL && need[1] <= MF_GEMM_HINT_B_MAX) {
+        mf_intp lines = 0;
+        for (int r = 0; r < 2; r++) {
+            /* whole lines from the range's first: a line's prefetch
+             * fetches all of it */
+            g.hint_lines[r] = ep->next[r] == NULL ? 0
+                : (mf_intp)(((uintptr_t)ep->next[r] % 64 + ep->next_bytes[r] + 63) / 64);
+            lines += g.hint_lines[r];
+        }
+        mf_intp tiles = mf_gemm_roundup(m, o->MR) / o->MR * (ncp / o->NR) * ((k + o->KC - 1) / o->KC);
+        g.hint_per_tile = lines > 0 ? (lines + tiles - 1) / tiles : 0;
+        /* not more than a line every other k step: short tiles (a stack of
+         * 32x64 @ 64x32 products) were slower with it */
+        if (g.hint_per_tile > mf_gemm_min(k, o->KC) / 4) {
+            g.hint_per_tile = 0;
+        }
+    }
     /* one block for all buffers: the pool's, kept between calls (up to
      * MF_GEMM_POOL_KEEP bytes) to spare the page faults of fresh memory, or
      * a new one when another call holds the pool */
@@ -583,6 +630,7 @@ mf_gemm_drive(const mf_gemm_ops *o, const mf_gemm_ctx *ctx, mf_intp m, mf_intp n
             jobs[t].cbuf = (float *)(p + need[0] + (shared_b ? 0 : need[1]));
             jobs[t].b_j0 = 0;
             jobs[t].b_nc = shared_b ? n : 0;
+            jobs[t].hint_at = 0;
         }
         if (shared_b) {
             mf_intp npanels = mf_gemm_roundup(n, o->NR) / o->NR, kblocks = (k + o->KC - 1) / o->KC;

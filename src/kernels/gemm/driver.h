@@ -18,7 +18,8 @@
  * once where that fits, and then the scratch is gone
  * through in column chunks of about 128 KiB, each through all of k (it
  * stays in L2); else KC at a time, each k block over the whole scratch.
- * The kernels prefetch the next B panel as they go.  When the block is
+ * The kernels prefetch the next B panel as they go (on one thread whose
+ * packed B stays in L2, the caller's hint instead: mf_gemm_epilogue.next).  When the block is
  * finished it goes to the epilogue (or back into C).  KC is even, so pairs
  * never straddle blocks and every output element is exactly the canonical
  * chain of serial.c, in any of these orders.

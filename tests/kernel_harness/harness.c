@@ -533,6 +533,12 @@ check_cast_err(const char *lv, const mf_kernels *k, const mf_format *f)
                 mf_serial_encode_f32(f, x, c0, len);
                 mf_serial_decode_f32(f, c0, y, len);
                 mf_serial_stats_f32(&s0, x, y, 1.0, len, 0);
+                /* convert's zeros: values == 0 (a subnormal is not one) */
+                int64_t zy = 0, zx = 0;
+                for (long i = 0; i < len; i++) {
+                    zy += y[i] == 0.0f;
+                    zx += x[i] == 0.0f;
+                }
                 long at = len * 10 + trial;
                 /* from the source's codes, and from its float32 values */
                 int ok = k->cast_err(&s1, src, codes, f, c1, len);
@@ -540,6 +546,8 @@ check_cast_err(const char *lv, const mf_kernels *k, const mf_format *f)
                     if (memcmp(c0, c1, len * sz) != 0) fail(lv, f->name, "cast_err codes", at, 0, 0);
                     if (d2u(s0.err2) != d2u(s1.err2)) fail(lv, f->name, "cast_err err2", at, d2u(s1.err2), d2u(s0.err2));
                     if (d2u(s0.ref2) != d2u(s1.ref2)) fail(lv, f->name, "cast_err ref2", at, d2u(s1.ref2), d2u(s0.ref2));
+                    if (s1.zeros_y != zy) fail(lv, f->name, "cast_err zeros_y", at, (uint64_t)s1.zeros_y, (uint64_t)zy);
+                    if (s1.zeros_x != zx) fail(lv, f->name, "cast_err zeros_x", at, (uint64_t)s1.zeros_x, (uint64_t)zx);
                 }
                 memset(&s1, 0, sizeof s1);
                 if (k->cast_err(&s1, NULL, x, f, c1, len) != ok) fail(lv, f->name, "cast_err f32 vs codes", at, 0, 0);
@@ -547,6 +555,8 @@ check_cast_err(const char *lv, const mf_kernels *k, const mf_format *f)
                     if (memcmp(c0, c1, len * sz) != 0) fail(lv, f->name, "cast_err codes", at, 0, 0);
                     if (d2u(s0.err2) != d2u(s1.err2)) fail(lv, f->name, "cast_err err2", at, d2u(s1.err2), d2u(s0.err2));
                     if (d2u(s0.ref2) != d2u(s1.ref2)) fail(lv, f->name, "cast_err ref2", at, d2u(s1.ref2), d2u(s0.ref2));
+                    if (s1.zeros_y != zy) fail(lv, f->name, "cast_err f32 zeros_y", at, (uint64_t)s1.zeros_y, (uint64_t)zy);
+                    if (s1.zeros_x != zx) fail(lv, f->name, "cast_err f32 zeros_x", at, (uint64_t)s1.zeros_x, (uint64_t)zx);
                 }
                 else if (s0.finite == len && s0.over == 0
                          && (f->id == MF_BFLOAT16 || f->itemsize == 1) && f->id != MF_FLOAT8_E8M0FNU) {

@@ -267,8 +267,9 @@ count_zeros(const mf_format *f, const void *v, mf_intp n)
 #undef ZW
 
 int
-mf_cast_err_finish(mf_stats_block *s, double *le, double *lr, const mf_format *src,
-                   const void *x, const mf_format *tgt, void *codes, mf_intp done, mf_intp n)
+mf_cast_err_finish(mf_stats_block *s, double *le, double *lr, int64_t zy, int64_t zx,
+                   const mf_format *src, const void *x, const mf_format *tgt, void *codes,
+                   mf_intp done, mf_intp n)
 {
     if (done < n) {
         float v[64], w[64];
@@ -297,9 +298,12 @@ mf_cast_err_finish(mf_stats_block *s, double *le, double *lr, const mf_format *s
     s->err2 = mf_stats_combine_sum(le);
     s->ref2 = mf_stats_combine_sum(lr);
     /* every value is finite on both sides here (no overflow, no NaN); the
-     * zeros give convert its flushed-to-zero count */
-    s->zeros_y = count_zeros(tgt, codes, n);
-    s->zeros_x = count_zeros(src, x, n);
+     * zeros give convert its flushed-to-zero count: the level's, and the
+     * tail's (a code that is a zero is a value == 0; a subnormal is not,
+     * without DAZ, as in the general route) */
+    s->zeros_y = zy + count_zeros(tgt, (const char *)codes + done * tgt->itemsize, n - done);
+    s->zeros_x = zx + count_zeros(src, (const char *)x + done * (src != NULL ? src->itemsize : 4),
+                                  n - done);
     return 1;
 }
 

@@ -162,10 +162,12 @@ mf_cast_err_source(const mf_format *src, const void *x, mf_intp n, float *xb,
  * the same lanes.  src: the source format of x, or NULL for float32 values
  * at x.  Returns 0 if a lane is not finite (an inf or NaN in x or in the
  * round trip: the block is left to the general route), else sets s->err2,
- * s->ref2 (the lanes combined by halving) and returns 1.
+ * s->ref2 (the lanes combined by halving) and the zero counts (zy, zx: the
+ * zeros of the round trip and of x among the first `done`, which the level
+ * counted as float32 values == 0, the tail's counted here) and returns 1.
  */
-int mf_cast_err_finish(mf_stats_block *s, double *le, double *lr, const mf_format *src,
-                       const void *x, const mf_format *tgt, void *codes, mf_intp done,
-                       mf_intp n);
+int mf_cast_err_finish(mf_stats_block *s, double *le, double *lr, int64_t zy, int64_t zx,
+                       const mf_format *src, const void *x, const mf_format *tgt, void *codes,
+                       mf_intp done, mf_intp n);
 
 #endif

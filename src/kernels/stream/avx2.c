@@ -551,21 +551,37 @@ combine32(const __m256 l[4])
 #define HAVE_CAST_ERR
 typedef struct {
     __m256d e_lo, e_hi, r_lo, r_hi;
+    __m256i zy, zx;            /* lanes counting w == 0, v == 0 */
 } err_acc_t;
 
 MF_INLINE void
 err_init(err_acc_t *acc)
 {
     acc->e_lo = acc->e_hi = acc->r_lo = acc->r_hi = _mm256_setzero_pd();
+    acc->zy = acc->zx = _mm256_setzero_si256();
+}
+
+MF_INLINE int64_t
+count_lanes(__m256i c)
+{
+    int32_t l[8];
+    _mm256_storeu_si256((__m256i *)l, c);
+    int64_t s = 0;
+    for (int j = 0; j < 8; j++) {
+        s += l[j];
+    }
+    return s;
 }
 
 MF_INLINE void
-err_store(const err_acc_t *acc, double le[8], double lr[8])
+err_store(const err_acc_t *acc, double le[8], double lr[8], int64_t *zy, int64_t *zx)
 {
     _mm256_storeu_pd(le, acc->e_lo);
     _mm256_storeu_pd(le + 4, acc->e_hi);
     _mm256_storeu_pd(lr, acc->r_lo);
     _mm256_storeu_pd(lr + 4, acc->r_hi);
+    *zy = count_lanes(acc->zy);
+    *zx = count_lanes(acc->zx);
 }
 
 MF_INLINE __m256
@@ -592,6 +608,9 @@ err_acc(__m256 v, __m256 w, err_acc_t *acc, int q)
     acc->e_hi = _mm256_fmadd_pd(eb, eb, acc->e_hi);
     acc->r_lo = _mm256_fmadd_pd(xa, xa, acc->r_lo);
     acc->r_hi = _mm256_fmadd_pd(xb, xb, acc->r_hi);
+    /* a lane equal to zero compares as all ones: -1 */
+    acc->zy = _mm256_sub_epi32(acc->zy, _mm256_castps_si256(_mm256_cmp_ps(w, _mm256_setzero_ps(), _CMP_EQ_OQ)));
+    acc->zx = _mm256_sub_epi32(acc->zx, _mm256_castps_si256(_mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_EQ_OQ)));
 }
 
 #define CAST_ERR8_TAIL cast_err8_tail

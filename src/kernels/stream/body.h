@@ -53,8 +53,9 @@
  *   float32, for sum and dot, one vector at a time (else they load all 32
  *   codes as the decode loop does).
  *   HAVE_CAST_ERR: compile MF_ISA(cast_err); it needs err_acc_t (the eight
- *   float64 lanes of err2 and ref2), err_init, err_acc(v, w, acc, q) (vector
- *   q of a group of four), err_store, load_src(skind, x, i), enc_small_w
+ *   float64 lanes of err2 and ref2, and the counts of w == 0 and v == 0),
+ *   err_init, err_acc(v, w, acc, q) (vector q of a group of four),
+ *   err_store(acc, le, lr, &zy, &zx), load_src(skind, x, i), enc_small_w
  *   and bf16_value(h) (the float32 value of enc_bf16_v's codes).
  */
 #ifndef MF_STREAM_BODY_H
@@ -515,8 +516,9 @@ MF_ISA(cast_err)(mf_stats_block *s, const mf_format *src, const void *x, const m
     mf_intp done = 0;
     MF_CAST_ERR_DISPATCH(skind, p.small_path, CAST_ERR_RUN)
     double le[MF_STATS_LANES], lr[MF_STATS_LANES];
-    err_store(&acc, le, lr);
-    return mf_cast_err_finish(s, le, lr, xs == xb ? NULL : src, xs, tgt, codes, done, n);
+    int64_t zy, zx;
+    err_store(&acc, le, lr, &zy, &zx);
+    return mf_cast_err_finish(s, le, lr, zy, zx, xs == xb ? NULL : src, xs, tgt, codes, done, n);
 }
 #undef CAST_ERR_RUN
 #endif

@@ -423,6 +423,7 @@ combine32(float32x4_t v[8])
 #define HAVE_CAST_ERR
 typedef struct {
     float64x2_t e[4], r[4];
+    uint32x4_t zy, zx;         /* lanes counting w == 0, v == 0 */
 } err_acc_t;
 
 MF_INLINE void
@@ -431,15 +432,18 @@ err_init(err_acc_t *acc)
     for (int q = 0; q < 4; q++) {
         acc->e[q] = acc->r[q] = vdupq_n_f64(0.0);
     }
+    acc->zy = acc->zx = vdupq_n_u32(0);
 }
 
 MF_INLINE void
-err_store(const err_acc_t *acc, double le[8], double lr[8])
+err_store(const err_acc_t *acc, double le[8], double lr[8], int64_t *zy, int64_t *zx)
 {
     for (int q = 0; q < 4; q++) {
         vst1q_f64(le + 2 * q, acc->e[q]);
         vst1q_f64(lr + 2 * q, acc->r[q]);
     }
+    *zy = (int64_t)vaddlvq_u32(acc->zy);
+    *zx = (int64_t)vaddlvq_u32(acc->zx);
 }
 
 MF_INLINE float32x4_t
@@ -469,6 +473,9 @@ err_acc(float32x4_t v, float32x4_t w, err_acc_t *acc, int q)
     acc_e[1] = vfmaq_f64(acc_e[1], eh, eh);
     acc_r[0] = vfmaq_f64(acc_r[0], xl, xl);
     acc_r[1] = vfmaq_f64(acc_r[1], xh, xh);
+    /* a lane equal to zero compares as all ones: -1 */
+    acc->zy = vsubq_u32(acc->zy, vceqzq_f32(w));
+    acc->zx = vsubq_u32(acc->zx, vceqzq_f32(v));
 }
 
 #include "body.h"

@@ -433,8 +433,14 @@ class SafeOpen:
         return _Slice(self, name)
 
     def close(self):
+        # a mapping stays alive while views of it do; one held only here is
+        # unmapped on a thread of its own when large (_drop_later)
+        held = []
         for ent in self._files.values():
-            ent[2] = None         # a mapping stays alive while views of it do
+            if ent[2] is not None:
+                held.append(ent[2])
+            ent[2] = None
+        _drop_later(held)
 
     def __enter__(self):
         return self
@@ -810,19 +816,35 @@ def _hold_replaced(path):
     return None
 
 
+def _off_thread(fn, *args):
+    """fn(*args) on a daemon thread named minifloat-release, or here when
+    no thread can be had (at interpreter shutdown)."""
+    try:
+        threading.Thread(target=fn, args=args, name="minifloat-release", daemon=True).start()
+    except RuntimeError:
+        fn(*args)
+
+
 def _release_later(fd):
     """Close `fd` (the replaced file, no longer linked) on a daemon thread.
     The last close frees the file's pages, and on ext4 waits for any of
     them still being written out: right after an earlier write of the same
     file, milliseconds per 16 MiB that the caller need not wait for
     (docs/design.md)."""
-    if fd is None:
-        return
-    try:
-        threading.Thread(target=os.close, args=(fd,), name="minifloat-release",
-                         daemon=True).start()
-    except RuntimeError:          # no thread to be had: let it go here
-        os.close(fd)
+    if fd is not None:
+        _off_thread(os.close, fd)
+
+
+def _drop_later(held):
+    """Let go of `held` (arrays over file mappings) on a daemon thread when
+    they map _RELEASE_MIN bytes or more: unmapping a 32 MiB mapping whose
+    pages were touched takes about 1 ms (its page tables), which the
+    caller need not wait for.  A mapping that views elsewhere still hold is
+    unmapped when the last of them goes, wherever that is."""
+    if sum(a.size for a in held) >= _RELEASE_MIN:
+        _off_thread(held.clear)
+    else:
+        held.clear()
 
 
 @contextlib.contextmanager

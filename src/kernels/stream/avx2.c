@@ -561,16 +561,14 @@ err_init(err_acc_t *acc)
     acc->zy = acc->zx = _mm256_setzero_si256();
 }
 
+/* the eight counts' total (each at most a block's values: no overflow) */
 MF_INLINE int64_t
 count_lanes(__m256i c)
 {
-    int32_t l[8];
-    _mm256_storeu_si256((__m256i *)l, c);
-    int64_t s = 0;
-    for (int j = 0; j < 8; j++) {
-        s += l[j];
-    }
-    return s;
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+    return _mm_cvtsi128_si32(h);
 }
 
 MF_INLINE void

@@ -295,7 +295,6 @@ def _open_fds():
     return set(os.listdir("/proc/self/fd"))
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
 def _mapping_of(a):
     """The mmap object under a tensor read with mmap=True."""
     while isinstance(a, (np.ndarray, memoryview)):
@@ -346,6 +345,7 @@ def test_closed_mapping_is_unmapped_off_the_callers_thread(tmp_path, monkeypatch
     assert gone == [threading.current_thread().name]
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
 def test_replaced_file_is_released_off_the_callers_thread(tmp_path, monkeypatch):
     """Writing over an existing regular file holds the old file open across
     the rename and closes it on a thread of its own (its last close frees

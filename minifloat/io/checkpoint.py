@@ -723,9 +723,10 @@ def _cast_specs(src, f, names, lay, to, tdt, tcode, saturate, rounding, only, se
         if st._BITS[tcode] < 8 and (n * st._BITS[tcode]) % 8:
             raise ValueError(f"{src}: tensor {name!r}: {n} values of {to} do not fill whole "
                              f"bytes, which safetensors needs; leave it out with --only")
-        specs.append((name, tcode, info.shape,
-                      _cast_chunks(f, name, tdt, saturate, rounding, base_seed, row, tot,
-                                   progress)))
+        chunks = _cast_chunks(f, name, tdt, saturate, rounding, base_seed, row, tot, progress)
+        if _Caster.fuses(tdt, rounding, np.dtype(st.DTYPES[info.dtype])) and st._BITS[tcode] >= 8:
+            chunks = st.Deferrable(chunks)   # offers its chunks to write()'s _Deferred
+        specs.append((name, tcode, info.shape, chunks))
     return specs
 
 
@@ -1316,14 +1317,19 @@ class _Caster:
     the general route (_cast_chunk), which counts the clamped values."""
 
     def __init__(self, tdt, saturate, rounding, seed, source_dtype):
-        fmt = _FORMATS.get(tdt.name)
         self.tdt, self.saturate, self.rounding, self.seed = tdt, saturate, rounding, seed
-        self.fused = (rounding == "nearest" and fmt is not None
-                      and (fmt["has_inf"] or fmt["has_nan"])
-                      and bool(_kernel_source(source_dtype)) and source_dtype != np.float64)
+        self.fused = self.fuses(tdt, rounding, source_dtype)
         self.err2 = self.ref2 = 0.0
         self.counts = np.zeros(3, np.int64)
         self.acc = None
+
+    @staticmethod
+    def fuses(tdt, rounding, source_dtype):
+        """Whether the statistics kernel casts these chunks (else the
+        general route)."""
+        fmt = _FORMATS.get(tdt.name)
+        return (rounding == "nearest" and fmt is not None and (fmt["has_inf"] or fmt["has_nan"])
+                and bool(_kernel_source(source_dtype)) and source_dtype != np.float64)
 
     def __call__(self, c, k):
         """Chunk `c` (the k-th) cast: a reused scratch buffer of this thread's."""
@@ -1332,10 +1338,21 @@ class _Caster:
                 self.acc = np.zeros(14)
                 self.acc[_A_MIN], self.acc[_A_MAX] = math.inf, -math.inf
             acc = self.acc
-            y = _buf("cy", self.tdt, c.size)
             before = acc.copy()
             c = np.require(c, requirements="CA")
-            _core._stats(acc, c, self.tdt.name, 1.0, None, y, False)
+            dw = st.deferred_writer()
+            if dw is None:
+                y = _buf("cy", self.tdt, c.size)
+                _core._stats(acc, c, self.tdt.name, 1.0, None, y, False)
+            else:
+                # the chunk before this one may be pending in the other
+                # buffer: written here while the threads cast this one
+                y = _buf(("cy0", "cy1")[dw.flip], self.tdt, c.size)
+                p = dw.take()
+                if p is None:
+                    _core._stats(acc, c, self.tdt.name, 1.0, None, y, False)
+                else:
+                    dw.wrote(p, _core._stats(acc, c, self.tdt.name, 1.0, None, y, False, dw.fd, p))
             if not (self.saturate and (acc[_A_OVER] > before[_A_OVER]
                                        or acc[_A_INF] > before[_A_INF])):
                 return y
@@ -1347,6 +1364,12 @@ class _Caster:
         self.ref2 += r2
         self.counts += n
         return y
+
+    def offers(self, y):
+        """Whether y is one of the deferred writer's two buffers (the fused
+        route's result; the general route's is a scratch of its own)."""
+        bufs = getattr(_scratch, "bufs", {})
+        return any(b is not None and y.base is b for b in (bufs.get("cy0"), bufs.get("cy1")))
 
     def finish(self, row, tot):
         err2, ref2, counts = self.err2, self.ref2, self.counts
@@ -1370,8 +1393,15 @@ def _cast_chunks(f, name, tdt, saturate, rounding, seed, row, tot, progress):
         y = cast(c, k)
         if progress is not None:
             progress(c.size * bits // 8)
-        # y is a scratch buffer: write() consumes each chunk before asking for the next
-        yield memoryview(_pack(y)) if sub else memoryview(y.view(np.uint8))
+        # y is a scratch buffer: write() consumes each chunk before asking
+        # for the next, except one of the deferred writer's two (offered: it
+        # stays intact until the next cast has written it)
+        mv = memoryview(_pack(y)) if sub else memoryview(y.view(np.uint8))
+        dw = st.deferred_writer()
+        if dw is not None and not sub and cast.offers(y):
+            dw.offer(mv)
+            dw.flip ^= 1
+        yield mv
     cast.finish(row, tot)
 
 

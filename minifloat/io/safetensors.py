@@ -677,6 +677,100 @@ def lend_buffer(nbytes):
     return None if w is None else w.lend(nbytes)
 
 
+class Deferrable:
+    """A tensor's chunks whose producer offers them to write()'s deferred
+    writer (_Deferred): write() then uses it rather than the background
+    writer, which measured slower for such chunks (docs/design.md)."""
+
+    def __init__(self, chunks):
+        self.chunks = chunks
+
+    def __iter__(self):
+        return iter(self.chunks)
+
+
+def deferred_writer():
+    """The write() running in this thread, as a _Deferred, if it takes
+    chunks that a producer writes itself during its next computation; else
+    None (see _Deferred)."""
+    return getattr(_lender, "deferred", None)
+
+
+class _Deferred:
+    """write()'s chunks, each written while the producer computes the next.
+    A producer that keeps a yielded chunk's memory intact until its next
+    computation has returned (it alternates two buffers) says so with
+    offer(chunk) before yielding it; write() then leaves that chunk pending.
+    The producer's next computation takes it (take()) and writes it on the
+    calling thread while the kernels' worker threads start on the next chunk
+    (the fd and data arguments of _core._stats), then reports how far it got
+    (wrote()); write() writes any chunk that was not offered (through the
+    file object, buffered), or not taken, itself, always in order.  On two
+    cores this overlaps the page-cache write with the cast instead of
+    leaving one core idle during it."""
+
+    def __init__(self, out, at, early):
+        self.out, self.at, self.early = out, at, early
+        self.fd = out.fileno()
+        self.pending = None
+        self.offered = None
+        self.buffered = True   # the file object may hold bytes not yet written
+        self.flip = 0          # the producer's buffer for its next chunk (0 or 1)
+
+    def offer(self, chunk):
+        self.offered = chunk
+
+    def take(self):
+        """The pending bytes, for the caller to write to self.fd (then
+        wrote()), or None."""
+        p, self.pending = self.pending, None
+        if p is not None:
+            self._unbuffer()
+        return p
+
+    def wrote(self, p, n):
+        """n bytes of p (from take()) were written; the rest is written here
+        (raising the error that stopped them, if any)."""
+        self._write_rest(p, n)
+
+    def _write_rest(self, p, n):
+        self._count(n)
+        p = p[n:]
+        while len(p):
+            k = os.write(self.fd, p)
+            self._count(k)
+            p = p[k:]
+
+    def put(self, c):
+        """Chunk c from write()'s loop: pending if offered, else written now."""
+        offered, self.offered = self.offered, None
+        self.flush()
+        mv = memoryview(c).cast("B")
+        if offered is not None and offered is c:
+            self.pending = mv
+        else:
+            self._count(self.out.write(mv))
+            self.buffered = True
+        return len(mv)
+
+    def flush(self):
+        p = self.take()
+        if p is not None:
+            self._write_rest(p, 0)
+
+    def _unbuffer(self):
+        if self.buffered:
+            self.out.flush()
+            self.buffered = False
+
+    def _count(self, k):
+        at = self.at
+        at[0] += k
+        if self.early is not None and at[0] - at[1] >= _EARLY_BYTES:
+            self._unbuffer()
+            self.early(self.out, at)
+
+
 class _BackgroundWriter:
     """Writes on a thread of its own while the caller computes what comes
     next.  Each chunk is first copied into one of three reused buffers (the
@@ -955,10 +1049,14 @@ def write(path, specs, metadata=None, *, fsync=False):
         out.write(struct.pack("<Q", len(hb)))
         out.write(hb)
         at = [out.tell()] * 2          # written, and handed to the writeback
-        bg = prev = None
-        if off >= _BACKGROUND_MIN and _core.get_num_threads() > 1:
+        bg = prev = dw = prev_dw = None
+        defers = any(isinstance(s[3], Deferrable) for s in specs)
+        if off >= _BACKGROUND_MIN and _core.get_num_threads() > 1 and not defers:
             bg = _BackgroundWriter(out, at, early)
             prev, _lender.writer = getattr(_lender, "writer", None), bg
+        elif _core.get_num_threads() > 1:
+            dw = _Deferred(out, at, early)
+        prev_dw, _lender.deferred = getattr(_lender, "deferred", None), dw
         try:
             for name, code, shape, chunks in specs:
                 begin, end = header[name]["data_offsets"]
@@ -966,6 +1064,9 @@ def write(path, specs, metadata=None, *, fsync=False):
                 for c in chunks:
                     if bg is not None:
                         got += bg.write(c)
+                        continue
+                    if dw is not None:
+                        got += dw.put(c)
                         continue
                     k = out.write(c)
                     got += k
@@ -975,11 +1076,14 @@ def write(path, specs, metadata=None, *, fsync=False):
                 if got != size:
                     raise ValueError(f"{path}: tensor {name!r}: {got} bytes written, "
                                      f"{size} expected")
+            if dw is not None:
+                dw.flush()
         except BaseException:
             if bg is not None:
                 bg.close(abort=True)
             raise
         finally:
+            _lender.deferred = prev_dw
             if bg is not None:
                 _lender.writer = prev
         if bg is not None:

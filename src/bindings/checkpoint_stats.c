@@ -103,7 +103,10 @@ stats_blocks(PyArrayObject *acc, PyArrayObject *x, PyObject *target, double rel,
     Py_RETURN_NONE;
 }
 
-/* _stats(acc, x, target, rel, y=None, out=None, moments=True)
+/* _stats(acc, x, target, rel, y=None, out=None, moments=True, fd=-1, data=None)
+ * -> the bytes of `data` written to file descriptor fd (while the threads
+ * start on x; at the first error or signal it stops: the caller writes the
+ * rest and reports the error)
  * target: None, a float format's name, or a block-scaled target as the
  * tuple (kind, elem_id, block, mode, s_enc, s_dec, k, chunk) (blocks.h;
  * x: whole rows of k values, float32 or a float format; the windows those of
@@ -112,11 +115,15 @@ PyObject *
 mf_py_stats(PyObject *NPY_UNUSED(self), PyObject *args)
 {
     PyArrayObject *acc, *x;
-    PyObject *target, *yobj = Py_None, *outobj = Py_None;
+    PyObject *target, *yobj = Py_None, *outobj = Py_None, *wobj = Py_None;
     double rel;
-    int moments = 1;
-    if (!PyArg_ParseTuple(args, "O!O!Od|OOp", &PyArray_Type, &acc, &PyArray_Type, &x, &target,
-                          &rel, &yobj, &outobj, &moments)) {
+    int moments = 1, wfd = -1;
+    if (!PyArg_ParseTuple(args, "O!O!Od|OOpiO", &PyArray_Type, &acc, &PyArray_Type, &x, &target,
+                          &rel, &yobj, &outobj, &moments, &wfd, &wobj)) {
+        return NULL;
+    }
+    if (wobj != Py_None && (wfd < 0 || PyTuple_Check(target))) {
+        PyErr_SetString(PyExc_ValueError, "_stats: data to write needs fd >= 0 and a format target");
         return NULL;
     }
     if (PyArray_TYPE(acc) != NPY_DOUBLE || PyArray_SIZE(acc) != A_LEN || contiguous_1d(acc, "acc") < 0
@@ -193,11 +200,23 @@ mf_py_stats(PyObject *NPY_UNUSED(self), PyObject *args)
         }
         codes = PyArray_DATA(oa);
     }
+    Py_buffer wb = {0};
+    mf_write_req wr = {wfd, NULL, 0, 0};
+    if (wobj != Py_None) {
+        if (PyObject_GetBuffer(wobj, &wb, PyBUF_SIMPLE) < 0) {
+            return NULL;
+        }
+        wr.buf = wb.buf;
+        wr.len = (size_t)wb.len;
+    }
     double *v = PyArray_DATA(acc);
     mf_stats_acc a;
     acc_load(&a, v);
     const void *data = PyArray_DATA(x);
     Py_BEGIN_ALLOW_THREADS
+    if (wobj != Py_None && (xt == NPY_DOUBLE || y32 != NULL)) {
+        mf_write_req_run(&wr);
+    }
     if (xt == NPY_DOUBLE) {
         mf_stats_run_f64(&a, data, y, n, rel);
     }
@@ -205,9 +224,12 @@ mf_py_stats(PyObject *NPY_UNUSED(self), PyObject *args)
         mf_stats_run_f32y(&a, data, y32, n, rel);
     }
     else {
-        mf_stats_run(&a, src, data, n, tgt, rel, codes, moments);
+        mf_stats_run(&a, src, data, n, tgt, rel, codes, moments, wobj != Py_None ? &wr : NULL);
     }
     Py_END_ALLOW_THREADS
+    if (wobj != Py_None) {
+        PyBuffer_Release(&wb);
+    }
     acc_store(v, &a);
-    Py_RETURN_NONE;
+    return PyLong_FromSize_t(wr.done);
 }

@@ -416,8 +416,9 @@ static PyMethodDef module_methods[] = {
     {"_gemm_f32acc", mf_py_gemm_f32acc, METH_VARARGS,
      "_gemm_f32acc(format, A, B, C): C += A @ B (codes, float32 C) at the active level."},
     {"_stats", mf_py_stats, METH_VARARGS,
-     "_stats(acc, x, target, rel, y=None, out=None, moments=True): inspect's statistics of chunk "
-     "x into acc (float64[14]; minifloat/io/checkpoint.py); moments=False: the error sums (err2, ref2) only."},
+     "_stats(acc, x, target, rel, y=None, out=None, moments=True, fd=-1, data=None): inspect's statistics "
+     "of chunk x into acc (float64[14]; minifloat/io/checkpoint.py); moments=False: the error sums (err2, ref2) "
+     "only; data: bytes written to fd meanwhile (convert's previous chunk).  Returns how many were written."},
     {"_reduce", mf_py_reduce, METH_VARARGS,
      "_reduce(op, a, axis, out, keepdims, where): sum/prod/max/min (op 0..3) of a float format in one "
      "call, bit-identical to NumPy's route through the ufunc loops, or NotImplemented (src/umath/reduce.c)."},

@@ -87,6 +87,17 @@ mf_pool_run(mf_pool_fn fn, void *ctx, int T)
     (void)T;
     return 0;
 }
+
+int
+mf_pool_run_after(mf_pool_fn fn, void *ctx, int T, void (*before)(void *), void *bctx)
+{
+    (void)fn;
+    (void)ctx;
+    (void)T;
+    (void)before;
+    (void)bctx;
+    return 0;
+}
 #else
 
 /*
@@ -215,6 +226,12 @@ mf_pool_worker(void *arg)
 int
 mf_pool_run(mf_pool_fn fn, void *ctx, int T)
 {
+    return mf_pool_run_after(fn, ctx, T, NULL, NULL);
+}
+
+int
+mf_pool_run_after(mf_pool_fn fn, void *ctx, int T, void (*before)(void *), void *bctx)
+{
     static int atfork_done = 0;
     mf_pool_t *P = &mf_pool;
     if (T < 1) {
@@ -257,6 +274,9 @@ mf_pool_run(mf_pool_fn fn, void *ctx, int T)
         pthread_cond_broadcast(&P->work);
     }
     pthread_mutex_unlock(&P->mu);
+    if (before != NULL) {
+        before(bctx);
+    }
     fn(ctx, 0);
     mf_spin_until(&P->pending, 0, 1);
     pthread_mutex_lock(&P->mu);

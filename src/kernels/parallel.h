@@ -63,6 +63,10 @@ int mf_default_num_threads(void);
  */
 typedef void (*mf_pool_fn)(void *ctx, int w);
 int mf_pool_run(mf_pool_fn fn, void *ctx, int T);
+/* the same, with before(bctx) run on the calling thread once the workers
+ * are woken, before it takes its own share: I/O that overlaps their work
+ * (0: the pool was busy, and neither ran) */
+int mf_pool_run_after(mf_pool_fn fn, void *ctx, int T, void (*before)(void *), void *bctx);
 
 void mf_par_decode_f32(const mf_format *f, const void *src, float *dst, mf_intp n);
 void mf_par_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n);

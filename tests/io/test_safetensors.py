@@ -271,6 +271,90 @@ def test_background_writer_errors(tmp_path, background, monkeypatch):
     assert not [t for t in threading.enumerate() if t.name == "minifloat-safetensors-writer"]
 
 
+def test_convert_writes_each_chunk_during_the_next_cast(tmp_path, monkeypatch):
+    """With more than one thread, convert's fused casts write the chunk
+    before theirs while the threads cast (write()'s _Deferred): the file is
+    byte for byte the one-thread file (which writes each chunk in turn),
+    with tensors of several chunks, a tensor the kernels do not cast between
+    them (written directly, after the pending chunk), and a sub-byte target
+    (packed, never deferred); most chunks went through the cast's write.
+    Preferred to the background writer at any size (its threshold at 0)."""
+    from minifloat.io import checkpoint
+    monkeypatch.setattr(mst, "_BACKGROUND_MIN", 0)
+    rng = np.random.default_rng(5)
+    n = 3 * (1 << 20) + 12348                      # four chunks, the last one short
+    t = {"a": (rng.standard_normal(n) * 0.05).astype(np.float32).astype(mf.bfloat16),
+         "b": np.arange(1000, dtype=np.int32),
+         "c": (rng.standard_normal(n // 2) * 3).astype(np.float32).astype(mf.bfloat16),
+         "d": (rng.standard_normal(2 * n) * 0.5).astype(np.float32)}
+    src = tmp_path / "src.safetensors"
+    mst.save(src, t)
+    taken = []
+    real = mst._Deferred.wrote
+    monkeypatch.setattr(mst._Deferred, "wrote", lambda self, p, k: (taken.append((len(p), k)),
+                                                                     real(self, p, k))[1])
+    # the chunk written during a cast is never the buffer that cast fills
+    real_stats, overlaps = mst._core._stats, []
+
+    def stats(acc, x, target, rel, y=None, out=None, *rest):
+        if len(rest) > 2 and rest[2] is not None and out is not None:
+            overlaps.append(np.shares_memory(np.frombuffer(rest[2], np.uint8), out))
+        return real_stats(acc, x, target, rel, y, out, *rest)
+    monkeypatch.setattr(mst._core, "_stats", stats)
+    prev = mf.get_num_threads()
+    try:
+        for to in ("float8_e4m3fn", "float4_e2m1fn"):
+            out = {}
+            for threads in (1, 2):
+                mf.set_num_threads(threads)
+                out[threads] = tmp_path / f"{to}-{threads}.safetensors"
+                checkpoint.convert_file(src, out[threads], to)
+            assert out[1].read_bytes() == out[2].read_bytes(), to
+            assert same_bits(mst.load(out[2])["a"], t["a"].astype(getattr(mf, to)))
+            if to == "float8_e4m3fn":
+                # b (int32, first in the file) is written as it comes; then
+                # a, c, d: 4 + 2 + 7 chunks, each but the first written
+                # during the next one's cast, whole
+                assert len(taken) == 12 and all(k == m for m, k in taken), taken
+                assert overlaps == [False] * 12
+            else:
+                assert taken == []                           # packed 4-bit: not deferred
+            taken.clear()
+    finally:
+        mf.set_num_threads(prev)
+    assert mst.deferred_writer() is None                     # write() is over
+
+
+def test_deferred_write_errors(tmp_path, monkeypatch):
+    """A write error during the cast (here: a descriptor that cannot be
+    written) is raised as the file's own write would raise it; the old
+    output is kept and nothing is left behind."""
+    from minifloat.io import checkpoint
+    src = tmp_path / "src.safetensors"
+    mst.save(src, {"a": np.linspace(-3, 3, 3 << 20, dtype=np.float32).astype(mf.bfloat16)})
+    dst = tmp_path / "o.safetensors"
+    mst.save(dst, {"old": np.arange(3, dtype=np.float32)})
+    before = dst.read_bytes()
+    real = mst._Deferred.__init__
+    bad = os.open(src, os.O_RDONLY)
+
+    def read_only_fd(self, out, at, early):
+        real(self, out, at, early)
+        self.fd = bad
+    monkeypatch.setattr(mst._Deferred, "__init__", read_only_fd)
+    prev = mf.get_num_threads()
+    try:
+        mf.set_num_threads(2)
+        with pytest.raises(OSError) as e:
+            checkpoint.convert_file(src, dst, "float8_e4m3fn")
+        assert e.value.errno == 9                            # EBADF
+    finally:
+        mf.set_num_threads(prev)
+        os.close(bad)
+    assert dst.read_bytes() == before
+    assert sorted(os.listdir(tmp_path)) == ["o.safetensors", "src.safetensors"]
+
+
 def test_fsync_only_when_asked(tmp_path, monkeypatch):
     """Atomic by default (temporary file, rename); durable (fsync before the
     rename) only with fsync=True, in save, write and convert_file."""

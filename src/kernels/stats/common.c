@@ -9,6 +9,10 @@
 #include <stdlib.h>
 #include "stats.h"
 #include "../parallel.h"
+#if !defined(_WIN32)
+#include <errno.h>
+#include <unistd.h>
+#endif
 
 /* Each loop runs over whole groups of MF_STATS_LANES values with the lane
  * as the inner index (so that the compiler may vectorise it: the lanes are
@@ -399,16 +403,39 @@ stats_tasks_worker(void *ctx, int w)
     }
 }
 
-/* all items on up to T threads (here alone if T <= 1 or the pool is busy) */
+void
+mf_write_req_run(void *arg)
+{
+    mf_write_req *w = (mf_write_req *)arg;
+#if !defined(_WIN32)
+    while (w->done < w->len) {
+        size_t n = w->len - w->done;
+        ssize_t k = write(w->fd, w->buf + w->done, n < ((size_t)1 << 30) ? n : ((size_t)1 << 30));
+        if (k <= 0) {
+            break;          /* an error or a signal: the caller writes the rest */
+        }
+        w->done += (size_t)k;
+    }
+#else
+    (void)w;                /* the caller writes it all */
+#endif
+}
+
+/* all items on up to T threads (here alone if T <= 1 or the pool is busy);
+ * w (or NULL): bytes this thread writes first, while the workers start */
 static void
-stats_tasks_run(stats_tasks *t, mf_intp nitems, mf_intp per_task, int T)
+stats_tasks_run(stats_tasks *t, mf_intp nitems, mf_intp per_task, int T, mf_write_req *w)
 {
     t->nitems = nitems;
     t->per_task = per_task;
     t->ntasks = (nitems + per_task - 1) / per_task;
     t->next = 0;
     fegetenv(&t->env);
-    if (T <= 1 || mf_pool_run(stats_tasks_worker, t, T) == 0) {
+    if (T <= 1 || mf_pool_run_after(stats_tasks_worker, t, T, w != NULL ? mf_write_req_run : NULL,
+                                    w) == 0) {
+        if (w != NULL) {
+            mf_write_req_run(w);
+        }
         stats_tasks_worker(t, 0);
     }
 }
@@ -440,7 +467,7 @@ stats_item(stats_tasks *t, mf_intp b)
  * result is the same for any number of threads. */
 void
 mf_stats_run(mf_stats_acc *a, const mf_format *src, const void *x, mf_intp n,
-             const mf_format *tgt, double rel, void *codes_out, int moments)
+             const mf_format *tgt, double rel, void *codes_out, int moments, mf_write_req *w)
 {
     const mf_kernels *k = mf_k;
     fexcept_t flags;
@@ -457,7 +484,7 @@ mf_stats_run(mf_stats_acc *a, const mf_format *src, const void *x, mf_intp n,
                        .n = n, .rel = rel, .codes_out = codes_out, .moments = moments,
                        .blocks = blocks};
         /* tasks of 16 blocks (32768 values), at least four per thread */
-        stats_tasks_run(&J.tasks, nblocks, 16, T);
+        stats_tasks_run(&J.tasks, nblocks, 16, T, w);
         for (mf_intp b = 0; b < nblocks; b++) {
             mf_intp len = n - b * MF_STATS_BLOCK < MF_STATS_BLOCK ? n - b * MF_STATS_BLOCK
                                                                   : MF_STATS_BLOCK;
@@ -466,6 +493,9 @@ mf_stats_run(mf_stats_acc *a, const mf_format *src, const void *x, mf_intp n,
         free(blocks);
     }
     else {
+        if (w != NULL) {
+            mf_write_req_run(w);
+        }
         for (mf_intp start = 0; start < n; start += MF_STATS_BLOCK) {
             mf_intp len = n - start < MF_STATS_BLOCK ? n - start : MF_STATS_BLOCK;
             mf_stats_block b;
@@ -634,7 +664,7 @@ mf_stats_run_blocks(mf_stats_acc *a, const mf_format *src, const void *x, mf_int
     if ((mf_intp)T > n / BLOCK_STATS_THREAD_VALUES) {
         T = (int)(n / BLOCK_STATS_THREAD_VALUES);
     }
-    stats_tasks_run(&J.tasks, nwin, 8, T);
+    stats_tasks_run(&J.tasks, nwin, 8, T, NULL);
     /* merged in order on this thread: the same result for any number of threads */
     for (mf_intp i = 0; i < nwin; i++) {
         mf_stats_merge(a, &blocks[i], win[2 * i + 1]);

@@ -65,6 +65,20 @@ typedef struct {
 void mf_stats_merge(mf_stats_acc *a, const mf_stats_block *b, mf_intp n);
 
 /*
+ * Bytes for the calling thread of mf_stats_run to write to fd while the
+ * pool's workers start on the statistics (convert's previous chunk, written
+ * as the next one is cast); NULL: none.  done: how many were written; the
+ * writing stops at the first error or interruption (the caller writes the
+ * rest, and reports the error or runs the signal handlers).
+ */
+typedef struct mf_write_req {
+    int fd;
+    const char *buf;
+    size_t len, done;
+} mf_write_req;
+void mf_write_req_run(void *w);
+
+/*
  * Statistics of n values at x into a: src is the values' float format
  * (decoded block by block with the active level's kernel; IEEE float16
  * included) or NULL for float32 values.  tgt: NULL, or the target format
@@ -75,7 +89,8 @@ void mf_stats_merge(mf_stats_acc *a, const mf_stats_block *b, mf_intp n);
  * not find raised.
  */
 void mf_stats_run(mf_stats_acc *a, const mf_format *src, const void *x, mf_intp n,
-                  const mf_format *tgt, double rel, void *codes_out, int moments);
+                  const mf_format *tgt, double rel, void *codes_out, int moments,
+                  mf_write_req *w);
 /*
  * Statistics of the (rows, kk) values at x (src as above) against a
  * block-scaled target p (s_dec: NVFP4's tensor decode scale), blocked along

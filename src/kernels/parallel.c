@@ -223,14 +223,11 @@ mf_pool_worker(void *arg)
     return NULL;
 }
 
-int
-mf_pool_run(mf_pool_fn fn, void *ctx, int T)
-{
-    return mf_pool_run_after(fn, ctx, T, NULL, NULL);
-}
-
-int
-mf_pool_run_after(mf_pool_fn fn, void *ctx, int T, void (*before)(void *), void *bctx)
+/* both entry points below: mf_pool_run's own copy has no `before` at all
+ * (a plain call through mf_pool_run_after made every pool call slower:
+ * np.exp of 2^24 bfloat16 at two threads 4.0 -> 5.2 ms on a Zen 4) */
+static inline __attribute__((always_inline)) int
+mf_pool_run_impl(mf_pool_fn fn, void *ctx, int T, void (*before)(void *), void *bctx)
 {
     static int atfork_done = 0;
     mf_pool_t *P = &mf_pool;
@@ -289,6 +286,18 @@ mf_pool_run_after(mf_pool_fn fn, void *ctx, int T, void (*before)(void *), void 
     P->busy = 0;
     pthread_mutex_unlock(&P->mu);
     return T;
+}
+
+int
+mf_pool_run(mf_pool_fn fn, void *ctx, int T)
+{
+    return mf_pool_run_impl(fn, ctx, T, NULL, NULL);
+}
+
+int
+mf_pool_run_after(mf_pool_fn fn, void *ctx, int T, void (*before)(void *), void *bctx)
+{
+    return mf_pool_run_impl(fn, ctx, T, before, bctx);
 }
 #endif
 

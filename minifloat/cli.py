@@ -272,7 +272,8 @@ def _main(argv):
     p_conv.add_argument("--saturate", action=argparse.BooleanOptionalAction, default=None,
                         help="values beyond the format's range (inf included) become its "
                         "largest finite value; --no-saturate: they become inf or NaN where "
-                        "the format has them (ml_dtypes' rule).  Default: as torch's .to() "
+                        "the format has them (ml_dtypes' rule; torch 2.11 and earlier for "
+                        "float8_e4m3fn).  Default: as torch 2.12+'s .to() "
                         "(float8_e4m3fn saturates; float8_e5m2 and float16 give inf, the "
                         "fnuz formats NaN; formats without inf or NaN always saturate)")
     p_conv.add_argument("--rounding", choices=["nearest", "stochastic"], default="nearest")

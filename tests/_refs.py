@@ -195,6 +195,16 @@ def torch_bf16(codes):
     return torch.from_numpy(c.copy()).view(torch.bfloat16)
 
 
+def torch_e4m3fn_saturates(torch):
+    """Whether this torch's .to(float8_e4m3fn) clamps an overflowing value to
+    448.  torch 2.12 and later do (2.13 is the version this project pins);
+    2.11 and earlier gave NaN, as ml_dtypes does (seen with torch 2.11.0 on a
+    lent GPU machine).  The tests compare with whichever rule the torch they
+    find has: minifloat's --saturate and --no-saturate give each bit for bit."""
+    y = torch.tensor([1e6, -1e6]).to(torch.float8_e4m3fn).float()
+    return not bool(torch.isnan(y).any())
+
+
 def torch_codes(t):
     torch = torch_or_skip()
 

@@ -590,7 +590,8 @@ def _inspect_logical(f, g, target, bins, progress):
 
 # --------------------------------------------------------------------------- convert
 
-#: the targets torch's .to() saturates (torch 2.13: float8_e4m3fn clamps to
+#: the targets torch's .to() saturates (torch 2.12 and later, 2.13 pinned by
+#: the tests: float8_e4m3fn clamps to
 #: +-448, inf included; float8_e5m2 and float16 overflow to inf, the fnuz
 #: formats to NaN -- as ml_dtypes does for every format)
 TORCH_SATURATES = ("float8_e4m3fn",)

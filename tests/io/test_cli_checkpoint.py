@@ -15,6 +15,7 @@ import minifloat.io.safetensors as mst
 
 
 from _cli import run  # the console script, shared by the CLI tests
+from _refs import torch_e4m3fn_saturates
 
 
 def stats64(x):
@@ -254,8 +255,12 @@ def test_convert_default_follows_torch(tmp_path, to, tdt):
     saturates (inf included), float8_e5m2 and float16 overflow to inf, the
     fnuz formats to NaN; bit for bit torch's codes, for a tensor large enough
     to take the fused kernel path, with the overflowing values in one chunk
-    only.  The counts say how many values went where."""
+    only.  The counts say how many values went where.  Before 2.12 torch's
+    float8_e4m3fn gave NaN on overflow: against such a torch the test runs
+    --no-saturate, which must then match it."""
     torch = pytest.importorskip("torch")
+    sat = to == "float8_e4m3fn" and torch_e4m3fn_saturates(torch)
+    opts = ["--no-saturate"] if to == "float8_e4m3fn" and not sat else []
     rng = np.random.default_rng(11)
     x = (rng.standard_normal(3 << 20) * 3).astype(np.float32)
     x[5:9] = [1e6, -7e4, np.inf, -np.inf]
@@ -265,7 +270,7 @@ def test_convert_default_follows_torch(tmp_path, to, tdt):
     p = tmp_path / "x.safetensors"
     mst.save(p, {"w": xb})
     out = tmp_path / "o.safetensors"
-    res = run("convert", p, out, "--to", to, "--json")
+    res = run("convert", p, out, "--to", to, "--json", *opts)
     (row,) = json.loads(res.stdout)["tensors"]
     got = np.asarray(mst.load(out)["w"])
     t = torch.from_numpy(xb.view(np.int16)).view(torch.bfloat16).to(getattr(torch, tdt))
@@ -279,7 +284,7 @@ def test_convert_default_follows_torch(tmp_path, to, tdt):
     xf = xb.astype(np.float32)
     beyond = int(np.count_nonzero(np.abs(xf) > big))          # the infs included
     fin_beyond = int(np.count_nonzero(np.isfinite(xf) & (np.abs(xf) > big)))
-    if to == "float8_e4m3fn":
+    if sat:
         assert row["saturated"] == beyond and row["to_nonfinite"] == 0
     else:
         assert row["saturated"] == 0 and row["to_nonfinite"] == fin_beyond

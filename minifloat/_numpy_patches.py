@@ -388,12 +388,71 @@ def _patch_einsum():
 # --------------------------------------------------------------- statistics
 
 def _patch_statistics():
-    def wrap(orig):
+    sum_f32 = _core._sum_f32
+
+    def mean_f32(arr, axis, keepdims):
+        """_mean(arr, axis, float32, keepdims=keepdims) of a C-contiguous
+        array, its float32 sum from src/umath/pairwise.c (NumPy's float32
+        add.reduce of the values, without a float32 copy or the cast
+        buffers), divided as _mean divides; NotImplemented where that sum
+        does not cover the array"""
+        s = sum_f32(arr, axis, keepdims)
+        if s is NotImplemented:
+            return s
+        rcount = _methods._count_reduce_items(arr, axis, keepdims=keepdims, where=True)
+        if isinstance(s, np.ndarray):
+            return np.true_divide(s, rcount, out=s, casting="unsafe", subok=False)
+        return s.dtype.type(s / rcount)
+
+    def var_f32(arr, axis, ddof, keepdims, std):
+        """_var (_std) of a C-contiguous array in float32: _var's own steps
+        -- its mean, the sum of np.square(arr - mean) (src/umath/pairwise.c,
+        in one pass), the division by max(count - ddof, 0) -- or
+        NotImplemented"""
+        rcount = _methods._count_reduce_items(arr, axis, keepdims=keepdims, where=True)
+        if ddof >= rcount:
+            return NotImplemented          # NumPy's route, with its warning
+        m = mean_f32(arr, axis, True)
+        if m is NotImplemented:
+            return m
+        ret = sum_f32(arr, axis, keepdims, m)
+        if ret is NotImplemented:
+            return ret
+        rcount = np.maximum(rcount - ddof, 0)
+        if isinstance(ret, np.ndarray):
+            ret = np.true_divide(ret, rcount, out=ret, casting="unsafe", subok=False)
+            return np.sqrt(ret, out=ret) if std else ret
+        ret = ret.dtype.type(ret / rcount)
+        return ret.dtype.type(np.sqrt(ret)) if std else ret
+
+    def fast(name, arr, axis, args, kwargs):
+        """the float32 statistic without NumPy's cast buffers, or NotImplemented"""
+        if type(arr) is not np.ndarray or kwargs.get("where", True) is not True:
+            return NotImplemented
+        if name == "_mean":
+            if len(args) > 1 or not set(kwargs) <= {"keepdims", "where"}:
+                return NotImplemented
+            return mean_f32(arr, axis, bool(args[0] if args else kwargs.get("keepdims", False)))
+        if len(args) > 2 or not set(kwargs) <= {"ddof", "keepdims", "where", "mean"} \
+                or kwargs.get("mean") is not None:
+            return NotImplemented
+        named = dict(zip(("ddof", "keepdims"), args))
+        if set(named) & set(kwargs):
+            return NotImplemented          # NumPy raises its TypeError
+        ddof = named.get("ddof", kwargs.get("ddof", 0))
+        keepdims = named.get("keepdims", kwargs.get("keepdims", False))
+        if not isinstance(ddof, (int, float, np.integer, np.floating)):
+            return NotImplemented
+        return var_f32(arr, axis, ddof, bool(keepdims), name == "_std")
+
+    def wrap(orig, name):
         @functools.wraps(orig)
         def stat(a, axis=None, dtype=None, out=None, *args, **kwargs):
             if dtype is None and out is None and _is_mf_float(a):
                 arr = np.asanyarray(a)
-                res = orig(arr, axis, np.float32, None, *args, **kwargs)
+                res = fast(name, arr, axis, args, kwargs)
+                if res is NotImplemented:
+                    res = orig(arr, axis, np.float32, None, *args, **kwargs)
                 if isinstance(res, np.ndarray):
                     return res.astype(arr.dtype)
                 return arr.dtype.type(res)
@@ -401,7 +460,7 @@ def _patch_statistics():
         return stat
 
     for name in ("_mean", "_var", "_std"):
-        _replace(_methods, name, wrap(getattr(_methods, name)), "statistics", fast=0)
+        _replace(_methods, name, wrap(getattr(_methods, name), name), "statistics", fast=0)
 
 
 def _patch_reductions():

@@ -388,6 +388,8 @@ PyObject *mf_py_gemm_f32acc(PyObject *self, PyObject *args);
 PyObject *mf_py_stats(PyObject *self, PyObject *args);
 /* umath/reduce.c: whole reductions for the Python entry points */
 PyObject *mf_py_reduce(PyObject *self, PyObject *args);
+/* umath/pairwise.c: float32 sums in NumPy's pairwise order (mean, var, std) */
+PyObject *mf_py_sum_f32(PyObject *self, PyObject *args);
 
 static PyMethodDef module_methods[] = {
     {"formats", py_formats, METH_VARARGS,
@@ -422,6 +424,9 @@ static PyMethodDef module_methods[] = {
     {"_reduce", mf_py_reduce, METH_VARARGS,
      "_reduce(op, a, axis, out, keepdims, where): sum/prod/max/min (op 0..3) of a float format in one "
      "call, bit-identical to NumPy's route through the ufunc loops, or NotImplemented (src/umath/reduce.c)."},
+    {"_sum_f32", mf_py_sum_f32, METH_VARARGS,
+     "_sum_f32(a, axis, keepdims): np.add.reduce(a.astype(np.float32), axis, keepdims=keepdims) "
+     "bit for bit, without the copy, or NotImplemented (src/umath/pairwise.c)."},
     {"_link_ml_dtypes", mf_py_link_ml_dtypes, METH_O,
      "_link_ml_dtypes(ml_dtypes) -> names: casts and promoters with ml_dtypes' DTypes (once)."},
     {NULL, NULL, 0, NULL},

@@ -22,8 +22,8 @@
  * two NaNs returns may differ from NumPy's compiled loop (it depends on the
  * operand order its compiler chose).
  *
- * Covered: C-contiguous arrays of a float format in native byte order,
- * non-empty, reducing every axis or a trailing block of axes (axes of
+ * Covered: C-contiguous, aligned arrays of a float format in native byte
+ * order, non-empty, reducing every axis or a trailing block of axes (axes of
  * length 1 ignored), as NumPy's iterator then gives its loop one run per
  * output.  Anything else is NotImplemented and the caller takes NumPy's
  * route.
@@ -372,7 +372,7 @@ mf_py_sum_f32(PyObject *NPY_UNUSED(self), PyObject *args)
     int fid = mf_dtype_index(NPY_DTYPE(descr));
     int nd = PyArray_NDIM(a);
     if (fid < 0 || mf_formats[fid].kind != MF_KIND_FLOAT || mf_descr_swapped(descr)
-            || PyArray_SIZE(a) == 0 || !PyArray_IS_C_CONTIGUOUS(a) || nd == 0) {
+            || PyArray_SIZE(a) == 0 || !PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISALIGNED(a) || nd == 0) {
         Py_RETURN_NOTIMPLEMENTED;
     }
     int red[NPY_MAXDIMS];

@@ -115,6 +115,8 @@ def test_what_it_does_not_cover_is_notimplemented():
     assert s(x.astype(np.float32), -1, False) is NotImplemented        # not a format
     assert s(x, 5, False) is NotImplemented and s(x, (1, 1), False) is NotImplemented
     assert s(x, (), False) is NotImplemented
+    raw = np.zeros(2 * x.size + 1, np.uint8)[1:].view(x.dtype).reshape(x.shape)   # unaligned
+    assert not raw.flags.aligned and s(raw, -1, False) is NotImplemented
     bad_mean = np.zeros(5, np.float32)                          # one per run: 6 needed
     assert s(x, -1, False, bad_mean) is NotImplemented
     assert s(x, -1, False, np.zeros(6, np.float64)) is NotImplemented

@@ -133,6 +133,14 @@ typedef struct {
      * NumPy's float32 add loop (which operand's NaN comes out); finite and
      * infinite results are its bits.
      */
+    /*
+     * NumPy's pairwise float32 sum (its float loops' pairwise_sum) of the n
+     * values of format f at x, or with dev of (v - m) * (v - m) (float32
+     * subtract, then square): the float32 sums of mean/var/std
+     * (stream/pairwise.h).  Every level does the same operations: the bits
+     * are serial's, NaN payloads included.
+     */
+    float (*pairwise_f32)(const mf_format *f, const void *x, mf_intp n, float m, int dev);
     void (*colsum_f32)(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
                        mf_intp n);
     /*
@@ -210,6 +218,7 @@ void mf_serial_binary(mf_binary_op op, const mf_format *f, const void *a, const 
 double mf_serial_sum(const mf_format *f, const void *src, mf_intp n);
 void mf_serial_sum_rows(const mf_format *f, const char *const *rows, mf_intp nrows, mf_intp n,
                         double *out);
+float mf_serial_pairwise_f32(const mf_format *f, const void *x, mf_intp n, float m, int dev);
 void mf_serial_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows,
                           float *acc, mf_intp n);
 void mf_serial_colmax_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
@@ -260,6 +269,7 @@ void mf_avx2_binary(mf_binary_op op, const mf_format *f, const void *a, const vo
 double mf_avx2_sum(const mf_format *f, const void *src, mf_intp n);
 void mf_avx2_sum_rows(const mf_format *f, const char *const *rows, mf_intp nrows, mf_intp n,
                         double *out);
+float mf_avx2_pairwise_f32(const mf_format *f, const void *x, mf_intp n, float m, int dev);
 void mf_avx2_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
                           mf_intp n);
 void mf_avx2_colmax_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
@@ -277,6 +287,7 @@ void mf_avx512_binary(mf_binary_op op, const mf_format *f, const void *a, const 
 double mf_avx512_sum(const mf_format *f, const void *src, mf_intp n);
 void mf_avx512_sum_rows(const mf_format *f, const char *const *rows, mf_intp nrows, mf_intp n,
                         double *out);
+float mf_avx512_pairwise_f32(const mf_format *f, const void *x, mf_intp n, float m, int dev);
 void mf_avx512_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
                           mf_intp n);
 void mf_avx512_colmax_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
@@ -306,6 +317,7 @@ void mf_neon_binary(mf_binary_op op, const mf_format *f, const void *a, const vo
 double mf_neon_sum(const mf_format *f, const void *src, mf_intp n);
 void mf_neon_sum_rows(const mf_format *f, const char *const *rows, mf_intp nrows, mf_intp n,
                         double *out);
+float mf_neon_pairwise_f32(const mf_format *f, const void *x, mf_intp n, float m, int dev);
 void mf_neon_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
                           mf_intp n);
 void mf_neon_colmax_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,

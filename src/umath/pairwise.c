@@ -16,11 +16,13 @@
  * ((r4 + r5) + (r6 + r7)), then the rest in order; above 128, the two halves
  * split at n / 2 rounded down to a multiple of 8, each summed pairwise.
  *
- * The values are decoded by the level's decode_f32 a window at a time;
- * threads take whole runs, or subtrees of one run (the tree is fixed by n,
- * so the bits do not depend on the thread count).  Only which NaN a sum of
- * two NaNs returns may differ from NumPy's compiled loop (it depends on the
- * operand order its compiler chose).
+ * The runs (or subtrees of one) go to the level's pairwise_f32 kernel
+ * (src/kernels/stream/pairwise.h: bfloat16 widened in registers, other
+ * formats decoded a window at a time); threads take whole runs, or
+ * subtrees of one run (the tree is fixed by n, so the bits do not depend on
+ * the thread count).  Only which NaN a sum of two NaNs returns may differ
+ * from NumPy's compiled loop (it depends on the operand order its compiler
+ * chose).
  *
  * Covered: C-contiguous, aligned arrays of a float format in native byte
  * order, non-empty, reducing every axis or a trailing block of axes (axes of
@@ -33,164 +35,9 @@
 #include "umath.h"
 #include "../kernels/parallel.h"
 
-#define PW_BLOCK 128                 /* NumPy's PW_BLOCKSIZE */
-#define PW_WIN 4096                  /* values decoded at a time */
+#define PW_BLOCK 128                 /* NumPy's PW_BLOCKSIZE (stream/pairwise.h) */
 #define PW_SUBTREE_MIN ((npy_intp)1 << 15)
 #define PW_DEPTH_MAX 6
-
-typedef float pw_f4 __attribute__((vector_size(16)));
-typedef uint16_t pw_u16x8 __attribute__((vector_size(16)));
-
-/* lane shuffles: clang's and GCC 12's builtin, older GCC's */
-#if defined(__clang__) || __GNUC__ >= 12
-#define PW_SHUF4(v, a, b, c, d) __builtin_shufflevector(v, v, a, b, c, d)
-#define PW_SHUF8(x, y, ...) __builtin_shufflevector(x, y, __VA_ARGS__)
-#else
-typedef int32_t pw_i4 __attribute__((vector_size(16)));
-typedef int16_t pw_i8 __attribute__((vector_size(16)));
-#define PW_SHUF4(v, a, b, c, d) __builtin_shuffle(v, (pw_i4){a, b, c, d})
-#define PW_SHUF8(x, y, ...) __builtin_shuffle(x, y, (pw_i8){__VA_ARGS__})
-#endif
-
-typedef struct {
-    const mf_kernels *k;
-    const mf_format *f;
-    const char *x;                   /* the run's codes */
-    npy_intp base, len;              /* buf holds values [base, base + len) */
-    npy_intp n;                      /* the run's length */
-    float m;                         /* DEV: the run's mean */
-    float buf[PW_WIN];
-} pw_src;
-
-/* values [i, i + m) of the run, m <= PW_BLOCK; windows move forward only */
-static const float *
-pw_values(pw_src *s, npy_intp i, npy_intp m)
-{
-    if (i < s->base || i + m > s->base + s->len) {
-        npy_intp len = s->n - i < PW_WIN ? s->n - i : PW_WIN;
-        s->k->decode_f32(s->f, s->x + i * s->f->itemsize, s->buf, len);
-        s->base = i;
-        s->len = len;
-    }
-    return s->buf + (i - s->base);
-}
-
-/* Leaves: BF16, the codes read as they are (a bfloat16 is the top half of
- * its float32), else the decoded window; DEV, each value v taken as
- * (v - m) * (v - m), the float32 subtract and square _var computes before
- * its sum. */
-#define PW_LEAF(NAME, BF16, DEV)                                                        \
-static float                                                                            \
-NAME(pw_src *s, npy_intp i0, npy_intp n)                                                \
-{                                                                                       \
-    const uint16_t *c = (const uint16_t *)s->x + i0;                                    \
-    const float *a = BF16 ? NULL : pw_values(s, i0, n);                                 \
-    const float m = s->m;                                                               \
-    npy_intp i = 0;                                                                     \
-    float res;                                                                          \
-    if (n >= 8) {                                                                       \
-        pw_f4 r0, r1, t0, t1;                                                           \
-        pw_load8(c, a, 0, BF16, &r0, &r1);                                              \
-        if (DEV) {                                                                      \
-            r0 -= m;                                                                    \
-            r1 -= m;                                                                    \
-            r0 *= r0;                                                                   \
-            r1 *= r1;                                                                   \
-        }                                                                               \
-        for (i = 8; i < n - (n % 8); i += 8) {                                          \
-            pw_load8(c, a, i, BF16, &t0, &t1);                                          \
-            if (DEV) {                                                                  \
-                t0 -= m;                                                                \
-                t1 -= m;                                                                \
-                t0 *= t0;                                                               \
-                t1 *= t1;                                                               \
-            }                                                                           \
-            r0 += t0;                                                                   \
-            r1 += t1;                                                                   \
-        }                                                                               \
-        res = pw_tree8(r0, r1);                                                         \
-    }                                                                                   \
-    else {                                                                              \
-        res = 0.0f;                                                                     \
-    }                                                                                   \
-    for (; i < n; i++) {                                                                \
-        float v = BF16 ? pw_bf16(c[i]) : a[i];                                          \
-        if (DEV) {                                                                      \
-            v -= m;                                                                     \
-            v *= v;                                                                     \
-        }                                                                               \
-        res += v;                                                                       \
-    }                                                                                   \
-    return res;                                                                         \
-}                                                                                       \
-static float                                                                            \
-NAME##_tree(pw_src *s, npy_intp i, npy_intp n)                                          \
-{                                                                                       \
-    if (n <= PW_BLOCK) {                                                                \
-        return NAME(s, i, n);                                                           \
-    }                                                                                   \
-    npy_intp n2 = n / 2;                                                                \
-    n2 -= n2 % 8;                                                                       \
-    float lo = NAME##_tree(s, i, n2);                                                   \
-    float hi = NAME##_tree(s, i + n2, n - n2);                                          \
-    return lo + hi;                                                                     \
-}
-
-static inline float
-pw_bf16(uint16_t c)
-{
-    uint32_t b = (uint32_t)c << 16;
-    float v;
-    memcpy(&v, &b, sizeof v);
-    return v;
-}
-
-/* ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)) of the lanes of lo, hi
- * in registers, each addition's operands in that order (lane 0 of a sum is
- * its first operand's lane 0 plus the shuffled lane 1, ...) */
-static inline __attribute__((always_inline)) float
-pw_tree8(pw_f4 lo, pw_f4 hi)
-{
-    lo += PW_SHUF4(lo, 1, 0, 3, 2);      /* r0 + r1, r2 + r3 */
-    hi += PW_SHUF4(hi, 1, 0, 3, 2);      /* r4 + r5, r6 + r7 */
-    lo += PW_SHUF4(lo, 2, 3, 0, 1);
-    hi += PW_SHUF4(hi, 2, 3, 0, 1);
-    return lo[0] + hi[0];
-}
-
-/* values i .. i + 7 as float32 into *lo, *hi: bfloat16 codes widened (each
- * code the top half of a 32-bit lane), or the decoded window's */
-static inline __attribute__((always_inline)) void
-pw_load8(const uint16_t *c, const float *a, npy_intp i, const int bf16, pw_f4 *lo, pw_f4 *hi)
-{
-    if (bf16) {
-        pw_u16x8 h, z = {0};
-        memcpy(&h, c + i, sizeof h);
-        pw_u16x8 l8 = PW_SHUF8(z, h, 0, 8, 1, 9, 2, 10, 3, 11);
-        pw_u16x8 h8 = PW_SHUF8(z, h, 4, 12, 5, 13, 6, 14, 7, 15);
-        memcpy(lo, &l8, sizeof *lo);
-        memcpy(hi, &h8, sizeof *hi);
-    }
-    else {
-        memcpy(lo, a + i, sizeof *lo);
-        memcpy(hi, a + i + 4, sizeof *hi);
-    }
-}
-
-PW_LEAF(pw_leaf, 0, 0)
-PW_LEAF(pw_leaf_bf16, 1, 0)
-PW_LEAF(pw_leaf_dev, 0, 1)
-PW_LEAF(pw_leaf_bf16_dev, 1, 1)
-
-/* the run's pairwise sum (of squared deviations from s->m with dev) */
-static float
-pw_sum(pw_src *s, npy_intp n, int dev)
-{
-    if (s->f->id == MF_BFLOAT16) {
-        return dev ? pw_leaf_bf16_dev_tree(s, 0, n) : pw_leaf_bf16_tree(s, 0, n);
-    }
-    return dev ? pw_leaf_dev_tree(s, 0, n) : pw_leaf_tree(s, 0, n);
-}
 
 /* The subtrees of a run of n at depth d: with starts != NULL, their
  * starts and lengths in order; returns how many (a node of at most
@@ -250,9 +97,7 @@ pw_worker(void *ctx, int w)
         fesetenv(&J->env);
         feclearexcept(FE_ALL_EXCEPT);
     }
-    pw_src s;
-    s.k = J->k;
-    s.f = J->f;
+    const npy_intp isz = J->f->itemsize;
     for (;;) {
         npy_intp t = __atomic_fetch_add(&J->next, 1, __ATOMIC_RELAXED);
         if (t >= J->ntasks) {
@@ -261,12 +106,9 @@ pw_worker(void *ctx, int w)
         npy_intp i1 = (t + 1) * J->per_task < J->nitems ? (t + 1) * J->per_task : J->nitems;
         for (npy_intp it = t * J->per_task; it < i1; it++) {
             npy_intp r = it / J->nsub, q = it % J->nsub;
-            s.x = J->x + (r * J->n + J->starts[q]) * J->f->itemsize;
-            s.n = J->lens[q];
-            s.base = 0;
-            s.len = 0;
-            s.m = J->mean != NULL ? J->mean[r] : 0.0f;
-            J->part[it] = pw_sum(&s, s.n, J->mean != NULL);
+            J->part[it] = J->k->pairwise_f32(J->f, J->x + (r * J->n + J->starts[q]) * isz,
+                                             J->lens[q], J->mean != NULL ? J->mean[r] : 0.0f,
+                                             J->mean != NULL);
         }
     }
     if (w != 0) {

@@ -324,6 +324,39 @@ check_columns(const char *lv, const mf_kernels *k, const mf_format *f)
     free(x);
 }
 
+/* NumPy's pairwise sums (mean/var/std): runs of lengths around the
+ * leaves' and the tree's edges, plain and as squared deviations from a
+ * mean; float32 bits (a NaN: a NaN) and flags as serial's */
+static void
+check_pairwise(const char *lv, const mf_kernels *k, const mf_format *f)
+{
+    enum { N = 5000 };
+    static const long lens[] = {0, 1, 5, 7, 8, 9, 15, 16, 17, 63, 64, 65, 127, 128, 129, 136, 200,
+                                255, 256, 257, 263, 264, 1000, 1031, 4096, 4097, N};
+    char *x = malloc((size_t)N * (size_t)f->itemsize + 1);
+    for (int trial = 0; trial < (quick ? 2 : 6); trial++) {
+        fill_codes(f, x + (trial & 1), N);              /* odd addresses too */
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            for (int dev = 0; dev < 2; dev++) {
+                float m = dev ? (float)(trial % 5) * 0.75f - 1.0f : 0.0f;
+                feclearexcept(FE_ALL_EXCEPT);
+                float r0 = mf_serial_pairwise_f32(f, x + (trial & 1), lens[li], m, dev);
+                int fl0 = fetestexcept(FLAGS);
+                feclearexcept(FE_ALL_EXCEPT);
+                float r1 = k->pairwise_f32(f, x + (trial & 1), lens[li], m, dev);
+                int fl1 = fetestexcept(FLAGS);
+                if (r0 != r0 ? r1 == r1 : f2u(r0) != f2u(r1)) {
+                    fail(lv, f->name, dev ? "pairwise dev" : "pairwise", lens[li], f2u(r1), f2u(r0));
+                }
+                if (fl0 != fl1) {
+                    fail(lv, f->name, "pairwise flags", lens[li], fl1, fl0);
+                }
+            }
+        }
+    }
+    free(x);
+}
+
 /* random codes of magnitude 1/16 .. 16 (or zero), from the format's list
  * of them (every format has some): sums whose rounding depends on their
  * order */
@@ -843,6 +876,7 @@ main(int argc, char **argv)
             check_binary(lv, k, f);
             check_reduce(lv, k, f);
             check_columns(lv, k, f);
+            check_pairwise(lv, k, f);
             check_dot_cols(lv, k, f);
             check_stats(lv, k, f);
             check_cast_err(lv, k, f);

@@ -627,11 +627,16 @@ cast_err8_tail(const regs256 *r, int skind, mf_simd_path path, const void *x, ui
 
 #include "body.h"
 
+#define PW_NAME mf_avx2_pairwise_f32
+#define PW_DECODE mf_avx2_decode_f32
+#include "pairwise.h"
+
 const mf_kernels mf_kernels_avx2 = {
     .name = "avx2",
     .decode_f32 = mf_avx2_decode_f32,
     .encode_f32 = mf_avx2_encode_f32,
     .binary = mf_avx2_binary,
+    .pairwise_f32 = mf_avx2_pairwise_f32,
     .colsum_f32 = mf_avx2_colsum_f32,
     .colmax_f32 = mf_avx2_colmax_f32,
     .sum = mf_avx2_sum,

@@ -713,11 +713,16 @@ bf16_value(__m512i h)
 
 #include "body.h"
 
+#define PW_NAME mf_avx512_pairwise_f32
+#define PW_DECODE mf_avx512_decode_f32
+#include "pairwise.h"
+
 const mf_kernels mf_kernels_avx512 = {
     .name = "avx512",
     .decode_f32 = mf_avx512_decode_f32,
     .encode_f32 = mf_avx512_encode_f32,
     .binary = mf_avx512_binary,
+    .pairwise_f32 = mf_avx512_pairwise_f32,
     .colsum_f32 = mf_avx512_colsum_f32,
     .colmax_f32 = mf_avx512_colmax_f32,
     .sum = mf_avx512_sum,

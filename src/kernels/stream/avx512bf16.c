@@ -9,6 +9,7 @@ const mf_kernels mf_kernels_avx512bf16 = {
     .decode_f32 = mf_avx512_decode_f32,
     .encode_f32 = mf_avx512_encode_f32,
     .binary = mf_avx512_binary,
+    .pairwise_f32 = mf_avx512_pairwise_f32,
     .colsum_f32 = mf_avx512_colsum_f32,
     .colmax_f32 = mf_avx512_colmax_f32,
     .sum = mf_avx512_sum,

@@ -480,11 +480,16 @@ err_acc(float32x4_t v, float32x4_t w, err_acc_t *acc, int q)
 
 #include "body.h"
 
+#define PW_NAME mf_neon_pairwise_f32
+#define PW_DECODE mf_neon_decode_f32
+#include "pairwise.h"
+
 const mf_kernels mf_kernels_neon = {
     .name = "neon",
     .decode_f32 = mf_neon_decode_f32,
     .encode_f32 = mf_neon_encode_f32,
     .binary = mf_neon_binary,
+    .pairwise_f32 = mf_neon_pairwise_f32,
     .colsum_f32 = mf_neon_colsum_f32,
     .colmax_f32 = mf_neon_colmax_f32,
     .sum = mf_neon_sum,

@@ -117,6 +117,7 @@ const mf_kernels mf_kernels_neon_bf16 = {
     .decode_f32 = mf_neon_decode_f32,
     .encode_f32 = mf_neon_bf16_encode_f32,
     .binary = mf_neon_bf16_binary,
+    .pairwise_f32 = mf_neon_pairwise_f32,
     .colsum_f32 = mf_neon_colsum_f32,
     .colmax_f32 = mf_neon_colmax_f32,
     .sum = mf_neon_sum,

@@ -251,11 +251,16 @@ mf_serial_sum_rows(const mf_format *f, const char *const *rows, mf_intp nrows, m
     }
 }
 
+#define PW_NAME mf_serial_pairwise_f32
+#define PW_DECODE mf_serial_decode_f32
+#include "pairwise.h"
+
 const mf_kernels mf_kernels_serial = {
     .name = "serial",
     .decode_f32 = mf_serial_decode_f32,
     .encode_f32 = mf_serial_encode_f32,
     .binary = mf_serial_binary,
+    .pairwise_f32 = mf_serial_pairwise_f32,
     .colsum_f32 = mf_serial_colsum_f32,
     .colmax_f32 = mf_serial_colmax_f32,
     .sum = mf_serial_sum,

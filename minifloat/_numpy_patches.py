@@ -404,11 +404,11 @@ def _patch_statistics():
             return np.true_divide(s, rcount, out=s, casting="unsafe", subok=False)
         return s.dtype.type(s / rcount)
 
-    def var_f32(arr, axis, ddof, keepdims, std):
+    def var_f32(arr, axis, ddof, keepdims, std, kwargs):
         """_var (_std) of a C-contiguous array in float32: _var's own steps
         -- its mean, the sum of np.square(arr - mean) (src/umath/pairwise.c,
         in one pass), the division by max(count - ddof, 0) -- or
-        NotImplemented"""
+        NotImplemented (then kwargs["mean"] is the mean, where computed)"""
         rcount = _methods._count_reduce_items(arr, axis, keepdims=keepdims, where=True)
         if ddof >= rcount:
             return NotImplemented          # NumPy's route, with its warning
@@ -417,6 +417,7 @@ def _patch_statistics():
             return m
         ret = sum_f32(arr, axis, keepdims, m)
         if ret is NotImplemented:
+            kwargs["mean"] = m             # NumPy's route from _var's mean on
             return ret
         rcount = np.maximum(rcount - ddof, 0)
         if isinstance(ret, np.ndarray):
@@ -443,7 +444,7 @@ def _patch_statistics():
         keepdims = named.get("keepdims", kwargs.get("keepdims", False))
         if not isinstance(ddof, (int, float, np.integer, np.floating)):
             return NotImplemented
-        return var_f32(arr, axis, ddof, bool(keepdims), name == "_std")
+        return var_f32(arr, axis, ddof, bool(keepdims), name == "_std", kwargs)
 
     def wrap(orig, name):
         @functools.wraps(orig)

@@ -425,8 +425,9 @@ static PyMethodDef module_methods[] = {
      "_reduce(op, a, axis, out, keepdims, where): sum/prod/max/min (op 0..3) of a float format in one "
      "call, bit-identical to NumPy's route through the ufunc loops, or NotImplemented (src/umath/reduce.c)."},
     {"_sum_f32", mf_py_sum_f32, METH_VARARGS,
-     "_sum_f32(a, axis, keepdims): np.add.reduce(a.astype(np.float32), axis, keepdims=keepdims) "
-     "bit for bit, without the copy, or NotImplemented (src/umath/pairwise.c)."},
+     "_sum_f32(a, axis, keepdims, mean=None): np.add.reduce(a.astype(np.float32), axis, "
+     "keepdims=keepdims) bit for bit, without the copy, or NotImplemented; with mean (float32, one "
+     "per output), the sum of np.square(a.astype(np.float32) - mean) (src/umath/pairwise.c)."},
     {"_link_ml_dtypes", mf_py_link_ml_dtypes, METH_O,
      "_link_ml_dtypes(ml_dtypes) -> names: casts and promoters with ml_dtypes' DTypes (once)."},
     {NULL, NULL, 0, NULL},

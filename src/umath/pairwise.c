@@ -24,11 +24,15 @@
  * from NumPy's compiled loop (it depends on the operand order its compiler
  * chose).
  *
+ * Reduced over a leading block of axes instead, NumPy's loop adds each row
+ * into the outputs: each output is the chain 0.0f + x0 + x1 + ... in row
+ * order, the kernels' column sums (colsum_f32), threads on column blocks.
+ *
  * Covered: C-contiguous, aligned arrays of a float format in native byte
- * order, non-empty, reducing every axis or a trailing block of axes (axes of
- * length 1 ignored), as NumPy's iterator then gives its loop one run per
- * output.  Anything else is NotImplemented and the caller takes NumPy's
- * route.
+ * order, non-empty, reducing every axis, a trailing block of axes (NumPy's
+ * iterator then gives its loop one run per output) or a leading block
+ * (without mean), axes of length 1 ignored.  Anything else is
+ * NotImplemented and the caller takes NumPy's route.
  */
 #include <fenv.h>
 #include <string.h>
@@ -82,10 +86,38 @@ typedef struct {
     const npy_intp *starts, *lens;   /* of run 0 (the same offsets in every run) */
     const float *mean;               /* NULL, or each run's mean: squared deviations */
     float *part;                     /* rows * nsub subtree sums */
+    /* column mode: out[j] = 0.0f + x[0][j] + x[1][j] + ..., rows runs of
+     * cols values, tasks of cb columns */
+    int column;
+    npy_intp cols, cb;
+    float *out;
     npy_intp nitems, per_task, ntasks, next;
     fenv_t env;
     int flags;
 } pw_job;
+
+/* column mode: columns [j0, j0 + cb) of every row, in row order, through
+ * the level's column sums (each column's float32 chain acc = acc + x, as
+ * NumPy's float32 add loop runs along an outer axis from add.reduce's
+ * initial 0) */
+static void
+pw_columns(const pw_job *J, npy_intp j0)
+{
+    npy_intp n = J->cols - j0 < J->cb ? J->cols - j0 : J->cb;
+    const npy_intp isz = J->f->itemsize;
+    float *acc = J->out + j0;
+    const char *rows[MF_COLSUM_ROWS];
+    for (npy_intp j = 0; j < n; j++) {
+        acc[j] = 0.0f;
+    }
+    for (npy_intp r = 0; r < J->rows; r += MF_COLSUM_ROWS) {
+        int nb = J->rows - r < MF_COLSUM_ROWS ? (int)(J->rows - r) : MF_COLSUM_ROWS;
+        for (int i = 0; i < nb; i++) {
+            rows[i] = J->x + ((r + i) * J->cols + j0) * isz;
+        }
+        J->k->colsum_f32(J->f, rows, nb, acc, n);
+    }
+}
 
 static void
 pw_worker(void *ctx, int w)
@@ -102,6 +134,10 @@ pw_worker(void *ctx, int w)
         npy_intp t = __atomic_fetch_add(&J->next, 1, __ATOMIC_RELAXED);
         if (t >= J->ntasks) {
             break;
+        }
+        if (J->column) {
+            pw_columns(J, t * J->cb);
+            continue;
         }
         npy_intp i1 = (t + 1) * J->per_task < J->nitems ? (t + 1) * J->per_task : J->nitems;
         for (npy_intp it = t * J->per_task; it < i1; it++) {
@@ -120,19 +156,35 @@ pw_worker(void *ctx, int w)
     }
 }
 
+/* threads for `bytes` of input (the reductions' thresholds) */
+static int
+pw_threads(npy_intp bytes)
+{
+    if (bytes < MF_PAR_MIN_REDUCE_BYTES) {
+        return 1;
+    }
+    int T = mf_get_num_threads();
+    npy_intp most = bytes / MF_PAR_THREAD_BYTES;
+    T = most < T ? (int)most : T;
+    return T < 1 ? 1 : T;
+}
+
+static void
+pw_job_init(pw_job *J, const mf_format *f, const char *x, npy_intp rows)
+{
+    memset(J, 0, sizeof *J);
+    J->k = mf_k;
+    J->f = f;
+    J->x = x;
+    J->rows = rows;
+}
+
 /* out[r] = 0.0f + pairwise(run r) for rows runs of n values at x (with
  * mean: of (v - mean[r])^2); -1: no memory */
 static int
 pw_run(const mf_format *f, const char *x, npy_intp rows, npy_intp n, const float *mean, float *out)
 {
-    npy_intp bytes = rows * n * f->itemsize;
-    int T = 1;
-    if (bytes >= MF_PAR_MIN_REDUCE_BYTES) {
-        T = mf_get_num_threads();
-        npy_intp most = bytes / MF_PAR_THREAD_BYTES;
-        T = most < T ? (int)most : T;
-        T = T < 1 ? 1 : T;
-    }
+    int T = pw_threads(rows * n * f->itemsize);
     /* split runs into subtrees while there are fewer than 4 items a thread */
     int depth = 0;
     while (T > 1 && depth < PW_DEPTH_MAX && rows * ((npy_intp)1 << depth) < 4 * (npy_intp)T
@@ -140,11 +192,7 @@ pw_run(const mf_format *f, const char *x, npy_intp rows, npy_intp n, const float
         depth++;
     }
     pw_job J;
-    memset(&J, 0, sizeof J);
-    J.k = mf_k;
-    J.f = f;
-    J.x = x;
-    J.rows = rows;
+    pw_job_init(&J, f, x, rows);
     J.n = n;
     J.depth = depth;
     J.mean = mean;
@@ -190,6 +238,33 @@ pw_run(const mf_format *f, const char *x, npy_intp rows, npy_intp n, const float
         feraiseexcept(J.flags);
     }
     return 0;
+}
+
+/* out[j] = 0.0f + x[0][j] + ... + x[rows - 1][j] for the rows rows of cols
+ * values at x (a reduction along leading axes) */
+static void
+pw_run_columns(const mf_format *f, const char *x, npy_intp rows, npy_intp cols, float *out)
+{
+    /* rows of up to 2 KiB stay whole, one stream (docs/design.md, "The
+     * order column sums read rows in") */
+    int T = cols * f->itemsize > 2048 ? pw_threads(rows * cols * f->itemsize) : 1;
+    pw_job J;
+    pw_job_init(&J, f, x, rows);
+    J.column = 1;
+    J.cols = cols;
+    J.out = out;
+    /* two column blocks a thread, of whole 64-column groups, at least 128 */
+    npy_intp cb = T > 1 ? (cols + 2 * T - 1) / (2 * T) : cols;
+    cb = T > 1 ? (cb + 63) / 64 * 64 : cb;
+    J.cb = T > 1 && cb < 128 ? 128 : cb;
+    J.ntasks = (cols + J.cb - 1) / J.cb;
+    fegetenv(&J.env);
+    if (T <= 1 || mf_pool_run(pw_worker, &J, T) == 0) {
+        pw_worker(&J, 0);
+    }
+    if (J.flags) {
+        feraiseexcept(J.flags);
+    }
 }
 
 /*
@@ -244,24 +319,40 @@ mf_py_sum_f32(PyObject *NPY_UNUSED(self), PyObject *args)
             red[v] = 1;
         }
     }
-    /* the axes longer than 1: reduced ones after every kept one */
+    /* the axes longer than 1: reduced ones after every kept one (runs), or
+     * before every kept one (column mode) */
     const npy_intp *shape = PyArray_SHAPE(a);
-    npy_intp rows = 1, n = 1;
-    int seen_red = 0;
+    npy_intp rows = 1, n = 1, nred = 1, nkept = 1;
+    int changes = 0, prev = -1, first = -1;
     for (int d = 0; d < nd; d++) {
         if (shape[d] == 1) {
             continue;
         }
-        if (red[d]) {
-            seen_red = 1;
-            n *= shape[d];
+        if (prev >= 0 && red[d] != prev) {
+            changes++;
         }
-        else if (seen_red) {
-            Py_RETURN_NOTIMPLEMENTED;
+        if (first < 0) {
+            first = red[d];
+        }
+        prev = red[d];
+        if (red[d]) {
+            nred *= shape[d];
         }
         else {
-            rows *= shape[d];
+            nkept *= shape[d];
         }
+    }
+    int column = changes == 1 && first == 1;
+    if (changes > 1 || (column && mean_obj != Py_None)) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    if (column) {
+        rows = nred;        /* rows of nkept values */
+        n = nkept;
+    }
+    else {
+        rows = nkept;
+        n = nred;
     }
     const float *mean = NULL;
     if (mean_obj != Py_None) {
@@ -290,7 +381,13 @@ mf_py_sum_f32(PyObject *NPY_UNUSED(self), PyObject *args)
     int rc, fl;
     Py_BEGIN_ALLOW_THREADS
     feclearexcept(FE_ALL_EXCEPT);
-    rc = pw_run(f, PyArray_BYTES(a), rows, n, mean, (float *)PyArray_DATA(res));
+    if (column) {
+        pw_run_columns(f, PyArray_BYTES(a), rows, n, (float *)PyArray_DATA(res));
+        rc = 0;
+    }
+    else {
+        rc = pw_run(f, PyArray_BYTES(a), rows, n, mean, (float *)PyArray_DATA(res));
+    }
     fl = fetestexcept(FE_ALL_EXCEPT);
     feclearexcept(FE_ALL_EXCEPT);
     Py_END_ALLOW_THREADS

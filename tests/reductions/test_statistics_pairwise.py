@@ -68,7 +68,9 @@ def reference_sum(x, axis, keepdims):
 
 SHAPES_AXES = [((4096,), None), ((300, 8193), -1), ((3, 20000), 1), ((64, 129), -1),
                ((7, 9, 11), (1, 2)), ((5, 1, 300), -1), ((5, 300, 1), (1, 2)), ((4096, 1), 0),
-               ((2, 3, 4), (0, 1, 2)), ((1,), 0), ((17,), None), ((6, 7), None)]
+               ((2, 3, 4), (0, 1, 2)), ((1,), 0), ((17,), None), ((6, 7), None),
+               # leading axes reduced: each column's chain in row order (column mode)
+               ((300, 257), 0), ((7, 9, 1100), (0, 1)), ((1, 70, 3), (0, 1)), ((2000, 3), 0)]
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -86,7 +88,7 @@ def test_sum_f32_is_numpys_float32_sum(fmt, level):
 
 
 @pytest.mark.parametrize("shape,axis", [((1 << 21,), None), ((64, 1 << 15), -1), ((3, 1 << 20), 1),
-                                        ((4096, 300), -1)])
+                                        ((4096, 300), -1), ((300, 4096), 0), ((64, 1 << 14), 0)])
 def test_every_thread_count_the_same_bits(shape, axis, threads):
     """one long run is cut into subtrees of NumPy's tree, many runs into tasks:
     the bits do not depend on the count"""
@@ -103,8 +105,11 @@ def test_every_thread_count_the_same_bits(shape, axis, threads):
        fmt=st.sampled_from(["bfloat16", "float8_e4m3fn", "float6_e2m3fn"]))
 def test_sum_f32_any_shape_and_axes(shape, data, fmt):
     nd = len(shape)
-    k = data.draw(st.integers(0, nd))                     # reduce the axes k.. (a trailing block)
-    axes = tuple(range(k, nd)) if k < nd else None
+    k = data.draw(st.integers(0, nd))
+    if data.draw(st.booleans()):
+        axes = tuple(range(k, nd)) if k < nd else None    # a trailing block: runs
+    else:
+        axes = tuple(range(0, k)) if k > 0 else None      # a leading block: columns
     if axes is not None and data.draw(st.booleans()):
         axes = tuple(a - nd for a in axes)                # negative axes
     keepdims = data.draw(st.booleans())
@@ -116,7 +121,10 @@ def test_sum_f32_any_shape_and_axes(shape, data, fmt):
 def test_what_it_does_not_cover_is_notimplemented():
     x = values((6, 8), "bfloat16")
     s = _core._sum_f32
-    assert s(x, 0, False) is NotImplemented                  # a kept axis after a reduced one
+    x3 = values((4, 6, 8), "bfloat16")
+    assert s(x3, 1, False) is NotImplemented                 # kept axes on both sides
+    assert s(x3, (0, 2), False) is NotImplemented
+    assert s(x, 0, False, np.zeros(8, np.float32)) is NotImplemented   # columns: no deviations
     assert s(x[:, ::2], -1, False) is NotImplemented         # not C-contiguous
     assert s(x.T, -1, False) is NotImplemented
     assert s(np.zeros((3, 0), x.dtype), -1, False) is NotImplemented   # empty
@@ -146,7 +154,7 @@ def test_statistics_are_numpys_float32_ones_rounded_once(fmt, stat, kw, threads)
     fn = getattr(np, stat)
     for n in (1, 2):
         threads(n)
-        for i, (shape, axis) in enumerate(SHAPES_AXES + [((4096, 4096 // 8), -1)]):
+        for i, (shape, axis) in enumerate(SHAPES_AXES + [((4096, 4096 // 8), -1), ((512, 4096), 0)]):
             if shape == (1,) and kw:
                 continue
             x = values(shape, fmt, seed=i, special=i % 4 == 1)

@@ -371,11 +371,7 @@ par_worker(void *ctx, int w)
 {
     par_job *J = (par_job *)ctx;
     fenv_t saved;
-    if (w != 0) {
-        fegetenv(&saved);
-        fesetenv(&J->env);
-        feclearexcept(FE_ALL_EXCEPT);
-    }
+    mf_worker_enter(w, &J->env, &saved);
     int prev_stream = mf_par_stream;
     mf_par_stream = J->stream;
     for (;;) {
@@ -386,13 +382,7 @@ par_worker(void *ctx, int w)
         par_task(J, t);
     }
     mf_par_stream = prev_stream;
-    if (w != 0) {
-        int fl = fetestexcept(FE_ALL_EXCEPT);
-        if (fl) {
-            __atomic_fetch_or(&J->flags, fl, __ATOMIC_RELAXED);
-        }
-        fesetenv(&saved);
-    }
+    mf_worker_leave(w, &J->flags, &saved);
 }
 
 /* threads for `bytes` of work, 1 if it is below `min` (not worth splitting) */

@@ -19,6 +19,7 @@
 #ifndef MF_PARALLEL_H
 #define MF_PARALLEL_H
 
+#include <fenv.h>
 #include "kernels.h"
 
 /* bytes from which work is split between threads: of output for elementwise
@@ -99,5 +100,31 @@ void mf_par_range(mf_range_fn fn, void *ctx, mf_intp n, mf_intp unit, mf_intp by
  * runs part of it: the whole array is large, so the kernels may use
  * non-temporal stores on pieces smaller than MF_STREAM_BYTES. */
 extern _Thread_local int mf_par_stream;
+
+/* A pool worker w > 0 runs in the caller's floating-point environment
+ * `env` (its rounding mode), flags cleared; mf_worker_leave ORs the flags
+ * it raised into *flags (for the caller to raise) and restores the
+ * worker's own environment.  Worker 0 is the caller: nothing to do. */
+static inline void
+mf_worker_enter(int w, const fenv_t *env, fenv_t *saved)
+{
+    if (w != 0) {
+        fegetenv(saved);
+        fesetenv(env);
+        feclearexcept(FE_ALL_EXCEPT);
+    }
+}
+
+static inline void
+mf_worker_leave(int w, int *flags, const fenv_t *saved)
+{
+    if (w != 0) {
+        int fl = fetestexcept(FE_ALL_EXCEPT);
+        if (fl) {
+            __atomic_fetch_or(flags, fl, __ATOMIC_RELAXED);
+        }
+        fesetenv(saved);
+    }
+}
 
 #endif

@@ -124,11 +124,7 @@ pw_worker(void *ctx, int w)
 {
     pw_job *J = (pw_job *)ctx;
     fenv_t saved;
-    if (w != 0) {
-        fegetenv(&saved);
-        fesetenv(&J->env);
-        feclearexcept(FE_ALL_EXCEPT);
-    }
+    mf_worker_enter(w, &J->env, &saved);
     const npy_intp isz = J->f->itemsize;
     for (;;) {
         npy_intp t = __atomic_fetch_add(&J->next, 1, __ATOMIC_RELAXED);
@@ -147,13 +143,7 @@ pw_worker(void *ctx, int w)
                                              J->mean != NULL);
         }
     }
-    if (w != 0) {
-        int fl = fetestexcept(FE_ALL_EXCEPT);
-        if (fl) {
-            __atomic_fetch_or(&J->flags, fl, __ATOMIC_RELAXED);
-        }
-        fesetenv(&saved);
-    }
+    mf_worker_leave(w, &J->flags, &saved);
 }
 
 /* threads for `bytes` of input (the reductions' thresholds) */

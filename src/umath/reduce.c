@@ -543,11 +543,7 @@ red_worker(void *ctx, int w)
 {
     red_job *J = (red_job *)ctx;
     fenv_t saved;
-    if (w != 0) {
-        fegetenv(&saved);
-        fesetenv(&J->env);
-        feclearexcept(FE_ALL_EXCEPT);
-    }
+    mf_worker_enter(w, &J->env, &saved);
     for (;;) {
         npy_intp t = __atomic_fetch_add(&J->next, 1, __ATOMIC_RELAXED);
         if (t >= J->ntasks) {
@@ -555,13 +551,7 @@ red_worker(void *ctx, int w)
         }
         run_task(J, t);
     }
-    if (w != 0) {
-        int fl = fetestexcept(FE_ALL_EXCEPT);
-        if (fl) {
-            __atomic_fetch_or(&J->flags, fl, __ATOMIC_RELAXED);
-        }
-        fesetenv(&saved);
-    }
+    mf_worker_leave(w, &J->flags, &saved);
 }
 
 static void

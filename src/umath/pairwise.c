@@ -26,12 +26,13 @@
  *
  * Reduced over a leading block of axes instead, NumPy's loop adds each row
  * into the outputs: each output is the chain 0.0f + x0 + x1 + ... in row
- * order, the kernels' column sums (colsum_f32), threads on column blocks.
+ * order, the kernels' column sums (colsum_f32), threads on column blocks
+ * (var's squared deviations: a row piece decoded, then the chains).
  *
  * Covered: C-contiguous, aligned arrays of a float format in native byte
  * order, non-empty, reducing every axis, a trailing block of axes (NumPy's
- * iterator then gives its loop one run per output) or a leading block
- * (without mean), axes of length 1 ignored.  Anything else is
+ * iterator then gives its loop one run per output) or a leading block,
+ * axes of length 1 ignored.  Anything else is
  * NotImplemented and the caller takes NumPy's route.
  */
 #include <fenv.h>
@@ -96,20 +97,40 @@ typedef struct {
     int flags;
 } pw_job;
 
-/* column mode: columns [j0, j0 + cb) of every row, in row order, through
+/* column mode: columns [j0, j0 + cb) of every row, in row order: through
  * the level's column sums (each column's float32 chain acc = acc + x, as
  * NumPy's float32 add loop runs along an outer axis from add.reduce's
- * initial 0) */
+ * initial 0); with mean, the chain of (x - mean[j]) * (x - mean[j]) (the
+ * float32 array _var subtracts and squares, then sums the same way), a row
+ * piece of PW_COLS values decoded at a time */
+#define PW_COLS 2048
 static void
 pw_columns(const pw_job *J, npy_intp j0)
 {
     npy_intp n = J->cols - j0 < J->cb ? J->cols - j0 : J->cb;
     const npy_intp isz = J->f->itemsize;
     float *acc = J->out + j0;
-    const char *rows[MF_COLSUM_ROWS];
     for (npy_intp j = 0; j < n; j++) {
         acc[j] = 0.0f;
     }
+    if (J->mean != NULL) {
+        float buf[PW_COLS];
+        for (npy_intp c0 = 0; c0 < n; c0 += PW_COLS) {
+            npy_intp w = n - c0 < PW_COLS ? n - c0 : PW_COLS;
+            const float *m = J->mean + j0 + c0;
+            float *a = acc + c0;
+            for (npy_intp r = 0; r < J->rows; r++) {
+                J->k->decode_f32(J->f, J->x + (r * J->cols + j0 + c0) * isz, buf, w);
+                for (npy_intp j = 0; j < w; j++) {
+                    float t = buf[j] - m[j];
+                    t = t * t;
+                    a[j] = a[j] + t;
+                }
+            }
+        }
+        return;
+    }
+    const char *rows[MF_COLSUM_ROWS];
     for (npy_intp r = 0; r < J->rows; r += MF_COLSUM_ROWS) {
         int nb = J->rows - r < MF_COLSUM_ROWS ? (int)(J->rows - r) : MF_COLSUM_ROWS;
         for (int i = 0; i < nb; i++) {
@@ -233,7 +254,8 @@ pw_run(const mf_format *f, const char *x, npy_intp rows, npy_intp n, const float
 /* out[j] = 0.0f + x[0][j] + ... + x[rows - 1][j] for the rows rows of cols
  * values at x (a reduction along leading axes) */
 static void
-pw_run_columns(const mf_format *f, const char *x, npy_intp rows, npy_intp cols, float *out)
+pw_run_columns(const mf_format *f, const char *x, npy_intp rows, npy_intp cols, const float *mean,
+               float *out)
 {
     /* rows of up to 2 KiB stay whole, one stream (docs/design.md, "The
      * order column sums read rows in") */
@@ -241,6 +263,7 @@ pw_run_columns(const mf_format *f, const char *x, npy_intp rows, npy_intp cols, 
     pw_job J;
     pw_job_init(&J, f, x, rows);
     J.column = 1;
+    J.mean = mean;
     J.cols = cols;
     J.out = out;
     /* two column blocks a thread, of whole 64-column groups, at least 128 */
@@ -333,7 +356,7 @@ mf_py_sum_f32(PyObject *NPY_UNUSED(self), PyObject *args)
         }
     }
     int column = changes == 1 && first == 1;
-    if (changes > 1 || (column && mean_obj != Py_None)) {
+    if (changes > 1) {
         Py_RETURN_NOTIMPLEMENTED;
     }
     if (column) {
@@ -348,7 +371,8 @@ mf_py_sum_f32(PyObject *NPY_UNUSED(self), PyObject *args)
     if (mean_obj != Py_None) {
         PyArrayObject *m = (PyArrayObject *)mean_obj;
         if (!PyArray_Check(mean_obj) || PyArray_TYPE(m) != NPY_FLOAT32 || !PyArray_ISNOTSWAPPED(m)
-                || !PyArray_IS_C_CONTIGUOUS(m) || !PyArray_ISALIGNED(m) || PyArray_SIZE(m) != rows) {
+                || !PyArray_IS_C_CONTIGUOUS(m) || !PyArray_ISALIGNED(m)
+                || PyArray_SIZE(m) != (column ? n : rows)) {
             Py_RETURN_NOTIMPLEMENTED;
         }
         mean = (const float *)PyArray_DATA(m);
@@ -372,7 +396,7 @@ mf_py_sum_f32(PyObject *NPY_UNUSED(self), PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     feclearexcept(FE_ALL_EXCEPT);
     if (column) {
-        pw_run_columns(f, PyArray_BYTES(a), rows, n, (float *)PyArray_DATA(res));
+        pw_run_columns(f, PyArray_BYTES(a), rows, n, mean, (float *)PyArray_DATA(res));
         rc = 0;
     }
     else {

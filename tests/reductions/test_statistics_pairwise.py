@@ -87,6 +87,24 @@ def test_sum_f32_is_numpys_float32_sum(fmt, level):
                 same_f32(got, want)
 
 
+@pytest.mark.parametrize("level", LEVELS)
+def test_squared_deviations_are_vars_own(level, threads):
+    """with a mean, the sum of np.square(x.astype(float32) - mean): _var's
+    subtract, square and float32 sum, along runs and along leading axes"""
+    with kernel_level(level):
+        for n in (1, 2):
+            threads(n)
+            for i, (shape, axis) in enumerate(SHAPES_AXES + [((600, 3000), 0), ((64, 20000), -1)]):
+                for fmt in ("bfloat16", "float8_e4m3fn"):
+                    x = values(shape, fmt, seed=i, special=i % 5 == 2)
+                    x32 = x.astype(np.float32)
+                    with np.errstate(all="ignore"):
+                        m = np.mean(x32, axis=axis, keepdims=True, dtype=np.float32)
+                        got = _core._sum_f32(x, axis, False, np.ascontiguousarray(m))
+                        want = np.add.reduce(np.square(x32 - m), axis=axis)
+                    same_f32(got, want)
+
+
 @pytest.mark.parametrize("shape,axis", [((1 << 21,), None), ((64, 1 << 15), -1), ((3, 1 << 20), 1),
                                         ((4096, 300), -1), ((300, 4096), 0), ((64, 1 << 14), 0)])
 def test_every_thread_count_the_same_bits(shape, axis, threads):
@@ -124,7 +142,7 @@ def test_what_it_does_not_cover_is_notimplemented():
     x3 = values((4, 6, 8), "bfloat16")
     assert s(x3, 1, False) is NotImplemented                 # kept axes on both sides
     assert s(x3, (0, 2), False) is NotImplemented
-    assert s(x, 0, False, np.zeros(8, np.float32)) is NotImplemented   # columns: no deviations
+    assert s(x, 0, False, np.zeros(6, np.float32)) is NotImplemented   # columns: one per column (8)
     assert s(x[:, ::2], -1, False) is NotImplemented         # not C-contiguous
     assert s(x.T, -1, False) is NotImplemented
     assert s(np.zeros((3, 0), x.dtype), -1, False) is NotImplemented   # empty

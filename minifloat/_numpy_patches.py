@@ -21,7 +21,9 @@ MINIFLOAT_NO_NUMPY_PATCHES=1 (the holes then come back).
     einsum       np.einsum: NumPy's C einsum indexes its loop tables with the
                  type number, which new-style dtypes do not have
     statistics   mean/var/std: accumulate in float32 and round once, as NumPy
-                 already does for float16 means
+                 already does for float16 means; on C-contiguous arrays the
+                 float32 sums come from src/umath/pairwise.c (NumPy's float32
+                 sums of the values, in its order, threaded, no float32 copy)
     fast_reductions
                  ndarray.sum/prod/max/min and np.sum/prod/max/min of the
                  float formats in one C call (src/umath/reduce.c: SIMD,

@@ -305,32 +305,9 @@ mf_py_sum_f32(PyObject *NPY_UNUSED(self), PyObject *args)
             || PyArray_SIZE(a) == 0 || !PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISALIGNED(a) || nd == 0) {
         Py_RETURN_NOTIMPLEMENTED;
     }
-    int red[NPY_MAXDIMS];
-    for (int d = 0; d < nd; d++) {
-        red[d] = axis == Py_None;
-    }
-    if (axis != Py_None) {
-        PyObject *seq = PyTuple_Check(axis) ? axis : NULL;
-        Py_ssize_t na = seq ? PyTuple_GET_SIZE(seq) : 1;
-        if (na == 0) {
-            Py_RETURN_NOTIMPLEMENTED;
-        }
-        for (Py_ssize_t i = 0; i < na; i++) {
-            PyObject *item = seq ? PyTuple_GET_ITEM(seq, i) : axis;
-            if (!PyLong_CheckExact(item)) {
-                Py_RETURN_NOTIMPLEMENTED;
-            }
-            long v = PyLong_AsLong(item);
-            if (v == -1 && PyErr_Occurred()) {
-                PyErr_Clear();
-                Py_RETURN_NOTIMPLEMENTED;
-            }
-            v = v < 0 ? v + nd : v;
-            if (v < 0 || v >= nd || red[v]) {
-                Py_RETURN_NOTIMPLEMENTED;     /* NumPy raises its own error */
-            }
-            red[v] = 1;
-        }
+    int red[NPY_MAXDIMS], naxes;
+    if (mf_parse_axes(axis, nd, red, &naxes) < 0 || naxes == 0) {
+        Py_RETURN_NOTIMPLEMENTED;     /* NumPy's route: its errors, axis=() */
     }
     /* the axes longer than 1: reduced ones after every kept one (runs), or
      * before every kept one (column mode) */
@@ -378,15 +355,7 @@ mf_py_sum_f32(PyObject *NPY_UNUSED(self), PyObject *args)
         mean = (const float *)PyArray_DATA(m);
     }
     npy_intp oshape[NPY_MAXDIMS];
-    int ond = 0;
-    for (int d = 0; d < nd; d++) {
-        if (!red[d]) {
-            oshape[ond++] = shape[d];
-        }
-        else if (keepdims) {
-            oshape[ond++] = 1;
-        }
-    }
+    int ond = mf_kept_shape(nd, shape, red, keepdims, oshape);
     PyArrayObject *res = (PyArrayObject *)PyArray_SimpleNew(ond, oshape, NPY_FLOAT32);
     if (res == NULL) {
         return NULL;

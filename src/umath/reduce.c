@@ -650,9 +650,11 @@ fpe_bits(int fl)
            | ((fl & FE_UNDERFLOW) ? NPY_FPE_UNDERFLOW : 0) | ((fl & FE_INVALID) ? NPY_FPE_INVALID : 0);
 }
 
-/* axis argument -> flags; 0 ok, -1 not handled (NumPy will say why) */
-static int
-parse_axes(PyObject *axis, int nd, int *red, int *naxes)
+/* axis argument (None, an int or a tuple of ints) -> red[d], whether axis d
+ * is reduced, and how many are; 0 ok, -1 not handled (NumPy will say why).
+ * Shared with pairwise.c. */
+int
+mf_parse_axes(PyObject *axis, int nd, int *red, int *naxes)
 {
     for (int d = 0; d < nd; d++) {
         red[d] = axis == Py_None;
@@ -685,6 +687,23 @@ parse_axes(PyObject *axis, int nd, int *red, int *naxes)
     return 0;
 }
 
+/* the shape of a reduction's result: the kept axes, and 1 for each reduced
+ * one with keepdims; returns its number of dimensions */
+int
+mf_kept_shape(int nd, const npy_intp *shape, const int *red, int keepdims, npy_intp *out)
+{
+    int k = 0;
+    for (int d = 0; d < nd; d++) {
+        if (!red[d]) {
+            out[k++] = shape[d];
+        }
+        else if (keepdims) {
+            out[k++] = 1;
+        }
+    }
+    return k;
+}
+
 /*
  * _reduce(op, a, axis, out, keepdims, where): op 0..3 = sum, prod, max,
  * min.  Returns the result, or NotImplemented.  The caller has checked that
@@ -713,7 +732,7 @@ mf_py_reduce(PyObject *NPY_UNUSED(self), PyObject *args)
     int nd = PyArray_NDIM(a);
     int red[NPY_MAXDIMS];
     int naxes;
-    if (nd == 0 || parse_axes(axis, nd, red, &naxes) < 0) {
+    if (nd == 0 || mf_parse_axes(axis, nd, red, &naxes) < 0) {
         Py_RETURN_NOTIMPLEMENTED;
     }
     const npy_intp *shape = PyArray_SHAPE(a), *strides = PyArray_STRIDES(a);
@@ -895,15 +914,7 @@ mf_py_reduce(PyObject *NPY_UNUSED(self), PyObject *args)
 
     /* the result: out=, or a new C-ordered array of the kept shape */
     npy_intp rshape_out[NPY_MAXDIMS];
-    int rnd = 0;
-    for (int d = 0; d < nd; d++) {
-        if (!red[d]) {
-            rshape_out[rnd++] = shape[d];
-        }
-        else if (keepdims) {
-            rshape_out[rnd++] = 1;
-        }
-    }
+    int rnd = mf_kept_shape(nd, shape, red, keepdims, rshape_out);
     PyArrayObject *res;
     if (out_obj != Py_None) {
         if (!PyArray_CheckExact(out_obj)) {

@@ -108,6 +108,10 @@ int mf_shadow_put(mf_shadow *s, const mf_format *f, char *ptr, npy_intp stride, 
  * a reduction loop means NumPy refilled a buffer, so partials are stale */
 extern _Thread_local uint64_t mf_write_epoch;
 
+/* reduce.c: a reduction's axis argument and result shape (reduce.c, pairwise.c) */
+int mf_parse_axes(PyObject *axis, int nd, int *red, int *naxes);
+int mf_kept_shape(int nd, const npy_intp *shape, const int *red, int keepdims, npy_intp *out);
+
 /* matmul.c */
 int mf_register_matmul(PyObject *numpy_umath);
 /* matvec.c */

@@ -187,7 +187,8 @@ def test_feature_detection(monkeypatch, capsys):
         head = next(l for l in lines if l.startswith("case "))
         row = next(l for l in lines if l.startswith("dlpack import bf16"))
         cells = dict(zip(re.split(r"\s{2,}", head.strip()), re.split(r"\s{2,}", row.strip())))
-        assert cells["torch 1t"] != "absent" and cells["torch 2t"] != "absent", cells
+        torch_cells = [v for k, v in cells.items() if k.startswith("torch ")]  # 1t, Nt
+        assert torch_cells and "absent" not in torch_cells, cells
         assert not [l for l in out.splitlines()
                     if l.split()[:1] == ["torch"] and "not installed" in l]
 

@@ -141,6 +141,14 @@ typedef struct {
      * are serial's, NaN payloads included.
      */
     float (*pairwise_f32)(const mf_format *f, const void *x, mf_intp n, float m, int dev);
+    /*
+     * NumPy's argmax (argmin without want_max) of n 8- or 16-bit sign-
+     * magnitude codes whose magnitudes order as their values do, a magnitude
+     * above lim a NaN: the first NaN's index if there is one, else the first
+     * extreme's (stream/argext.h; every level returns the same index).
+     */
+    mf_intp (*arg_extreme8)(const uint8_t *c, mf_intp n, int8_t lim, int want_max);
+    mf_intp (*arg_extreme16)(const uint16_t *c, mf_intp n, int16_t lim, int want_max);
     void (*colsum_f32)(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
                        mf_intp n);
     /*
@@ -219,6 +227,8 @@ double mf_serial_sum(const mf_format *f, const void *src, mf_intp n);
 void mf_serial_sum_rows(const mf_format *f, const char *const *rows, mf_intp nrows, mf_intp n,
                         double *out);
 float mf_serial_pairwise_f32(const mf_format *f, const void *x, mf_intp n, float m, int dev);
+mf_intp mf_serial_arg_extreme8(const uint8_t *c, mf_intp n, int8_t lim, int want_max);
+mf_intp mf_serial_arg_extreme16(const uint16_t *c, mf_intp n, int16_t lim, int want_max);
 void mf_serial_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows,
                           float *acc, mf_intp n);
 void mf_serial_colmax_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
@@ -270,6 +280,8 @@ double mf_avx2_sum(const mf_format *f, const void *src, mf_intp n);
 void mf_avx2_sum_rows(const mf_format *f, const char *const *rows, mf_intp nrows, mf_intp n,
                         double *out);
 float mf_avx2_pairwise_f32(const mf_format *f, const void *x, mf_intp n, float m, int dev);
+mf_intp mf_avx2_arg_extreme8(const uint8_t *c, mf_intp n, int8_t lim, int want_max);
+mf_intp mf_avx2_arg_extreme16(const uint16_t *c, mf_intp n, int16_t lim, int want_max);
 void mf_avx2_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
                           mf_intp n);
 void mf_avx2_colmax_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
@@ -288,6 +300,8 @@ double mf_avx512_sum(const mf_format *f, const void *src, mf_intp n);
 void mf_avx512_sum_rows(const mf_format *f, const char *const *rows, mf_intp nrows, mf_intp n,
                         double *out);
 float mf_avx512_pairwise_f32(const mf_format *f, const void *x, mf_intp n, float m, int dev);
+mf_intp mf_avx512_arg_extreme8(const uint8_t *c, mf_intp n, int8_t lim, int want_max);
+mf_intp mf_avx512_arg_extreme16(const uint16_t *c, mf_intp n, int16_t lim, int want_max);
 void mf_avx512_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
                           mf_intp n);
 void mf_avx512_colmax_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
@@ -318,6 +332,8 @@ double mf_neon_sum(const mf_format *f, const void *src, mf_intp n);
 void mf_neon_sum_rows(const mf_format *f, const char *const *rows, mf_intp nrows, mf_intp n,
                         double *out);
 float mf_neon_pairwise_f32(const mf_format *f, const void *x, mf_intp n, float m, int dev);
+mf_intp mf_neon_arg_extreme8(const uint8_t *c, mf_intp n, int8_t lim, int want_max);
+mf_intp mf_neon_arg_extreme16(const uint16_t *c, mf_intp n, int16_t lim, int want_max);
 void mf_neon_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
                           mf_intp n);
 void mf_neon_colmax_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,

@@ -7,6 +7,8 @@
  * the keys: O(n), and a permutation of the input (NaN payloads kept).
  */
 #include "../core/minifloat.h"
+#include "../kernels/kernels.h"
+#include "../kernels/stream/argkey.h"
 
 /* order key: unsigned, increasing with the value, NaN above everything */
 static inline uint32_t
@@ -39,28 +41,27 @@ static uint32_t *codes_by_key[MF_NUM_PUBLIC_FORMATS];
  * argmax/argmin keys in int16, one table per use, built from order_key at
  * import: for argmax the order key (NaN is the largest), for argmin the
  * order key with every NaN below everything (NumPy returns the first NaN
- * for both).  1-byte formats look their keys up (256 entries); 2-byte ones
- * (bfloat16) compute them, in int16 arithmetic that vectorizes, when
- * arith16_ok[id] says that arithmetic orders every code as order_key does
- * (checked for all 65536 codes at import), else they take the generic loop.
+ * for both).  1-byte formats look their keys up (256 entries).  Formats
+ * whose sign-magnitude codes order as integers (bfloat16, float8_e4m3fn,
+ * float8_e5m2, ...) go to the level's kernel instead (arg_extreme8/16,
+ * kernels/stream/argext.h), which computes keys in vector registers;
+ * arith_ok[id] says that argkey.h's key orders every code as order_key
+ * does and marks exactly the NaNs (checked for every code at import), with
+ * arith_lim[id] its parameter.
  */
 static int16_t key8_max[MF_NUM_PUBLIC_FORMATS][256];
 static int16_t key8_min[MF_NUM_PUBLIC_FORMATS][256];
-static char arith16_ok[MF_NUM_PUBLIC_FORMATS];
-static int16_t arith16_lim[MF_NUM_PUBLIC_FORMATS];    /* largest magnitude that is not NaN */
+static char arith_ok[MF_NUM_PUBLIC_FORMATS];
+static int16_t arith_lim[MF_NUM_PUBLIC_FORMATS];   /* largest magnitude that is not NaN */
 
-/* sign-magnitude code as a signed int16 (-0 and +0 both 0), a NaN (a
- * magnitude above lim) as `nan`; with masks, not a conditional, which GCC
- * does not vectorize */
-static inline int16_t
-arith16_key(uint16_t c, int16_t lim, int16_t nan)
+/* argkey.h's key of code c of a format of `bits` (8 or 16) */
+static int32_t
+arith_key(int bits, uint32_t c, int16_t lim, int want_max)
 {
-    const int16_t x = (int16_t)c;
-    const int16_t mag = (int16_t)(x & 0x7FFF);
-    const int16_t neg = (int16_t)(x >> 15);                        /* 0 or -1 */
-    const int16_t k = (int16_t)((mag ^ neg) - neg);
-    const int16_t isnan = (int16_t)-(int16_t)(mag > lim);           /* 0 or -1 */
-    return (int16_t)((k & ~isnan) | (nan & isnan));
+    if (bits == 8) {
+        return ae8_key((uint8_t)c, (int8_t)lim, want_max ? INT8_MAX : INT8_MIN);
+    }
+    return ae16_key((uint16_t)c, lim, want_max ? INT16_MAX : INT16_MIN);
 }
 
 static void
@@ -74,39 +75,44 @@ build_arg_keys(int id)
             key8_min[id][c] = (f->kind == MF_KIND_FLOAT && mf_code_isnan(f, c & mf_code_mask(f)))
                               ? (int16_t)-1 : (int16_t)k;
         }
+    }
+    const int bits = 8 * f->itemsize;
+    const uint32_t sbit = 1u << (bits - 1), ncodes = 1u << bits;
+    if (f->kind != MF_KIND_FLOAT || !f->has_sign || f->bits != bits || mf_sign_bit(f) != sbit) {
         return;
     }
-    if (f->itemsize != 2 || f->kind != MF_KIND_FLOAT || !f->has_sign
-            || mf_sign_bit(f) != 0x8000u) {
-        return;
-    }
-    uint16_t lim = 0;
-    for (uint32_t c = 0; c < 0x8000u; c++) {
+    uint32_t lim = 0;
+    for (uint32_t c = 0; c < sbit; c++) {
         if (!mf_code_isnan(f, c)) {
-            lim = (uint16_t)c;
+            lim = c;
         }
     }
-    if (lim >= 0x7FFF) {
+    if (lim >= sbit - 1) {          /* the NaN key must be above every number's */
         return;
     }
-    /* the arithmetic key must order every pair of codes as order_key does:
-     * walk the codes in key order (codes_by_key) and check it is
-     * non-decreasing, equal exactly where the order keys are */
+    /* the key must order every pair of codes as order_key does: walk the
+     * codes in key order (codes_by_key) and check it is non-decreasing,
+     * equal exactly where the order keys are; and it must mark exactly the
+     * NaNs */
     const uint32_t *ord = codes_by_key[id];
-    for (uint32_t i = 1; i < 65536u; i++) {
-        const uint32_t a = ord[i - 1], b = ord[i];
-        const int same = order_key(f, a) == order_key(f, b);
-        const int16_t xa = arith16_key((uint16_t)a, (int16_t)lim, INT16_MAX);
-        const int16_t xb = arith16_key((uint16_t)b, (int16_t)lim, INT16_MAX);
-        if (same ? xa != xb : xa >= xb) {
-            return;
+    const int32_t nan_min = bits == 8 ? INT8_MIN : INT16_MIN;
+    for (uint32_t i = 0; i < ncodes; i++) {
+        const uint32_t b = ord[i];
+        const int32_t xb = arith_key(bits, b, (int16_t)lim, 1);
+        if (i > 0) {
+            const uint32_t a = ord[i - 1];
+            const int same = order_key(f, a) == order_key(f, b);
+            const int32_t xa = arith_key(bits, a, (int16_t)lim, 1);
+            if (same ? xa != xb : xa >= xb) {
+                return;
+            }
         }
-        if (mf_code_isnan(f, a) != (arith16_key((uint16_t)a, (int16_t)lim, INT16_MIN) == INT16_MIN)) {
+        if (mf_code_isnan(f, b) != (arith_key(bits, b, (int16_t)lim, 0) == nan_min)) {
             return;
         }
     }
-    arith16_lim[id] = (int16_t)lim;
-    arith16_ok[id] = 1;
+    arith_lim[id] = (int16_t)lim;
+    arith_ok[id] = 1;
 }
 
 int
@@ -274,10 +280,12 @@ mf_argsort(void *start, npy_intp *idx, npy_intp num, void *arr)
 
 /*
  * argmax/argmin: the first NaN if there is one (NumPy's rule), else the
- * first extreme.  With int16 keys (key8_*, arith16_key) the data is scanned
- * in blocks: the block's extreme key (a loop the compiler vectorizes, for
- * bfloat16), and only when it beats the best so far, the first index of it
- * in the block; a NaN's key is the extreme, so the scan stops at its block.
+ * first extreme.  With int16 keys (key8_*) the data is scanned
+ * in blocks: the block's extreme key, and only when it beats the best so
+ * far, the first index of it in the block; a NaN's key is the extreme, so
+ * the scan stops at its block.  Formats with arithmetic keys (arith_ok) go
+ * to the level's kernel (arg_extreme8/16, kernels/stream/argext.h: the same
+ * scan, its loops vectorized at the level's width).
  */
 enum { ARG_BLOCK = 2048 };
 
@@ -314,36 +322,30 @@ arg_keys(const mf_format *f, const char *p, npy_intp n, npy_intp *ind, int want_
 {
     const int id = (int)(f - mf_formats);
     *ind = 0;
-    if (f->itemsize == 1) {
-        const uint8_t *c = (const uint8_t *)p;
-        const int16_t *key = want_max ? key8_max[id] : key8_min[id];
-        int16_t stop = want_max ? (int16_t)(f->kind == MF_KIND_FLOAT ? (2 << f->bits) - 1 : -2)
-                                : (int16_t)(f->kind == MF_KIND_FLOAT ? -1 : -2);
+    if (arith_ok[id]) {
+        /* the same scan with the keys computed (argkey.h), in the level's kernel */
+        *ind = f->itemsize == 1
+               ? mf_k->arg_extreme8((const uint8_t *)p, n, (int8_t)arith_lim[id], want_max)
+               : mf_k->arg_extreme16((const uint16_t *)p, n, arith_lim[id], want_max);
+        return 0;
+    }
+    const uint8_t *c = (const uint8_t *)p;
+    const int16_t *key = want_max ? key8_max[id] : key8_min[id];
+    int16_t stop = want_max ? (int16_t)(f->kind == MF_KIND_FLOAT ? (2 << f->bits) - 1 : -2)
+                            : (int16_t)(f->kind == MF_KIND_FLOAT ? -1 : -2);
 #define KEY8(i) key[c[i]]
-        if (want_max) {
-            ARG_SCAN(KEY8, GREATER, stop);
-        }
-        ARG_SCAN(KEY8, LESS, stop);
-#undef KEY8
-    }
-    const uint16_t *c = (const uint16_t *)p;
-    const int16_t lim = arith16_lim[id];
     if (want_max) {
-#define KEYMAX(i) arith16_key(c[i], lim, INT16_MAX)
-        ARG_SCAN(KEYMAX, GREATER, INT16_MAX);
-#undef KEYMAX
+        ARG_SCAN(KEY8, GREATER, stop);
     }
-#define KEYMIN(i) arith16_key(c[i], lim, INT16_MIN)
-    ARG_SCAN(KEYMIN, LESS, INT16_MIN);
-#undef KEYMIN
+    ARG_SCAN(KEY8, LESS, stop);
+#undef KEY8
 }
 
 static int
 has_arg_keys(const mf_format *f)
 {
     const int id = (int)(f - mf_formats);
-    return id >= 0 && id < MF_NUM_PUBLIC_FORMATS
-           && (f->itemsize == 1 || (f->itemsize == 2 && arith16_ok[id]));
+    return id >= 0 && id < MF_NUM_PUBLIC_FORMATS && (f->itemsize == 1 || arith_ok[id]);
 }
 
 int

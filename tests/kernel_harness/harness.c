@@ -14,7 +14,8 @@
  * the four binary operations on random and special codes (flags too), sum
  * (one run and several a call) and dot over lengths that cross the vector widths and the 4096-element
  * block, the column sums and np.vecmat's column dots (NaN: NaN,
- * of any sign), inspect's statistics block kernel (every field), and gemm_f32acc on shapes around the micro-tile and blocking edges,
+ * of any sign), inspect's statistics block kernel (every field), argmax and
+ * argmin of sign-magnitude codes (also against a plain loop), and gemm_f32acc on shapes around the micro-tile and blocking edges,
  * with adversarial operands whose products underflow (the FZ-before-rounding
  * case of docs/design.md), C with subnormals, and the bfloat16 epilogue.
  */
@@ -355,6 +356,99 @@ check_pairwise(const char *lv, const mf_kernels *k, const mf_format *f)
         }
     }
     free(x);
+}
+
+/* argmax / argmin of 8- and 16-bit sign-magnitude codes (arg_extreme8/16)
+ * against serial and against a plain loop over the codes' values: the first
+ * NaN (a magnitude above lim), else the first extreme, -0 == +0.  Codes from
+ * a few values around zero (many ties, both zeros), all codes, NaNs placed
+ * early, late or not at all; lengths around the vector widths and blocks. */
+static long
+arg_reference(const void *c, int bytes, long n, int lim, int want_max)
+{
+    long best = -1;
+    int bk = 0;
+    for (long i = 0; i < n; i++) {
+        int x = bytes == 2 ? ((const uint16_t *)c)[i] : ((const uint8_t *)c)[i];
+        int sbit = bytes == 2 ? 0x8000 : 0x80, mag = x & (sbit - 1);
+        if (mag > lim) {
+            return i;
+        }
+        int k = (x & sbit) ? -mag : mag;
+        if (best < 0 || (want_max ? k > bk : k < bk)) {
+            best = i;
+            bk = k;
+        }
+    }
+    return best < 0 ? 0 : best;
+}
+
+static void
+check_arg_extreme(const char *lv, const mf_kernels *k)
+{
+    enum { N = 9000 };
+    static const long lens[] = {1, 2, 15, 31, 32, 33, 63, 64, 65, 511, 512, 513, 1023, 1024, 1025,
+                                2047, 2048, 2049, 4096, 5000, N};
+    static const int lims[2][3] = {{0x7E, 0x7C, 0x78}, {0x7F80, 0x7C00, 0x7F80}};
+    uint16_t *c = malloc(sizeof(uint16_t) * N);
+    for (int bytes = 1; bytes <= 2; bytes++) {
+        const int sbit = bytes == 2 ? 0x8000 : 0x80;
+        for (int trial = 0; trial < (quick ? 18 : 72); trial++) {
+            const int lim = lims[bytes - 1][trial % 3];
+            /* near zero, any code, a NaN late, a NaN early, at most zero
+             * (-0 and +0 its largest), at least zero (its smallest) */
+            const int mode = (trial / 3) % 6;
+            for (long i = 0; i < N; i++) {
+                int x;
+                if (mode == 0) {
+                    x = (int)(rnd() % 5) | (rnd() & 1 ? sbit : 0);
+                }
+                else if (mode == 4) {        /* -0 and below; +0 only late */
+                    x = (int)(rnd() % 3) | sbit;
+                    x = (i > N / 2 && rnd() % 64 == 0) ? 0 : x;
+                }
+                else if (mode == 5) {        /* +0 and above, a few -0 */
+                    x = (int)(rnd() % 3);
+                    x = rnd() % 64 == 0 ? sbit : x;
+                }
+                else {
+                    x = (int)(rnd() % (uint32_t)(sbit * 2));
+                    if ((x & (sbit - 1)) > lim) {
+                        x &= ~(sbit - 1);            /* no NaN but where placed below */
+                    }
+                }
+                if (bytes == 2) c[i] = (uint16_t)x;
+                else ((uint8_t *)c)[i] = (uint8_t)x;
+            }
+            if (mode == 2 || mode == 3) {
+                long at = mode == 2 ? N - 1 - (long)(rnd() % 3000) : (long)(rnd() % 600);
+                int nan = lim + 1 + (int)(rnd() % (uint32_t)(sbit - 1 - lim)) | (rnd() & 1 ? sbit : 0);
+                if (bytes == 2) c[at] = (uint16_t)nan;
+                else ((uint8_t *)c)[at] = (uint8_t)nan;
+            }
+            for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+                const long n = lens[li];
+                for (int want_max = 0; want_max < 2; want_max++) {
+                    long want = arg_reference(c, bytes, n, lim, want_max);
+                    long got0 = bytes == 2 ? (long)mf_serial_arg_extreme16(c, n, (int16_t)lim, want_max)
+                                           : (long)mf_serial_arg_extreme8((const uint8_t *)c, n,
+                                                                          (int8_t)lim, want_max);
+                    long got = bytes == 2 ? (long)k->arg_extreme16(c, n, (int16_t)lim, want_max)
+                                          : (long)k->arg_extreme8((const uint8_t *)c, n, (int8_t)lim,
+                                                                  want_max);
+                    const char *what = want_max ? (bytes == 2 ? "argmax16" : "argmax8")
+                                                : (bytes == 2 ? "argmin16" : "argmin8");
+                    if (got0 != want) {
+                        fail("serial", "codes", what, n, (uint64_t)got0, (uint64_t)want);
+                    }
+                    if (got != got0) {
+                        fail(lv, "codes", what, n, (uint64_t)got, (uint64_t)got0);
+                    }
+                }
+            }
+        }
+    }
+    free(c);
 }
 
 /* random codes of magnitude 1/16 .. 16 (or zero), from the format's list
@@ -883,6 +977,7 @@ main(int argc, char **argv)
             check_gemm(lv, k, f);
         }
         check_gemm_edge(lv, k);
+        check_arg_extreme(lv, k);
         printf("level %-10s vs serial: %s\n", lv, failures == before ? "bit-identical" : "MISMATCH");
         checked++;
     }

@@ -12,7 +12,7 @@ from minifloat import bfloat16 as bf16
 
 import _refs as R
 import _family_refs as FR
-from conftest import NUMPY_KNOWS_USER_NUMERIC, mf_type
+from conftest import LEVELS, NUMPY_KNOWS_USER_NUMERIC, kernel_level, mf_type
 
 BF = np.dtype(bf16)
 KINDS = [None, "quicksort", "mergesort", "heapsort", "stable"]
@@ -370,7 +370,9 @@ def test_unique_searchsorted_partition(name):
 
 
 # ==========================================================================
-# argmax / argmin: int16 keys scanned in blocks of 2048 (src/numpy/sort.c)
+# argmax / argmin: keys scanned in blocks (src/numpy/sort.c; the formats
+# whose codes order as sign and magnitude: the level's kernel,
+# src/kernels/stream/argext.h, checked at every level)
 # ==========================================================================
 def _isnan_codes(name, codes):
     with np.errstate(invalid="ignore"):
@@ -392,11 +394,18 @@ def test_argmax_argmin_like_float32(name, data):
     codes = rng.choice(pool, n)
     # a few copies of one code (the extreme, often) at random places
     codes[rng.integers(0, n, 4)] = data.draw(st.sampled_from(list(pool)), label="repeated")
+    if data.draw(st.booleans(), label="one sign"):     # the extreme may be -0 or +0
+        sign = pool.dtype.type(0x8000 if pool.dtype.itemsize == 2 else 0x80)   # the top bit
+        codes = codes | sign if data.draw(st.booleans(), label="negative") else codes & ~sign
+        codes[rng.integers(0, n, 3)] ^= sign                 # a few of the other sign
     a = codes.view(mf_type(name))
     ref = a.astype(np.float32)
     with np.errstate(invalid="ignore"):
-        assert np.argmax(a) == np.argmax(ref)
-        assert np.argmin(a) == np.argmin(ref)
+        want_max, want_min = np.argmax(ref), np.argmin(ref)
+        for level in LEVELS:
+            with kernel_level(level):
+                assert np.argmax(a) == want_max, level
+                assert np.argmin(a) == want_min, level
         if n % 4 == 0:
             np.testing.assert_array_equal(a.reshape(4, -1).argmax(axis=1),
                                           ref.reshape(4, -1).argmax(axis=1))

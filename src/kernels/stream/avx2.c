@@ -631,12 +631,18 @@ cast_err8_tail(const regs256 *r, int skind, mf_simd_path path, const void *x, ui
 #define PW_DECODE mf_avx2_decode_f32
 #include "pairwise.h"
 
+#define AE_NAME8 mf_avx2_arg_extreme8
+#define AE_NAME16 mf_avx2_arg_extreme16
+#include "argext.h"
+
 const mf_kernels mf_kernels_avx2 = {
     .name = "avx2",
     .decode_f32 = mf_avx2_decode_f32,
     .encode_f32 = mf_avx2_encode_f32,
     .binary = mf_avx2_binary,
     .pairwise_f32 = mf_avx2_pairwise_f32,
+    .arg_extreme8 = mf_avx2_arg_extreme8,
+    .arg_extreme16 = mf_avx2_arg_extreme16,
     .colsum_f32 = mf_avx2_colsum_f32,
     .colmax_f32 = mf_avx2_colmax_f32,
     .sum = mf_avx2_sum,

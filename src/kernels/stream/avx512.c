@@ -717,12 +717,18 @@ bf16_value(__m512i h)
 #define PW_DECODE mf_avx512_decode_f32
 #include "pairwise.h"
 
+#define AE_NAME8 mf_avx512_arg_extreme8
+#define AE_NAME16 mf_avx512_arg_extreme16
+#include "argext.h"
+
 const mf_kernels mf_kernels_avx512 = {
     .name = "avx512",
     .decode_f32 = mf_avx512_decode_f32,
     .encode_f32 = mf_avx512_encode_f32,
     .binary = mf_avx512_binary,
     .pairwise_f32 = mf_avx512_pairwise_f32,
+    .arg_extreme8 = mf_avx512_arg_extreme8,
+    .arg_extreme16 = mf_avx512_arg_extreme16,
     .colsum_f32 = mf_avx512_colsum_f32,
     .colmax_f32 = mf_avx512_colmax_f32,
     .sum = mf_avx512_sum,

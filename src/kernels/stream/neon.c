@@ -484,12 +484,18 @@ err_acc(float32x4_t v, float32x4_t w, err_acc_t *acc, int q)
 #define PW_DECODE mf_neon_decode_f32
 #include "pairwise.h"
 
+#define AE_NAME8 mf_neon_arg_extreme8
+#define AE_NAME16 mf_neon_arg_extreme16
+#include "argext.h"
+
 const mf_kernels mf_kernels_neon = {
     .name = "neon",
     .decode_f32 = mf_neon_decode_f32,
     .encode_f32 = mf_neon_encode_f32,
     .binary = mf_neon_binary,
     .pairwise_f32 = mf_neon_pairwise_f32,
+    .arg_extreme8 = mf_neon_arg_extreme8,
+    .arg_extreme16 = mf_neon_arg_extreme16,
     .colsum_f32 = mf_neon_colsum_f32,
     .colmax_f32 = mf_neon_colmax_f32,
     .sum = mf_neon_sum,

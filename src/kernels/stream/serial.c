@@ -255,12 +255,18 @@ mf_serial_sum_rows(const mf_format *f, const char *const *rows, mf_intp nrows, m
 #define PW_DECODE mf_serial_decode_f32
 #include "pairwise.h"
 
+#define AE_NAME8 mf_serial_arg_extreme8
+#define AE_NAME16 mf_serial_arg_extreme16
+#include "argext.h"
+
 const mf_kernels mf_kernels_serial = {
     .name = "serial",
     .decode_f32 = mf_serial_decode_f32,
     .encode_f32 = mf_serial_encode_f32,
     .binary = mf_serial_binary,
     .pairwise_f32 = mf_serial_pairwise_f32,
+    .arg_extreme8 = mf_serial_arg_extreme8,
+    .arg_extreme16 = mf_serial_arg_extreme16,
     .colsum_f32 = mf_serial_colsum_f32,
     .colmax_f32 = mf_serial_colmax_f32,
     .sum = mf_serial_sum,

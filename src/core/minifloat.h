@@ -116,6 +116,9 @@ int mf_sort(void *start, npy_intp num, void *arr);
 int mf_argsort(void *start, npy_intp *idx, npy_intp num, void *arr);
 int mf_argmax(void *data, npy_intp n, npy_intp *max_ind, void *arr);
 int mf_argmin(void *data, npy_intp n, npy_intp *min_ind, void *arr);
+/* whether the codes of f order as sign and magnitude (argmax/argmin's and
+ * max/min's kernels, kernels/stream/argext.h, take f), and their NaN limit */
+int mf_arg_key_lim(const mf_format *f, int16_t *lim);
 npy_bool mf_nonzero(void *data, void *arr);
 int mf_fill(void *buffer, npy_intp length, void *arr);
 int mf_fillwithscalar(void *buffer, npy_intp length, void *value, void *arr);

@@ -317,6 +317,17 @@ enum { ARG_BLOCK = 2048 };
 #define GREATER(a, b) ((a) > (b))
 #define LESS(a, b) ((a) < (b))
 
+int
+mf_arg_key_lim(const mf_format *f, int16_t *lim)
+{
+    const int id = (int)(f - mf_formats);
+    if (id < 0 || id >= MF_NUM_PUBLIC_FORMATS || !arith_ok[id]) {
+        return 0;
+    }
+    *lim = arith_lim[id];
+    return 1;
+}
+
 static int
 arg_keys(const mf_format *f, const char *p, npy_intp n, npy_intp *ind, int want_max)
 {

@@ -31,7 +31,16 @@
  *    the run in float64 (contiguous runs: the kernels' order; strided runs:
  *    blocks of 512 gathered), the stored code rounded from that float64;
  *    products, max, min: NumPy's float32 reduce loop on blocks of 512.
- *    Threads take whole output elements.
+ *    Threads take whole output elements.  max/min of one contiguous run an
+ *    output, of a format whose codes order as sign and magnitude
+ *    (bfloat16, float8_e4m3fn, ...: sort.c's check), are the run's extreme
+ *    code, found by the kernels' argmax (arg_extreme8/16) without decoding;
+ *    with fewer outputs than threads each run is cut into pieces whose
+ *    extremes are then compared.  That is NumPy's result bit for bit
+ *    except where the result is NaN or zero (which NaN, which zero, depends
+ *    on the operand each step keeps): those outputs go NumPy's way (over
+ *    several reduced axes, which only this path takes, the call returns
+ *    NotImplemented and NumPy's route computes everything).
  *
  * With where=, NumPy's masked loop calls ours on each run of True, which is
  * what is done here.  max/min have no initial value: NumPy copies the first
@@ -44,7 +53,8 @@
  * positive, after dropping axes of length 1), byte-swapped or unaligned,
  * dtype=, initial=, out= that is not C-contiguous of the format or overlaps
  * the input, formats without zero, empty arrays and reductions, max/min with
- * where= or over several axes, and more than 2^24 column-mode outputs
+ * where=, max/min over several axes but by the keyed path above, and more
+ * than 2^24 column-mode outputs
  * (beyond which accumulate.c stops keeping partials).
  */
 #include <fenv.h>
@@ -52,6 +62,7 @@
 #include "umath.h"
 #include "../kernels/scalar_ops.h"
 #include "../kernels/parallel.h"
+#include "../kernels/stream/argkey.h"
 
 enum { RED_SUM = 0, RED_PROD, RED_MAX, RED_MIN, RED_NUM };
 
@@ -64,6 +75,8 @@ enum { RED_SUM = 0, RED_PROD, RED_MAX, RED_MIN, RED_NUM };
 /* the narrowest column task of the column sums: a few vectors */
 #define COLS_MIN 128
 #define SHADOW_MAX ((npy_intp)1 << 24)
+/* the most pieces of keyed runs with few outputs */
+#define KEYED_PIECES 1024
 
 typedef struct {
     int op;
@@ -103,6 +116,17 @@ typedef struct {
     /* row mode, sums of one contiguous aligned run an output without
      * where=: the kernels' sum_rows (rows_sum) */
     int sum_rows;
+    /* row mode, max/min of one contiguous aligned run an output without
+     * where=, of a format whose codes order as sign and magnitude: the
+     * run's extreme code by the kernels' arg_extreme (keyed_rows) */
+    int keyed;
+    int16_t lim;                 /* its NaN limit (sort.c) */
+    int multi;                   /* several reduced axes: no exact route here */
+    int special;                 /* keyed: an output is NaN or zero */
+    /* keyed with fewer outputs than threads: each run cut in npieces, the
+     * pieces' extreme codes */
+    npy_intp npieces;
+    uint32_t *pcode;
     npy_intp next;
     fenv_t env;
     int flags;
@@ -517,6 +541,89 @@ rows_sum(const red_job *J, npy_intp o0, npy_intp o1)
     }
 }
 
+/* keyed: the extreme code of the n codes at p (the first of them) */
+static inline uint32_t
+keyed_extreme(const red_job *J, const char *p, npy_intp n)
+{
+    const int want_max = J->op == RED_MAX;
+    npy_intp i = J->isz == 1
+                 ? J->k->arg_extreme8((const uint8_t *)p, n, (int8_t)J->lim, want_max)
+                 : J->k->arg_extreme16((const uint16_t *)p, n, J->lim, want_max);
+    return mf_load_code(J->f, p + i * J->isz);
+}
+
+/* a result whose code NumPy's route decides by which operand each step
+ * keeps (a NaN's sign, a zero's sign): computed that way (row_task) */
+static inline int
+keyed_special(const red_job *J, uint32_t c)
+{
+    return mf_code_isnan(J->f, c) || (c & ~mf_sign_bit(J->f)) == 0;
+}
+
+static void
+keyed_rows(red_job *J, npy_intp o0, npy_intp o1)
+{
+    for (npy_intp o = o0; o < o1; o++) {
+        const char *p = J->in + offset_of(o, J->nk, J->kshape, J->kis);
+        uint32_t c = keyed_extreme(J, p, J->L);
+        if (!keyed_special(J, c)) {
+            mf_store_code(J->f, J->out + o * J->isz, c);
+        }
+        else if (J->multi) {
+            __atomic_store_n(&J->special, 1, __ATOMIC_RELAXED);
+        }
+        else {
+            row_task(J, o);
+        }
+    }
+}
+
+/* keyed, piece t % npieces of output t / npieces */
+static void
+keyed_piece(red_job *J, npy_intp t)
+{
+    npy_intp o = t / J->npieces, q = t % J->npieces;
+    npy_intp a = J->L * q / J->npieces, b = J->L * (q + 1) / J->npieces;
+    const char *p = J->in + offset_of(o, J->nk, J->kshape, J->kis) + a * J->isz;
+    J->pcode[t] = keyed_extreme(J, p, b - a);
+}
+
+/* keyed: the outputs from their pieces' extremes, on the calling thread */
+static void
+keyed_combine(red_job *J)
+{
+    const int want_max = J->op == RED_MAX;
+    for (npy_intp o = 0; o < J->nout; o++) {
+        const uint32_t *pc = J->pcode + o * J->npieces;
+        uint32_t best = pc[0];
+        int special = keyed_special(J, best);
+        for (npy_intp q = 1; q < J->npieces && !special; q++) {
+            int32_t kb, kq;
+            if (J->isz == 1) {
+                kb = ae8_key((uint8_t)best, (int8_t)J->lim, 0);
+                kq = ae8_key((uint8_t)pc[q], (int8_t)J->lim, 0);
+            }
+            else {
+                kb = ae16_key((uint16_t)best, J->lim, 0);
+                kq = ae16_key((uint16_t)pc[q], J->lim, 0);
+            }
+            special = mf_code_isnan(J->f, pc[q]);
+            if (want_max ? kq > kb : kq < kb) {
+                best = pc[q];
+            }
+        }
+        if (!special && !keyed_special(J, best)) {
+            mf_store_code(J->f, J->out + o * J->isz, best);
+        }
+        else if (J->multi) {
+            J->special = 1;
+        }
+        else {
+            row_task(J, o);
+        }
+    }
+}
+
 static void
 run_task(const red_job *J, npy_intp t)
 {
@@ -527,8 +634,16 @@ run_task(const red_job *J, npy_intp t)
         column_task(J, a, j0, n);
         return;
     }
+    if (J->npieces) {
+        keyed_piece((red_job *)J, t);
+        return;
+    }
     npy_intp o0 = t * J->per_task;
     npy_intp o1 = o0 + J->per_task < J->nout ? o0 + J->per_task : J->nout;
+    if (J->keyed) {
+        keyed_rows((red_job *)J, o0, o1);
+        return;
+    }
     if (J->sum_rows) {
         rows_sum(J, o0, o1);
         return;
@@ -598,6 +713,11 @@ red_run(red_job *J)
         J->ncolblocks = (J->K + cols - 1) / cols;
         J->ntasks = J->A * J->ncolblocks;
     }
+    else if (J->keyed && T > 1 && J->nout < T && J->nout * 4 * (npy_intp)T <= KEYED_PIECES) {
+        /* few outputs: each run in pieces, 4 a thread */
+        J->npieces = 4 * (npy_intp)T;
+        J->ntasks = J->nout * J->npieces;
+    }
     else if (J->op == RED_SUM && T > 1 && J->nout < T) {
         J->par_sum = 1;
         J->sum_rows = 0;
@@ -620,6 +740,9 @@ red_run(red_job *J)
     fegetenv(&J->env);
     if (T <= 1 || mf_pool_run(red_worker, J, T) == 0) {
         red_worker(J, 0);
+    }
+    if (J->npieces) {
+        keyed_combine(J);
     }
     if (J->flags) {
         feraiseexcept(J->flags);
@@ -737,7 +860,11 @@ mf_py_reduce(PyObject *NPY_UNUSED(self), PyObject *args)
     }
     const npy_intp *shape = PyArray_SHAPE(a), *strides = PyArray_STRIDES(a);
     int minmax = op == RED_MAX || op == RED_MIN;
-    if (minmax && naxes != 1) {
+    int16_t klim = 0;
+    const int keyable = minmax && mf_arg_key_lim(&mf_formats[fid], &klim);
+    /* max/min over several axes: only where the keyed path takes them
+     * (below; NumPy's route for the results it cannot) */
+    if (minmax && naxes != 1 && !keyable) {
         Py_RETURN_NOTIMPLEMENTED;
     }
 
@@ -884,6 +1011,18 @@ mf_py_reduce(PyObject *NPY_UNUSED(self), PyObject *args)
         J.R *= J.rshape[d];
     }
     J.first_copied = minmax;
+    if (keyable && !J.column && mask == NULL && J.nr == 0 && J.ls == J.isz
+            && (uintptr_t)J.in % (uintptr_t)J.isz == 0) {
+        J.keyed = 1;
+        for (int d = 0; d < J.nk; d++) {
+            J.keyed &= J.kis[d] % J.isz == 0;
+        }
+    }
+    J.lim = klim;
+    J.multi = minmax && naxes != 1;
+    if (J.multi && !J.keyed) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
     if (!J.column && op == RED_SUM && mask == NULL && J.nr == 0 && J.ls == J.isz
             && (uintptr_t)J.in % (uintptr_t)J.isz == 0) {
         J.sum_rows = 1;
@@ -964,6 +1103,8 @@ mf_py_reduce(PyObject *NPY_UNUSED(self), PyObject *args)
     }
     J.out = PyArray_BYTES(res);
     J.k = mf_k;
+    uint32_t pcode[KEYED_PIECES];
+    J.pcode = pcode;
 
     int fl;
     Py_BEGIN_ALLOW_THREADS
@@ -975,6 +1116,12 @@ mf_py_reduce(PyObject *NPY_UNUSED(self), PyObject *args)
     if (J.nomem) {
         Py_DECREF(res);
         return PyErr_NoMemory();
+    }
+    if (J.special) {
+        /* a NaN or zero result of max/min over several axes: NumPy's route
+         * (its first-element rules decide the sign) computes them all */
+        Py_DECREF(res);
+        Py_RETURN_NOTIMPLEMENTED;
     }
     int fpe = fpe_bits(fl);
     if (fpe && PyUFunc_GiveFloatingpointErrors("reduce", fpe) < 0) {

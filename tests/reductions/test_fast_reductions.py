@@ -96,8 +96,6 @@ def test_same_bits_as_numpys_route(shape, op, each_level):
             base = data(shape, fmt, special=special, op=op)
             for name, x in layouts(base):
                 for ax in axes_of(x.ndim):
-                    if op in ("max", "min") and isinstance(ax, tuple):
-                        continue
                     for kd in (False, True):
                         want = reference(op, x, axis=ax, keepdims=kd)
                         got = fast(op, x, axis=ax, keepdims=kd)
@@ -178,8 +176,6 @@ def test_thread_counts(threads, op):
                                       # fewer outputs than threads: each run's sum
                                       # split between the threads (mf_par_sum)
                                       ((2, 1 << 19), 1), ((3, 1, 1 << 18), -1)]:
-                        if op in ("max", "min") and isinstance(ax, tuple):
-                            continue
                         x = data(shape, fmt, seed=11, special=True, op=op)
                         want = reference(op, x, axis=ax)
                         assert same(fast(op, x, axis=ax), want), (level, fmt, shape, ax)
@@ -269,6 +265,43 @@ def test_column_maxima(threads, op):
         _core.set_num_threads(prev)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_keyed_max_min(threads, op):
+    # max/min of runs of the formats whose codes order as sign and magnitude:
+    # the run's extreme code (the argmax kernels), a long run cut between the
+    # threads; results that are NaN or zero (whose sign NumPy's route
+    # decides) computed NumPy's way, or over several axes left to NumPy
+    prev = _core.set_num_threads(threads)
+    try:
+        for level in LEVELS:
+            with kernel_level(level):
+                for fmt in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+                    for shape, ax in [((1 << 20,), None), ((3, 1 << 19), 1), ((2, 700, 800), (1, 2)),
+                                      ((900, 1200), -1), ((4, 5, 6000), None)]:
+                        rng = np.random.default_rng(sum(shape))
+                        x = (rng.standard_normal(shape) * 3).astype(np.float32)
+                        flat = x.reshape(-1)
+                        cases = {"plain": x}
+                        y = -np.abs(x) if op == "max" else np.abs(x)     # extreme: a zero
+                        y.reshape(-1)[rng.integers(0, flat.size, 7)] = -0.0
+                        y.reshape(-1)[rng.integers(flat.size // 2, flat.size, 7)] = 0.0
+                        cases["zeros"] = y
+                        z = x.copy()
+                        z.reshape(-1)[-5] = np.nan                   # a NaN late in a run
+                        cases["nan"] = z
+                        t = np.round(x)                                # many ties
+                        cases["ties"] = t
+                        for name, v in cases.items():
+                            with np.errstate(all="ignore"):
+                                a = v.astype(mf_type(fmt))
+                            want = reference(op, a, axis=ax)
+                            assert same(fast(op, a, axis=ax), want), (level, fmt, shape, ax, name)
+                            assert same(fast(op, a[1:], axis=ax), reference(op, a[1:], axis=ax))
+    finally:
+        _core.set_num_threads(prev)
+
+
 def test_one_call_path_is_taken():
     # the cases that must not fall back to NumPy's route
     x = data((64, 96), "bfloat16")
@@ -282,7 +315,15 @@ def test_one_call_path_is_taken():
     assert _core._reduce(0, x[:, ::2], 1, None, True, True) is NotImplemented   # not C-contiguous
     # what it leaves to NumPy
     assert _core._reduce(0, np.asfortranarray(x), 0, None, False, True) is NotImplemented
-    assert _core._reduce(2, x, (0, 1), None, False, True) is NotImplemented
+    # max/min over several axes: the keyed path (formats whose codes order as
+    # sign and magnitude) where the results are neither NaN nor zero
+    r = _core._reduce(2, x, (0, 1), None, False, True)
+    assert r is not NotImplemented and same(r, reference("max", x, axis=(0, 1)))
+    z = np.abs(x)
+    z[3, 7] = 0.0
+    assert _core._reduce(3, z, (0, 1), None, False, True) is NotImplemented     # a zero min
+    assert _core._reduce(2, x.astype(mf_type("float8_e4m3fnuz")), (0, 1), None, False,
+                         True) is NotImplemented                               # not keyed
     assert _core._reduce(0, np.zeros((0, 3), x.dtype), 0, None, False, True) is NotImplemented
     assert _core._reduce(0, x.astype(np.float32), 0, None, False, True) is NotImplemented
     assert _core._reduce(0, x, 5, None, False, True) is NotImplemented

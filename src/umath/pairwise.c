@@ -27,12 +27,15 @@
  * Reduced over a leading block of axes instead, NumPy's loop adds each row
  * into the outputs: each output is the chain 0.0f + x0 + x1 + ... in row
  * order, the kernels' column sums (colsum_f32), threads on column blocks
- * (var's squared deviations: a row piece decoded, then the chains).
+ * (var's squared deviations: a row piece decoded, then the chains).  A
+ * middle block of reduced axes is the same for each index of the kept axes
+ * before it (NumPy's loop adds the rows of each outer block into that
+ * block's outputs): threads take outer blocks, or column blocks of them.
  *
  * Covered: C-contiguous, aligned arrays of a float format in native byte
  * order, non-empty, reducing every axis, a trailing block of axes (NumPy's
- * iterator then gives its loop one run per output) or a leading block,
- * axes of length 1 ignored.  Anything else is
+ * iterator then gives its loop one run per output), a leading block or a
+ * middle one, axes of length 1 ignored.  Anything else is
  * NotImplemented and the caller takes NumPy's route.
  */
 #include <fenv.h>
@@ -88,9 +91,11 @@ typedef struct {
     const float *mean;               /* NULL, or each run's mean: squared deviations */
     float *part;                     /* rows * nsub subtree sums */
     /* column mode: out[j] = 0.0f + x[0][j] + x[1][j] + ..., rows runs of
-     * cols values, tasks of cb columns */
+     * cols values, tasks of cb columns; outer blocks of rows x cols values
+     * one after another (a reduction along middle axes), each with its own
+     * cols outputs (and means) */
     int column;
-    npy_intp cols, cb;
+    npy_intp cols, cb, outer, nblocks;
     float *out;
     npy_intp nitems, per_task, ntasks, next;
     fenv_t env;
@@ -105,11 +110,13 @@ typedef struct {
  * piece of PW_COLS values decoded at a time */
 #define PW_COLS 2048
 static void
-pw_columns(const pw_job *J, npy_intp j0)
+pw_columns(const pw_job *J, npy_intp t)
 {
-    npy_intp n = J->cols - j0 < J->cb ? J->cols - j0 : J->cb;
     const npy_intp isz = J->f->itemsize;
-    float *acc = J->out + j0;
+    const npy_intp ob = t / J->nblocks, j0 = t % J->nblocks * J->cb;
+    const char *x = J->x + ob * J->rows * J->cols * isz;
+    npy_intp n = J->cols - j0 < J->cb ? J->cols - j0 : J->cb;
+    float *acc = J->out + ob * J->cols + j0;
     for (npy_intp j = 0; j < n; j++) {
         acc[j] = 0.0f;
     }
@@ -117,10 +124,10 @@ pw_columns(const pw_job *J, npy_intp j0)
         float buf[PW_COLS];
         for (npy_intp c0 = 0; c0 < n; c0 += PW_COLS) {
             npy_intp w = n - c0 < PW_COLS ? n - c0 : PW_COLS;
-            const float *m = J->mean + j0 + c0;
+            const float *m = J->mean + ob * J->cols + j0 + c0;
             float *a = acc + c0;
             for (npy_intp r = 0; r < J->rows; r++) {
-                J->k->decode_f32(J->f, J->x + (r * J->cols + j0 + c0) * isz, buf, w);
+                J->k->decode_f32(J->f, x + (r * J->cols + j0 + c0) * isz, buf, w);
                 for (npy_intp j = 0; j < w; j++) {
                     float t = buf[j] - m[j];
                     t = t * t;
@@ -134,7 +141,7 @@ pw_columns(const pw_job *J, npy_intp j0)
     for (npy_intp r = 0; r < J->rows; r += MF_COLSUM_ROWS) {
         int nb = J->rows - r < MF_COLSUM_ROWS ? (int)(J->rows - r) : MF_COLSUM_ROWS;
         for (int i = 0; i < nb; i++) {
-            rows[i] = J->x + ((r + i) * J->cols + j0) * isz;
+            rows[i] = x + ((r + i) * J->cols + j0) * isz;
         }
         J->k->colsum_f32(J->f, rows, nb, acc, n);
     }
@@ -153,7 +160,7 @@ pw_worker(void *ctx, int w)
             break;
         }
         if (J->column) {
-            pw_columns(J, t * J->cb);
+            pw_columns(J, t);
             continue;
         }
         npy_intp i1 = (t + 1) * J->per_task < J->nitems ? (t + 1) * J->per_task : J->nitems;
@@ -251,26 +258,37 @@ pw_run(const mf_format *f, const char *x, npy_intp rows, npy_intp n, const float
     return 0;
 }
 
-/* out[j] = 0.0f + x[0][j] + ... + x[rows - 1][j] for the rows rows of cols
- * values at x (a reduction along leading axes) */
+/* out[o][j] = 0.0f + x[o][0][j] + ... + x[o][rows - 1][j] for the outer
+ * blocks o < outer of rows rows of cols values at x (a reduction along
+ * leading axes: outer 1; along middle axes: the kept axes before them) */
 static void
-pw_run_columns(const mf_format *f, const char *x, npy_intp rows, npy_intp cols, const float *mean,
-               float *out)
+pw_run_columns(const mf_format *f, const char *x, npy_intp outer, npy_intp rows, npy_intp cols,
+               const float *mean, float *out)
 {
     /* rows of up to 2 KiB stay whole, one stream (docs/design.md, "The
-     * order column sums read rows in") */
-    int T = cols * f->itemsize > 2048 ? pw_threads(rows * cols * f->itemsize) : 1;
+     * order column sums read rows in"); several outer blocks go to the
+     * threads whole */
+    const npy_intp bytes = outer * rows * cols * f->itemsize;
+    int T = cols * f->itemsize > 2048 || outer > 1 ? pw_threads(bytes) : 1;
     pw_job J;
     pw_job_init(&J, f, x, rows);
     J.column = 1;
     J.mean = mean;
     J.cols = cols;
+    J.outer = outer;
     J.out = out;
-    /* two column blocks a thread, of whole 64-column groups, at least 128 */
-    npy_intp cb = T > 1 ? (cols + 2 * T - 1) / (2 * T) : cols;
-    cb = T > 1 ? (cb + 63) / 64 * 64 : cb;
-    J.cb = T > 1 && cb < 128 ? 128 : cb;
-    J.ntasks = (cols + J.cb - 1) / J.cb;
+    /* two tasks a thread: whole outer blocks where there are enough, else
+     * column blocks of whole 64-column groups, at least 128 */
+    npy_intp cb = cols;
+    if (T > 1 && outer < 2 * T) {
+        npy_intp per = (2 * T + outer - 1) / outer;       /* blocks an outer block */
+        cb = (cols + per - 1) / per;
+        cb = (cb + 63) / 64 * 64;
+        cb = cb < 128 ? 128 : cb;
+    }
+    J.cb = cb;
+    J.nblocks = (cols + J.cb - 1) / J.cb;
+    J.ntasks = outer * J.nblocks;
     fegetenv(&J.env);
     if (T <= 1 || mf_pool_run(pw_worker, &J, T) == 0) {
         pw_worker(&J, 0);
@@ -332,9 +350,18 @@ mf_py_sum_f32(PyObject *NPY_UNUSED(self), PyObject *args)
             nkept *= shape[d];
         }
     }
-    int column = changes == 1 && first == 1;
-    if (changes > 1) {
+    /* column mode: a leading block of reduced axes, or a middle one (kept,
+     * reduced, kept): outer blocks of rows of the trailing kept axes */
+    int column = (changes == 1 && first == 1) || (changes == 2 && first == 0);
+    npy_intp outer = 1;
+    if (changes > 2 || (changes == 2 && first == 1)) {
         Py_RETURN_NOTIMPLEMENTED;
+    }
+    if (changes == 2) {
+        for (int d = 0; d < nd && (shape[d] == 1 || !red[d]); d++) {
+            outer *= shape[d];
+        }
+        nkept /= outer;
     }
     if (column) {
         rows = nred;        /* rows of nkept values */
@@ -349,7 +376,7 @@ mf_py_sum_f32(PyObject *NPY_UNUSED(self), PyObject *args)
         PyArrayObject *m = (PyArrayObject *)mean_obj;
         if (!PyArray_Check(mean_obj) || PyArray_TYPE(m) != NPY_FLOAT32 || !PyArray_ISNOTSWAPPED(m)
                 || !PyArray_IS_C_CONTIGUOUS(m) || !PyArray_ISALIGNED(m)
-                || PyArray_SIZE(m) != (column ? n : rows)) {
+                || PyArray_SIZE(m) != (column ? outer * n : rows)) {
             Py_RETURN_NOTIMPLEMENTED;
         }
         mean = (const float *)PyArray_DATA(m);
@@ -365,7 +392,7 @@ mf_py_sum_f32(PyObject *NPY_UNUSED(self), PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     feclearexcept(FE_ALL_EXCEPT);
     if (column) {
-        pw_run_columns(f, PyArray_BYTES(a), rows, n, mean, (float *)PyArray_DATA(res));
+        pw_run_columns(f, PyArray_BYTES(a), outer, rows, n, mean, (float *)PyArray_DATA(res));
         rc = 0;
     }
     else {

@@ -70,7 +70,10 @@ SHAPES_AXES = [((4096,), None), ((300, 8193), -1), ((3, 20000), 1), ((64, 129), 
                ((7, 9, 11), (1, 2)), ((5, 1, 300), -1), ((5, 300, 1), (1, 2)), ((4096, 1), 0),
                ((2, 3, 4), (0, 1, 2)), ((1,), 0), ((17,), None), ((6, 7), None),
                # leading axes reduced: each column's chain in row order (column mode)
-               ((300, 257), 0), ((7, 9, 1100), (0, 1)), ((1, 70, 3), (0, 1)), ((2000, 3), 0)]
+               ((300, 257), 0), ((7, 9, 1100), (0, 1)), ((1, 70, 3), (0, 1)), ((2000, 3), 0),
+               # middle axes: the same chains for each index of the axes before them
+               ((6, 300, 257), 1), ((3, 4, 90, 5, 70), (2, 3)), ((2, 1, 50, 1, 3), 2),
+               ((9, 2000, 3), 1)]
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -106,7 +109,8 @@ def test_squared_deviations_are_vars_own(level, threads):
 
 
 @pytest.mark.parametrize("shape,axis", [((1 << 21,), None), ((64, 1 << 15), -1), ((3, 1 << 20), 1),
-                                        ((4096, 300), -1), ((300, 4096), 0), ((64, 1 << 14), 0)])
+                                        ((4096, 300), -1), ((300, 4096), 0), ((64, 1 << 14), 0),
+                                        ((64, 512, 64), 1), ((3, 512, 2048), 1)])
 def test_every_thread_count_the_same_bits(shape, axis, threads):
     """one long run is cut into subtrees of NumPy's tree, many runs into tasks:
     the bits do not depend on the count"""
@@ -124,10 +128,14 @@ def test_every_thread_count_the_same_bits(shape, axis, threads):
 def test_sum_f32_any_shape_and_axes(shape, data, fmt):
     nd = len(shape)
     k = data.draw(st.integers(0, nd))
-    if data.draw(st.booleans()):
+    kind = data.draw(st.sampled_from(["trailing", "leading", "middle"]))
+    if kind == "trailing":
         axes = tuple(range(k, nd)) if k < nd else None    # a trailing block: runs
-    else:
+    elif kind == "leading":
         axes = tuple(range(0, k)) if k > 0 else None      # a leading block: columns
+    else:                                                 # a middle block: columns of
+        j = data.draw(st.integers(k, nd))                 # each outer index
+        axes = tuple(range(k, j)) if j > k else None
     if axes is not None and data.draw(st.booleans()):
         axes = tuple(a - nd for a in axes)                # negative axes
     keepdims = data.draw(st.booleans())
@@ -140,8 +148,9 @@ def test_what_it_does_not_cover_is_notimplemented():
     x = values((6, 8), "bfloat16")
     s = _core._sum_f32
     x3 = values((4, 6, 8), "bfloat16")
-    assert s(x3, 1, False) is NotImplemented                 # kept axes on both sides
-    assert s(x3, (0, 2), False) is NotImplemented
+    assert s(x3, (0, 2), False) is NotImplemented            # reduced axes on both sides
+    assert s(values((2, 3, 4, 5), "bfloat16"), (1, 3), False) is NotImplemented
+    assert s(x3, 1, False, np.zeros(8, np.float32)) is NotImplemented  # 4 x 8 needed
     assert s(x, 0, False, np.zeros(6, np.float32)) is NotImplemented   # columns: one per column (8)
     assert s(x[:, ::2], -1, False) is NotImplemented         # not C-contiguous
     assert s(x.T, -1, False) is NotImplemented

@@ -120,6 +120,9 @@ typedef struct {
      * where=, of a format whose codes order as sign and magnitude: the
      * run's extreme code by the kernels' arg_extreme (keyed_rows) */
     int keyed;
+    /* row mode, products of one run an output without where=: eight
+     * outputs' chains interleaved (prod_rows) */
+    int prod_rows;
     int16_t lim;                 /* its NaN limit (sort.c) */
     int multi;                   /* several reduced axes: no exact route here */
     int special;                 /* keyed: an output is NaN or zero */
@@ -541,6 +544,54 @@ rows_sum(const red_job *J, npy_intp o0, npy_intp o1)
     }
 }
 
+/* row mode, products: each output's chain p = p * x over its run from
+ * 1.0f, as NumPy's float32 multiply loop runs it (row_task), for eight
+ * outputs at once, so that the eight chains' multiplications overlap
+ * where one chain waits on each product.  The operations and their order
+ * in each chain are row_task's; an output whose product is NaN (which NaN
+ * depends on the operand a multiplication keeps) is computed by row_task. */
+#define PROD_ROWS 8
+static void
+prod_rows(const red_job *J, npy_intp o0, npy_intp o1)
+{
+    float buf[PROD_ROWS][RBLOCK];
+    npy_intp o = o0;
+    for (; o + PROD_ROWS <= o1; o += PROD_ROWS) {
+        const char *row[PROD_ROWS];
+        float p[PROD_ROWS];
+        for (int j = 0; j < PROD_ROWS; j++) {
+            row[j] = J->in + offset_of(o + j, J->nk, J->kshape, J->kis);
+            p[j] = 1.0f;
+        }
+        for (npy_intp s = 0; s < J->L; s += RBLOCK) {
+            npy_intp len = J->L - s < RBLOCK ? J->L - s : RBLOCK;
+            for (int j = 0; j < PROD_ROWS; j++) {
+                decode_run(J, row[j] + s * J->ls, J->ls, buf[j], len);
+            }
+            for (npy_intp i = 0; i < len; i++) {
+                for (int j = 0; j < PROD_ROWS; j++) {
+                    p[j] = p[j] * buf[j][i];
+                }
+            }
+        }
+        int ovf = 0;
+        for (int j = 0; j < PROD_ROWS; j++) {
+            if (p[j] != p[j]) {
+                row_task(J, o + j);
+            }
+            else {
+                mf_store_code(J->f, J->out + (o + j) * J->isz, mf_enc1_ovf(J->f, p[j], &ovf));
+            }
+        }
+        if (ovf) {
+            mf_raise_overflow();
+        }
+    }
+    for (; o < o1; o++) {
+        row_task(J, o);
+    }
+}
+
 /* keyed: the extreme code of the n codes at p (the first of them) */
 static inline uint32_t
 keyed_extreme(const red_job *J, const char *p, npy_intp n)
@@ -642,6 +693,10 @@ run_task(const red_job *J, npy_intp t)
     npy_intp o1 = o0 + J->per_task < J->nout ? o0 + J->per_task : J->nout;
     if (J->keyed) {
         keyed_rows((red_job *)J, o0, o1);
+        return;
+    }
+    if (J->prod_rows) {
+        prod_rows(J, o0, o1);
         return;
     }
     if (J->sum_rows) {
@@ -1019,6 +1074,7 @@ mf_py_reduce(PyObject *NPY_UNUSED(self), PyObject *args)
         }
     }
     J.lim = klim;
+    J.prod_rows = op == RED_PROD && !J.column && mask == NULL && J.nr == 0;
     J.multi = minmax && naxes != 1;
     if (J.multi && !J.keyed) {
         Py_RETURN_NOTIMPLEMENTED;

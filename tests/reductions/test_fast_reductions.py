@@ -302,6 +302,32 @@ def test_keyed_max_min(threads, op):
         _core.set_num_threads(prev)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_products_of_many_runs(threads):
+    # products along the last axis: eight runs' chains interleaved, each the
+    # float32 chain of NumPy's route; thousands of rows, so that some land
+    # near a rounding boundary of the format, where another order of the
+    # same multiplications would show; NaN rows go NumPy's way
+    prev = _core.set_num_threads(threads)
+    try:
+        rng = np.random.default_rng(7)
+        x = (1 + rng.standard_normal((4099, 600)) / 6).astype(np.float32)
+        x[5, 17] = np.nan
+        x[9, 3] = -np.nan
+        x[13, [4, 400]] = [np.nan, -np.nan]
+        x[20, 0] = np.inf
+        x[20, 1] = 0.0
+        for level in LEVELS:
+            with kernel_level(level):
+                for fmt in ("bfloat16", "float8_e5m2"):
+                    with np.errstate(all="ignore"):
+                        a = x.astype(mf_type(fmt))
+                    for v in (a, a[:, 1:], a[:, ::3]):
+                        assert same(fast("prod", v, axis=-1), reference("prod", v, axis=-1)), (level, fmt)
+    finally:
+        _core.set_num_threads(prev)
+
+
 def test_one_call_path_is_taken():
     # the cases that must not fall back to NumPy's route
     x = data((64, 96), "bfloat16")

@@ -768,7 +768,8 @@ red_run(red_job *J)
         J->ncolblocks = (J->K + cols - 1) / cols;
         J->ntasks = J->A * J->ncolblocks;
     }
-    else if (J->keyed && T > 1 && J->nout < T && J->nout * 4 * (npy_intp)T <= KEYED_PIECES) {
+    else if (J->keyed && T > 1 && J->nout < T && J->nout * 4 * (npy_intp)T <= KEYED_PIECES
+             && J->L >= 4 * (npy_intp)T) {
         /* few outputs: each run in pieces, 4 a thread */
         J->npieces = 4 * (npy_intp)T;
         J->ntasks = J->nout * J->npieces;

@@ -656,9 +656,31 @@ convert_codes(const mf_format *fa, const mf_format *fb, const char *in, npy_intp
 {
     if (fa == fb) {
         /* a copy keeps codes and values: reductions' partials stay valid
-         * (NumPy buffers operands with such copies) */
-        for (npy_intp i = 0; i < n; i++, in += is, out += os) {
-            memcpy(out, in, fa->itemsize);
+         * (NumPy buffers operands with such copies).  NumPy copies arrays of
+         * our formats through this loop (transposes, strided views, ...):
+         * a fixed-size move an element (a memcpy of a run-time size was a
+         * call an element: (64, 1024, 256) bfloat16 transposed 41 ms, uint16
+         * 10 ms) */
+        const npy_intp isz = fa->itemsize;
+        if (is == isz && os == isz) {
+            memmove(out, in, (size_t)(n * isz));
+        }
+        else if (isz == 2) {
+            for (npy_intp i = 0; i < n; i++, in += is, out += os) {
+                uint16_t v;
+                memcpy(&v, in, 2);
+                memcpy(out, &v, 2);
+            }
+        }
+        else if (isz == 1) {
+            for (npy_intp i = 0; i < n; i++, in += is, out += os) {
+                *out = *in;
+            }
+        }
+        else {
+            for (npy_intp i = 0; i < n; i++, in += is, out += os) {
+                memcpy(out, in, (size_t)isz);
+            }
         }
         return;
     }

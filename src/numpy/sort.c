@@ -495,6 +495,15 @@ mf_copyswapn_sized(int itemsize, void *dst, npy_intp dstride, void *src, npy_int
 {
     char *d = (char *)dst;
     const char *s = (const char *)src;
+    if (s != NULL && !swap && itemsize == 2) {
+        /* a fixed-size move an element (the casts' self copy does the same) */
+        for (npy_intp i = 0; i < n; i++, d += dstride) {
+            uint16_t v;
+            memcpy(&v, s + i * sstride, 2);
+            memcpy(d, &v, 2);
+        }
+        return;
+    }
     for (npy_intp i = 0; i < n; i++, d += dstride) {
         if (s != NULL) {
             memcpy(d, s + i * sstride, itemsize);

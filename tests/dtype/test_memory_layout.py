@@ -339,3 +339,18 @@ def test_byteswap_does_not_crash():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
+
+
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2fnuz", "float4_e2m1fn", "bfloat16"])
+def test_strided_and_transposed_copies_keep_codes(name):
+    # NumPy copies strided and transposed arrays through the self cast's
+    # loop (a move an element of the format's size): every code, unchanged
+    t = np.dtype(getattr(minifloat, name))
+    n = 1 << (8 * t.itemsize)
+    codes = np.random.default_rng(1).permutation(np.tile(np.arange(n, dtype=f"u{t.itemsize}"), 4))
+    a = codes.view(t).reshape(16, -1)
+    for moved, want in [(np.ascontiguousarray(a.T), codes.reshape(16, -1).T),
+                        (a[:, ::3].copy(), codes.reshape(16, -1)[:, ::3]),
+                        (a[::-2, 1::5].copy(order="F"), codes.reshape(16, -1)[::-2, 1::5])]:
+        assert moved.dtype == t
+        assert np.array_equal(moved.view(codes.dtype), want)

@@ -6,6 +6,7 @@
 #include "umath.h"
 #include "../kernels/scalar_ops.h"
 #include "../kernels/parallel.h"
+#include "../kernels/stream/argkey.h"
 
 #define BLOCK 512
 
@@ -432,6 +433,156 @@ lut_range(void *ctx, mf_intp start, mf_intp len)
 }
 
 /*
+ * maximum, minimum, fmax, fmin and clip of a format whose codes order as
+ * sign and magnitude (bfloat16, float8_e4m3fn, ...: sort.c's check,
+ * mf_arg_key_lim): the result is one of the operands, so it is chosen by
+ * comparing the codes' keys (argkey.h: -0 and +0 both 0), without decoding
+ * or rounding.  That is NumPy's float32 loop's result except where the
+ * operands are NaN or equal zeros (which operand its loop returns then
+ * depends on its vector body and tail): a block that has such an element
+ * is computed by via_f32_block over the same elements, as before.  The
+ * block's results are made in a buffer first, so that an in-place call's
+ * inputs are intact for that.
+ */
+enum { KEYED_NONE = 0, KEYED_MAX, KEYED_MIN, KEYED_CLIP };
+
+#define KEYED_BLOCK(U, S, SMAX)                                                          \
+    static int                                                                          \
+    keyed_block_##U(int op, S lim, char *const data[], const npy_intp strides[],        \
+                    npy_intp s, npy_intp len)                                           \
+    {                                                                                   \
+        const S nan = (S)SMAX;                                                          \
+        const npy_intp isz = (npy_intp)sizeof(U);                                       \
+        const U *a = (const U *)(data[0] + s * strides[0]);                             \
+        const U *b = (const U *)(data[1] + s * strides[1]);                             \
+        const npy_intp sa = strides[0] / isz, sb = strides[1] / isz;                    \
+        U r[EW_BLOCK];                                                                  \
+        int sp = 0;                                                                     \
+        if (op == KEYED_CLIP && sa == 1 && sb == 0 && strides[2] == 0) {                \
+            /* an array between two scalars: the loop vectorizes */                     \
+            const U lo = b[0], hi = *(const U *)(data[2] + s * strides[2]);             \
+            const S kl = P_KEY(U)(lo, lim, nan), kh = P_KEY(U)(hi, lim, nan);           \
+            sp = (kl == nan) | (kh == nan) | ((kl | kh) == 0);                          \
+            for (npy_intp i = 0; i < len; i++) {                                        \
+                const S kx = P_KEY(U)(a[i], lim, nan);                                  \
+                sp |= (kx == nan) | ((kx | kl) == 0) | ((kx | kh) == 0);                \
+                const U m = kx >= kl ? a[i] : lo;                                       \
+                const S km = kx >= kl ? kx : kl;                                        \
+                r[i] = km <= kh ? m : hi;                                               \
+            }                                                                           \
+        }                                                                               \
+        else if (op == KEYED_CLIP) {                                                    \
+            const U *c = (const U *)(data[2] + s * strides[2]);                         \
+            const npy_intp sc = strides[2] / isz;                                       \
+            for (npy_intp i = 0; i < len; i++) {                                        \
+                const U x = a[i * sa], lo = b[i * sb], hi = c[i * sc];                  \
+                const S kx = P_KEY(U)(x, lim, nan), kl = P_KEY(U)(lo, lim, nan);        \
+                const S kh = P_KEY(U)(hi, lim, nan);                                    \
+                sp |= (kx == nan) | (kl == nan) | (kh == nan) | ((kx | kl) == 0)        \
+                      | ((kx | kh) == 0) | ((kl | kh) == 0);                            \
+                const U m = kx >= kl ? x : lo;                                          \
+                const S km = kx >= kl ? kx : kl;                                        \
+                r[i] = km <= kh ? m : hi;                                               \
+            }                                                                           \
+        }                                                                               \
+        else if (sa == 1 && sb == 0) {       /* an array and a scalar (ReLU) */         \
+            const U y = b[0];                                                           \
+            const S ky = P_KEY(U)(y, lim, nan);                                         \
+            sp = ky == nan;                                                             \
+            for (npy_intp i = 0; i < len; i++) {                                        \
+                const S kx = P_KEY(U)(a[i], lim, nan);                                  \
+                sp |= (kx == nan) | ((kx | ky) == 0);                                   \
+                r[i] = (op == KEYED_MAX ? kx >= ky : kx <= ky) ? a[i] : y;              \
+            }                                                                           \
+        }                                                                               \
+        else if (sa == 1 && sb == 1) {       /* two contiguous arrays */                \
+            for (npy_intp i = 0; i < len; i++) {                                        \
+                const S kx = P_KEY(U)(a[i], lim, nan), ky = P_KEY(U)(b[i], lim, nan);   \
+                sp |= (kx == nan) | (ky == nan) | ((kx | ky) == 0);                     \
+                r[i] = (op == KEYED_MAX ? kx >= ky : kx <= ky) ? a[i] : b[i];           \
+            }                                                                           \
+        }                                                                               \
+        else {                                                                          \
+            for (npy_intp i = 0; i < len; i++) {                                        \
+                const U x = a[i * sa], y = b[i * sb];                                   \
+                const S kx = P_KEY(U)(x, lim, nan), ky = P_KEY(U)(y, lim, nan);         \
+                sp |= (kx == nan) | (ky == nan) | ((kx | ky) == 0);                     \
+                r[i] = (op == KEYED_MAX ? kx >= ky : kx <= ky) ? x : y;                 \
+            }                                                                           \
+        }                                                                               \
+        if (sp) {                                                                       \
+            return 0;                                                                   \
+        }                                                                               \
+        const int nout = op == KEYED_CLIP ? 3 : 2;                                      \
+        U *o = (U *)(data[nout] + s * strides[nout]);                                   \
+        const npy_intp so = strides[nout] / isz;                                        \
+        if (so == 1) {                                                                  \
+            memcpy(o, r, (size_t)len * sizeof(U));                                      \
+        }                                                                               \
+        else {                                                                          \
+            for (npy_intp i = 0; i < len; i++) {                                        \
+                o[i * so] = r[i];                                                       \
+            }                                                                           \
+        }                                                                               \
+        return 1;                                                                       \
+    }
+#define P_KEY(U) P_KEY_##U
+#define P_KEY_uint8_t ae8_key
+#define P_KEY_uint16_t ae16_key
+KEYED_BLOCK(uint8_t, int8_t, INT8_MAX)
+KEYED_BLOCK(uint16_t, int16_t, INT16_MAX)
+#undef KEYED_BLOCK
+
+typedef struct {
+    ew_job ew;
+    int op;
+    int16_t lim;
+} keyed_job;
+
+/* elements [start, start + len) of a keyed call, block by block as ew_range */
+static void
+keyed_range(void *ctx, mf_intp start, mf_intp len)
+{
+    const keyed_job *J = (const keyed_job *)ctx;
+    const ew_job *E = &J->ew;
+    for (npy_intp s = start; s < start + len; s += EW_BLOCK) {
+        npy_intp l = start + len - s < EW_BLOCK ? start + len - s : EW_BLOCK;
+        int done = E->aux->fmt->itemsize == 1
+                   ? keyed_block_uint8_t(J->op, (int8_t)J->lim, E->data, E->strides, s, l)
+                   : keyed_block_uint16_t(J->op, J->lim, E->data, E->strides, s, l);
+        if (!done) {
+            via_f32_block(E->aux, E->nin, E->nargs, E->data, E->strides, s, l);
+        }
+    }
+}
+
+/* which keyed operation a loop is (KEYED_NONE: not one), and its limit */
+static int
+keyed_op(const mf_loop_aux *aux, int nargs, char *const data[], const npy_intp strides[],
+         int16_t *lim)
+{
+    const char *u = aux->def->ufunc, *sig = aux->def->sig;
+    int op = KEYED_NONE;
+    if (strcmp(sig, "MM->M") == 0) {
+        op = (!strcmp(u, "maximum") || !strcmp(u, "fmax")) ? KEYED_MAX
+             : (!strcmp(u, "minimum") || !strcmp(u, "fmin")) ? KEYED_MIN : KEYED_NONE;
+    }
+    else if (strcmp(sig, "MMM->M") == 0 && !strcmp(u, "clip")) {
+        op = KEYED_CLIP;
+    }
+    if (op == KEYED_NONE || !mf_arg_key_lim(aux->fmt, lim)) {
+        return KEYED_NONE;
+    }
+    const npy_intp sz = aux->fmt->itemsize;
+    for (int k = 0; k < nargs; k++) {
+        if ((uintptr_t)data[k] % (uintptr_t)sz != 0 || strides[k] % sz != 0) {
+            return KEYED_NONE;
+        }
+    }
+    return op;
+}
+
+/*
  * A general elementwise call: large ones are split between the threads
  * (NumPy's float32 loops are plain C; each element is computed on its own,
  * so the split does not change any result), small ones run here.
@@ -446,6 +597,13 @@ via_f32_elementwise(const mf_loop_aux *aux, int nin, int nargs, char *const data
         return;
     }
     npy_intp sz = aux->fmt->itemsize;
+    keyed_job K = {J, KEYED_NONE, 0};
+    K.op = keyed_op(aux, nargs, data, strides, &K.lim);
+    if (K.op != KEYED_NONE) {
+        /* moves codes only: split by their bytes */
+        mf_par_range(keyed_range, &K, n, EW_BLOCK, nargs * sz);
+        return;
+    }
     if (nin == 1 && nargs == 2 && strcmp(aux->def->sig, "M->M") == 0
             && (uintptr_t)data[0] % (uintptr_t)sz == 0 && strides[0] % sz == 0
             && (uintptr_t)data[1] % (uintptr_t)sz == 0 && strides[1] % sz == 0) {

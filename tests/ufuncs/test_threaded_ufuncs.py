@@ -351,3 +351,45 @@ def test_every_code_by_table(threads, name, uname):
                 ufunc(x)
         with pytest.warns(RuntimeWarning, match="divide by zero encountered in log"):
             ufunc(x)
+
+
+# --------------------------------------------- maximum, minimum, clip by codes
+
+def _zeros_and_ties(n, seed):
+    """values with many zeros of both signs and equal pairs: a block without
+    NaN or zero ties is chosen by the codes, one with them by NumPy's loop"""
+    rng = np.random.default_rng(seed)
+    x = np.round(rng.standard_normal(n).astype(np.float32) * 4) / 4
+    x[rng.random(n) < 0.2] = -0.0
+    return x
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz"])
+@pytest.mark.parametrize("uname", ["maximum", "minimum", "fmax", "fmin", "clip"])
+def test_extrema_by_codes(threads, name, uname):
+    # the result is one operand's code, picked by the codes' order; NumPy's
+    # float32 loop rounded once is the reference (NaN payloads, which zero)
+    dt = np.dtype(getattr(mf, name))
+    ufunc = getattr(np, uname)
+    nin = 3 if uname == "clip" else ufunc.nin
+    plain = [np.abs(values(N, s)).astype(dt) for s in range(3)]
+    spec = [values(N, s).astype(dt) for s in range(3)]
+    ties = [_zeros_and_ties(N, s).astype(dt) for s in range(3)]
+    for t in (1,) + COUNTS:
+        threads(t)
+        for args in (plain, spec, ties):
+            ops = args[:nin]
+            want = reference(ufunc, ops)
+            assert np.array_equal(bits(ufunc(*ops)), bits(want)), (t, uname)
+            # a scalar operand (ReLU: np.maximum(x, 0)), strided and reversed views
+            for other in (dt.type(0), dt.type(-0.0), dt.type(1.5)):
+                more = [other] * (nin - 1)
+                got = ufunc(ops[0], *more)
+                ref = reference(ufunc, [ops[0]] + [np.full(N, other, dt)] * (nin - 1))
+                assert np.array_equal(bits(got), bits(ref)), (t, uname, float(other))
+            views = [a[::-2] for a in ops]
+            assert np.array_equal(bits(ufunc(*views)), bits(reference(ufunc, views)))
+            # in place: the inputs a block's fallback reads must be intact
+            o = ops[0].copy()
+            ufunc(o, *ops[1:], out=o)
+            assert np.array_equal(bits(o), bits(want)), (t, uname, "in place")

@@ -834,6 +834,33 @@ notice_inplace(mf_loop_aux *aux, char *ptr, npy_intp stride)
 }
 
 /* + - * /: the fused kernels on contiguous operands, the general path else */
+/* + - * / of an array and a scalar (one input of stride 0): the fused
+ * kernel on blocks, the scalar's code repeated in a buffer (the same
+ * operations, operands in the same places, as two arrays get) */
+typedef struct {
+    mf_binary_op op;
+    const mf_format *f;
+    char *const *data;
+    int scalar;                  /* which input is the scalar: 0 or 1 */
+} scalar_job;
+
+static void
+scalar_range(void *ctx, mf_intp start, mf_intp len)
+{
+    const scalar_job *J = (const scalar_job *)ctx;
+    const npy_intp sz = J->f->itemsize;
+    char rep[EW_BLOCK * 2];
+    for (npy_intp i = 0; i < (len < EW_BLOCK ? len : EW_BLOCK); i++) {
+        memcpy(rep + i * sz, J->data[J->scalar], (size_t)sz);
+    }
+    const char *arr = J->data[1 - J->scalar];
+    for (npy_intp s = start; s < start + len; s += EW_BLOCK) {
+        npy_intp l = start + len - s < EW_BLOCK ? start + len - s : EW_BLOCK;
+        const char *x = arr + s * sz;
+        mf_k->binary(J->op, J->f, J->scalar ? x : rep, J->scalar ? rep : x, J->data[2] + s * sz, l);
+    }
+}
+
 static int
 arith_loop(PyArrayMethod_Context *context, char *const data[],
            npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *auxdata)
@@ -854,6 +881,17 @@ arith_loop(PyArrayMethod_Context *context, char *const data[],
             && is_contig_aligned(data[2], strides[2], sz)) {
         mf_par_binary((mf_binary_op)aux->def->op, f, data[0], data[1], data[2], n);
         return 0;
+    }
+    for (int sc = 0; sc < 2; sc++) {
+        if (!aux->shadow && !accumulating && strides[sc] == 0 && n >= 2
+                && (uintptr_t)data[sc] % (uintptr_t)sz == 0
+                && is_contig_aligned(data[1 - sc], strides[1 - sc], sz)
+                && is_contig_aligned(data[2], strides[2], sz)
+                && (data[2] != data[sc] || n == 1)) {
+            scalar_job S = {(mf_binary_op)aux->def->op, f, data, sc};
+            mf_par_range(scalar_range, &S, n, EW_BLOCK, 3 * sz);
+            return 0;
+        }
     }
     if (aux->def->op == MF_OP_ADD && inplace && strides[0] == 0 && strides[2] == 0) {
         /* sum along the inner axis, in the kernels' summation order */

@@ -393,3 +393,28 @@ def test_extrema_by_codes(threads, name, uname):
             o = ops[0].copy()
             ufunc(o, *ops[1:], out=o)
             assert np.array_equal(bits(o), bits(want)), (t, uname, "in place")
+
+
+@pytest.mark.parametrize("name", FORMATS + ["float8_e8m0fnu"])
+@pytest.mark.parametrize("uname", ["add", "subtract", "multiply", "divide"])
+def test_arithmetic_with_a_scalar(threads, name, uname):
+    # an array and a scalar go to the fused kernel with the scalar's code
+    # repeated: the bits and the reported errors of the same call with the
+    # scalar broadcast to a whole array, scalar on either side, in place
+    dt = np.dtype(getattr(mf, name))
+    ufunc = getattr(np, uname)
+    a = values(N, 4).astype(dt)
+    for t in (1,) + COUNTS:
+        threads(t)
+        for v in (2.0, -0.375, 0.0, np.nan, 1e30):
+            s = dt.type(v)
+            full = np.full(N, s, dt)
+            for got_fn, want_fn in ((lambda: ufunc(a, s), lambda: ufunc(a, full)),
+                                    (lambda: ufunc(s, a), lambda: ufunc(full, a))):
+                got, fl_got = run_flags(got_fn)
+                want, fl_want = run_flags(want_fn)
+                assert np.array_equal(bits(got), bits(want)), (t, v)
+                assert fl_got == fl_want, (t, v)
+            o = a.copy()
+            ufunc(o, s, out=o)
+            assert np.array_equal(bits(o), bits(ufunc(a, full))), (t, v, "in place")

@@ -543,6 +543,13 @@ cast_mf_to_HALF(PyArrayMethod_Context *context, char *const data[],
     char *out = data[1];
     npy_intp is = strides[0], os = strides[1];
     const mf_format *h = &mf_formats[MF_IEEE_FLOAT16];
+    if (f->kind == MF_KIND_FLOAT && is == f->itemsize && os == 2
+            && (uintptr_t)in % (uintptr_t)f->itemsize == 0 && (uintptr_t)out % 2 == 0) {
+        /* the level's decode and encode kernels, on the threads when large
+         * (float16 is a format of the table: the same rounding as mf_enc1) */
+        mf_par_convert_codes(f, in, h, out, n);
+        return 0;
+    }
     for (npy_intp i = 0; i < n; i++, in += is, out += os) {
         float v = f->kind == MF_KIND_FLOAT ? mf_dec_code(f, mf_load_code(f, in))
                                            : (float)mf_decode_f64(f, mf_load_code(f, in));

@@ -379,7 +379,24 @@ CAST_TO_MF(LONG, npy_long, SINT)
 CAST_TO_MF(ULONG, npy_ulong, UINT)
 CAST_TO_MF(LONGLONG, npy_longlong, SINT)
 CAST_TO_MF(ULONGLONG, npy_ulonglong, UINT)
-CAST_TO_MF(HALF, npy_half, HALF)
+CAST_TO_MF(HALF_each, npy_half, HALF)
+
+/* float16 -> a float format: contiguous arrays through the level's decode
+ * (float16's values are float32's, so encoding that float32 rounds as
+ * enc_f64 of its double does) and the format's encode, threaded */
+static int
+cast_HALF_to_mf(PyArrayMethod_Context *context, char *const data[],
+                npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *aux)
+{
+    const mf_format *f = mf_descr_format(context->descriptors[1]);
+    if (f->kind == MF_KIND_FLOAT && strides[0] == 2 && strides[1] == f->itemsize
+            && (uintptr_t)data[0] % 2 == 0 && (uintptr_t)data[1] % (uintptr_t)f->itemsize == 0) {
+        mf_write_epoch++;
+        mf_par_convert_codes(&mf_formats[MF_IEEE_FLOAT16], data[0], f, data[1], dimensions[0]);
+        return 0;
+    }
+    return cast_HALF_each_to_mf(context, data, dimensions, strides, aux);
+}
 CAST_TO_MF(DOUBLE, npy_double, DOUBLE)
 CAST_TO_MF(LONGDOUBLE, npy_longdouble, LONGDOUBLE)
 CAST_TO_MF(CFLOAT, npy_cfloat, CFLOAT)

@@ -90,9 +90,10 @@ def test_to_wider_float_all_codes_value_exact(dt, each_level):
         assert not got.imag.any()
 
 
-def test_to_float16_all_codes():
+def test_to_float16_all_codes(each_level):
     # bfloat16 -> float32 is exact, so NumPy's float32 -> float16 of the
-    # decoded value is the one correct rounding
+    # decoded value is the one correct rounding (contiguous arrays go through
+    # the level's float16 encode: VCVTPS2PH / FCVTN with NaNs made canonical)
     got, w = _warnings_of(lambda: ALL_BF.astype(np.float16))
     want, w_ref = _warnings_of(lambda: ALL_F32.astype(np.float16))
     assert got.dtype == np.float16
@@ -447,6 +448,33 @@ def test_from_float16_all_codes(each_level):
     h = ALL.view(np.float16)
     got = h.astype(bf16).view(np.uint16)
     R.assert_codes_equal(got, R.bf16_codes_from_f64(h.astype(np.float64)), nan_equal=False)
+
+
+@pytest.mark.parametrize("name", FR.FLOAT_NAMES)
+def test_float16_both_ways_contiguous_as_element_wise(name, each_level, threads):
+    """float16 <-> every float format: contiguous arrays (the level's float16
+    decode/encode kernels, on threads when large) give the codes and the
+    warnings of the element-wise route that strided arrays take, for every
+    float16 code and every code of the format, at one and two threads."""
+    t = mf_type(name)
+    h = np.tile(ALL.view(np.float16), 5)            # 327680 values: threaded
+    c = np.tile(FR.all_codes(name), 40000 // len(FR.all_codes(name)) + 1)
+    x = c.view(t)
+    for n in (1, 2):
+        threads(n)
+        for src, dt in ((h, t), (x, np.float16)):
+            for errs in ("ignore", "warn"):
+                with np.errstate(all=errs):
+                    got, w = _warnings_of(lambda: src.astype(dt))
+                    spread = np.repeat(src, 2)[::2]
+                    want, w_ref = _warnings_of(lambda: spread.astype(dt))
+                assert not np.shares_memory(spread, src)
+                assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (name, n, dt)
+                assert [str(m[1]) for m in w] == [str(m[1]) for m in w_ref]
+    # an odd length and an offset start: the kernels' tails
+    for lo, hi in ((1, 1000), (3, 40), (0, 7)):
+        got = h[lo:hi].astype(t)
+        assert np.array_equal(got.view(np.uint8), h[lo:hi].astype(np.float32).astype(t).view(np.uint8))
 
 
 # --------------------------------------------------------------------------

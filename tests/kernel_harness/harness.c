@@ -94,8 +94,15 @@ check_decode(const char *lv, const mf_kernels *k, const mf_format *f)
         if (f->itemsize == 2) ((uint16_t *)src)[i] = (uint16_t)i;
         else ((uint8_t *)src)[i] = (uint8_t)i;
     }
+    feclearexcept(FE_ALL_EXCEPT);
     mf_serial_decode_f32(f, src, a, n);
+    int fl_serial = fetestexcept(FLAGS);
+    feclearexcept(FE_ALL_EXCEPT);
     k->decode_f32(f, src, b, n);
+    int fl = fetestexcept(FLAGS);
+    if (fl != fl_serial) {
+        fail(lv, f->name, "decode flags", n, fl, fl_serial);
+    }
     for (long i = 0; i < n; i++) {
         if (f2u(a[i]) != f2u(b[i])) {
             fail(lv, f->name, "decode", i, f2u(b[i]), f2u(a[i]));
@@ -127,9 +134,15 @@ check_encode(const char *lv, const mf_kernels *k, const mf_format *f)
     void *a = malloc((size_t)n * 2), *b = malloc((size_t)n * 2);
     static const uint32_t edge[] = {0x7F7F8000u, 0x7F7F7FFFu, 0x7F7FFFFFu, 0x7F800000u, 0x7F800001u,
                                     0x7FC00000u, 0xFFC00001u, 0xFF800001u, 0x00000001u, 0x80000001u,
-                                    0x00800000u, 0x007FFFFFu, 0x3F808000u, 0x3F818000u, 0x3F80FFFFu};
+                                    0x00800000u, 0x007FFFFFu, 0x3F808000u, 0x3F818000u, 0x3F80FFFFu,
+                                    /* float16's: 65520 (overflows), just below, 65504; half and
+                                     * 1.5 of its smallest subnormal; its smallest normal less a
+                                     * half ulp; signaling NaNs with payloads */
+                                    0x477FF000u, 0x477FEFFFu, 0x477FE000u, 0x33000000u, 0x33000001u,
+                                    0x33C00000u, 0x387FF000u, 0x7F800001u, 0xFFA00000u, 0x7FBFFFFFu};
+    const long nedge = (long)(sizeof(edge) / sizeof(edge[0]));
     for (long i = 0; i < n; i++) {
-        x[i] = (i < 15) ? u2f(edge[i]) : rfloat();
+        x[i] = (i < nedge) ? u2f(edge[i]) : rfloat();
     }
     for (long len = 1; len <= n; len = len < 100 ? len + 1 : len * 3 + 1) {
         for (int run = 0; run < 2; run++) {
@@ -976,6 +989,9 @@ main(int argc, char **argv)
             check_cast_err(lv, k, f);
             check_gemm(lv, k, f);
         }
+        /* IEEE float16 (NumPy's float16 casts go through the kernels) */
+        check_decode(lv, k, &mf_formats[MF_IEEE_FLOAT16]);
+        check_encode(lv, k, &mf_formats[MF_IEEE_FLOAT16]);
         check_gemm_edge(lv, k);
         check_arg_extreme(lv, k);
         printf("level %-10s vs serial: %s\n", lv, failures == before ? "bit-identical" : "MISMATCH");

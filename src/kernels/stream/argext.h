@@ -31,7 +31,9 @@
 /* AE_DEFINE(NAME, P, U, S, SMIN, SMAX): the function NAME for codes of
  * type U, keys of type S, and its helpers */
 #define AE_DEFINE(NAME, P, U, S, SMIN, SMAX)                                            \
-    /* the first i < n with (c[i] & mask) == want (there is one) */                     \
+    /* the first i < n with (c[i] & mask) == want (there is one; bounded */             \
+    /* all the same, so another thread writing the array mid-call cannot */             \
+    /* make it read past the block) */                                                  \
     static inline mf_intp                                                               \
     P##_find(const U *c, mf_intp n, U mask, U want)                                     \
     {                                                                                   \
@@ -45,18 +47,18 @@
                 break;                                                                  \
             }                                                                           \
         }                                                                               \
-        while ((U)(c[i] & mask) != want) {                                              \
+        while (i < n - 1 && (U)(c[i] & mask) != want) {                                 \
             i++;                                                                        \
         }                                                                               \
         return i;                                                                       \
     }                                                                                   \
                                                                                         \
-    /* the first i < n whose magnitude is above lim (there is one) */                   \
+    /* the first i < n whose magnitude is above lim (there is one; bounded) */          \
     static inline mf_intp                                                               \
     P##_find_nan(const U *c, mf_intp n, S lim)                                          \
     {                                                                                   \
         mf_intp i = 0;                                                                  \
-        while ((S)(c[i] & SMAX) <= lim) {                                               \
+        while (i < n - 1 && (S)(c[i] & SMAX) <= lim) {                                  \
             i++;                                                                        \
         }                                                                               \
         return i;                                                                       \

@@ -511,6 +511,78 @@ binary8_tail(mf_binary_op op, const regs256 *r, mf_simd_path path, const uint8_t
     return i;
 }
 
+/* IEEE float16 (NumPy's float16 casts): F16C's VCVTPS2PH, round to nearest
+ * even, sixteen values a step; a NaN made the quiet NaN of its sign that
+ * mf_enc1 gives (the instruction keeps the payload); overflow found from
+ * the value (finite and at least 65520, which rounds past 65504); MXCSR's
+ * flags put back as they were (the instruction raises underflow, invalid
+ * and inexact, which mf_enc1 does not) */
+#define ENC_F16_RUN enc_f16_run
+MF_INLINE __m128i
+enc_f16_8(__m256 x, __m256i *ovf)
+{
+    __m128i h = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT);
+    __m128i nan = _mm_cmpgt_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7FFF)),
+                                  _mm_set1_epi16(0x7C00));
+    __m128i canon = _mm_or_si128(_mm_and_si128(h, _mm_set1_epi16((short)0x8000)),
+                                 _mm_set1_epi16(0x7E00));
+    __m256i a = _mm256_and_si256(_mm256_castps_si256(x), I32(0x7FFFFFFF));
+    *ovf = _mm256_or_si256(*ovf, _mm256_andnot_si256(_mm256_cmpgt_epi32(a, I32(0x7F7FFFFF)),
+                                                     _mm256_cmpgt_epi32(a, I32(0x477FEFFF))));
+    return _mm_blendv_epi8(h, canon, nan);
+}
+
+MF_INLINE mf_intp
+enc_f16_run(const float *src, uint16_t *d, mf_intp n, int stream, int *ovf)
+{
+    const unsigned int csr = _mm_getcsr();
+    __asm__ volatile("" : : : "memory");
+    __m256i o = _mm256_setzero_si256();
+    mf_intp i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m128i h0 = enc_f16_8(_mm256_loadu_ps(src + i), &o);
+        __m128i h1 = enc_f16_8(_mm256_loadu_ps(src + i + 8), &o);
+        store_si(d + i, _mm256_set_m128i(h1, h0), stream);
+    }
+    for (; i + 8 <= n; i += 8) {
+        _mm_storeu_si128((__m128i *)(d + i), enc_f16_8(_mm256_loadu_ps(src + i), &o));
+    }
+    __asm__ volatile("" : : : "memory");      /* the stores first, then the flags */
+    _mm_setcsr(csr);
+    *ovf |= !_mm256_testz_si256(o, o);
+    return i;
+}
+
+/* and back: VCVTPH2PS (exact), a NaN made the quiet NaN of its sign (as
+ * mf_decode_f32), MXCSR's flags put back (a signaling NaN raises invalid) */
+#define DEC_F16_RUN dec_f16_run
+MF_INLINE __m256
+dec_f16_8(__m128i h)
+{
+    __m256i u = _mm256_castps_si256(_mm256_cvtph_ps(h));
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, I32(0x7FFFFFFF)), I32(0x7F800000));
+    __m256i canon = _mm256_or_si256(_mm256_and_si256(u, I32(0x80000000u)), I32(0x7FC00000));
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(u, canon, nan));
+}
+
+MF_INLINE mf_intp
+dec_f16_run(const uint16_t *s, float *d, mf_intp n, int stream)
+{
+    const unsigned int csr = _mm_getcsr();
+    __asm__ volatile("" : : : "memory");
+    mf_intp i = 0;
+    for (; i + 16 <= n; i += 16) {
+        store_ps(d + i, dec_f16_8(_mm_loadu_si128((const __m128i *)(s + i))), stream);
+        store_ps(d + i + 8, dec_f16_8(_mm_loadu_si128((const __m128i *)(s + i + 8))), stream);
+    }
+    for (; i + 8 <= n; i += 8) {
+        _mm256_storeu_ps(d + i, dec_f16_8(_mm_loadu_si128((const __m128i *)(s + i))));
+    }
+    __asm__ volatile("" : : : "memory");      /* the stores first, then the flags */
+    _mm_setcsr(csr);
+    return i;
+}
+
 /* lanes[j] += lanes[j + w] for w = 16, 8, then combine8 (x86.h) */
 /* sum and dot of bfloat16: 16 codes as their even and odd elements (a
  * shift and a mask instead of a widening shuffle), and the lanes so filled

@@ -524,6 +524,76 @@ enc8_tail(const regs512 *r, mf_simd_path path, const float *src, uint8_t *d, mf_
     return n;
 }
 
+/* IEEE float16 (NumPy's float16 casts): VCVTPS2PH, round to nearest even,
+ * as avx2.c's enc_f16_run, the tail masked */
+#define ENC_F16_RUN enc_f16_run
+MF_INLINE __m256i
+enc_f16_16(__m512 x, __mmask16 *ovf)
+{
+    __m256i h = _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT);
+    __mmask16 nan = _mm256_cmpgt_epi16_mask(_mm256_and_si256(h, _mm256_set1_epi16(0x7FFF)),
+                                           _mm256_set1_epi16(0x7C00));
+    __m256i canon = _mm256_or_si256(_mm256_and_si256(h, _mm256_set1_epi16((short)0x8000)),
+                                    _mm256_set1_epi16(0x7E00));
+    __m512i a = _mm512_and_si512(_mm512_castps_si512(x), I32(0x7FFFFFFF));
+    *ovf |= _mm512_mask_cmpgt_epi32_mask(_mm512_cmplt_epi32_mask(a, I32(0x7F800000)), a,
+                                         I32(0x477FEFFF));
+    return _mm256_mask_mov_epi16(h, nan, canon);
+}
+
+MF_INLINE mf_intp
+enc_f16_run(const float *src, uint16_t *d, mf_intp n, int stream, int *ovf)
+{
+    const unsigned int csr = _mm_getcsr();
+    __asm__ volatile("" : : : "memory");
+    __mmask16 o = 0;
+    mf_intp i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256i h0 = enc_f16_16(_mm512_loadu_ps(src + i), &o);
+        __m256i h1 = enc_f16_16(_mm512_loadu_ps(src + i + 16), &o);
+        store_si(d + i, _mm512_inserti64x4(_mm512_castsi256_si512(h0), h1, 1), stream);
+    }
+    for (; i < n; i += 16) {
+        __mmask16 k = first16(n - i), ok = 0;
+        __m256i h = enc_f16_16(_mm512_maskz_loadu_ps(k, src + i), &ok);
+        o |= ok & k;
+        _mm256_mask_storeu_epi16(d + i, k, h);
+    }
+    __asm__ volatile("" : : : "memory");      /* the stores first, then the flags */
+    _mm_setcsr(csr);
+    *ovf |= o != 0;
+    return n;
+}
+
+/* and back: VCVTPH2PS, as avx2.c's dec_f16_run, the tail masked */
+#define DEC_F16_RUN dec_f16_run
+MF_INLINE __m512
+dec_f16_16(__m256i h)
+{
+    __m512i u = _mm512_castps_si512(_mm512_cvtph_ps(h));
+    __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, I32(0x7FFFFFFF)), I32(0x7F800000));
+    return _mm512_castsi512_ps(_mm512_mask_ternarylogic_epi32(u, nan, I32(0x80000000u),
+                                                              I32(0x7FC00000), 0xEA));
+}
+
+MF_INLINE mf_intp
+dec_f16_run(const uint16_t *s, float *d, mf_intp n, int stream)
+{
+    const unsigned int csr = _mm_getcsr();
+    __asm__ volatile("" : : : "memory");
+    mf_intp i = 0;
+    for (; i + 16 <= n; i += 16) {
+        store_ps(d + i, dec_f16_16(_mm256_loadu_si256((const __m256i *)(s + i))), stream);
+    }
+    if (i < n) {
+        __mmask16 k = first16(n - i);
+        _mm512_mask_storeu_ps(d + i, k, dec_f16_16(_mm256_maskz_loadu_epi16(k, s + i)));
+    }
+    __asm__ volatile("" : : : "memory");      /* the stores first, then the flags */
+    _mm_setcsr(csr);
+    return n;
+}
+
 #define BINARY_BF16_TAIL binary_bf16_tail
 MF_INLINE mf_intp
 binary_bf16_tail(mf_binary_op op, const regs512 *r, const uint16_t *pa, const uint16_t *pb,

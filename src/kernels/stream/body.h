@@ -52,6 +52,13 @@
  *   HAVE_LOAD_DEC: load_dec(r, path, src, i), VL codes from element i as
  *   float32, for sum and dot, one vector at a time (else they load all 32
  *   codes as the decode loop does).
+ *   ENC_F16_RUN(src, d, n, stream, &ovf): IEEE float16 codes of whole
+ *   vectors of float32 (the level's conversion instruction), the bits of
+ *   mf_enc1: returns how far it got, sets ovf where a finite value
+ *   overflowed, and leaves the FPU's flags as they were (the instruction
+ *   raises underflow and invalid where mf_enc1 raises nothing).
+ *   DEC_F16_RUN(s, d, n, stream): the same for decoding IEEE float16 codes
+ *   (a NaN as mf_decode_f32 gives it: the quiet NaN of its sign).
  *   HAVE_CAST_ERR: compile MF_ISA(cast_err); it needs err_acc_t (the eight
  *   float64 lanes of err2 and ref2, and the counts of w == 0 and v == 0),
  *   err_init, err_acc(v, w, acc, q) (vector q of a group of four),
@@ -171,6 +178,22 @@ decode_path(const regs_t *r, mf_simd_path path, const mf_format *f, const void *
 void
 MF_ISA(decode_f32)(const mf_format *f, const void *src, float *dst, mf_intp n)
 {
+#ifdef DEC_F16_RUN
+    if (f->id == MF_IEEE_FLOAT16) {
+        /* IEEE float16 (NumPy's float16 casts), as decode_path */
+        segments sg = body_split(dst, 4, n);
+        for (int q = 0; q < sg.count; q++) {
+            const uint16_t *s = (const uint16_t *)src + sg.start[q];
+            float *d = dst + sg.start[q];
+            mf_intp done = DEC_F16_RUN(s, d, sg.len[q], sg.stream[q]);
+            body_fence(sg.stream[q]);
+            if (done < sg.len[q]) {
+                mf_serial_decode_f32(f, s + done, d + done, sg.len[q] - done);
+            }
+        }
+        return;
+    }
+#endif
     mf_simd_params p = mf_simd_params_of(f);
     regs_t r;
     regs_init(&r, &p);
@@ -443,9 +466,37 @@ encode_path(const regs_t *r, mf_simd_path path, const mf_format *f, const float 
     }
 }
 
+#ifdef ENC_F16_RUN
+/* float32 -> IEEE float16 (NumPy's float16 casts), as encode_path */
+MF_INLINE void
+encode_f16(const mf_format *f, const float *src, void *dst, mf_intp n)
+{
+    int ovf = 0;
+    segments sg = body_split(dst, 2, n);
+    for (int q = 0; q < sg.count; q++) {
+        const float *s = src + sg.start[q];
+        uint16_t *d = (uint16_t *)dst + sg.start[q];
+        mf_intp done = ENC_F16_RUN(s, d, sg.len[q], sg.stream[q], &ovf);
+        body_fence(sg.stream[q]);
+        if (done < sg.len[q]) {
+            mf_serial_encode_f32(f, s + done, d + done, sg.len[q] - done);
+        }
+    }
+    if (ovf) {
+        mf_raise_overflow();
+    }
+}
+#endif
+
 void
 MF_ISA(encode_f32)(const mf_format *f, const float *src, void *dst, mf_intp n)
 {
+#ifdef ENC_F16_RUN
+    if (f->id == MF_IEEE_FLOAT16) {
+        encode_f16(f, src, dst, n);
+        return;
+    }
+#endif
     mf_simd_params p = mf_simd_params_of(f);
     regs_t r;
     regs_init(&r, &p);

@@ -478,6 +478,69 @@ err_acc(float32x4_t v, float32x4_t w, err_acc_t *acc, int q)
     acc->zx = vsubq_u32(acc->zx, vceqzq_f32(v));
 }
 
+/* IEEE float16 (NumPy's float16 casts): FCVTN under the caller's FPCR
+ * (round to nearest even), eight values a step; a NaN made the quiet NaN of
+ * its sign that mf_enc1 gives (the instruction keeps the payload); overflow
+ * found from the value (finite and at least 65520, which rounds past
+ * 65504); FPSR's flags put back as they were (the instruction raises
+ * underflow, invalid and inexact, which mf_enc1 does not) */
+#define ENC_F16_RUN enc_f16_run
+MF_INLINE uint32x4_t
+f16_ovf(float32x4_t x)
+{
+    uint32x4_t a = vandq_u32(BITS(x), U32(0x7FFFFFFFu));
+    return vandq_u32(vcgtq_u32(a, U32(0x477FEFFFu)), vcltq_u32(a, U32(0x7F800000u)));
+}
+
+MF_INLINE mf_intp
+enc_f16_run(const float *src, uint16_t *d, mf_intp n, int stream, int *ovf)
+{
+    (void)stream;
+    uint64_t fpsr;
+    __asm__ volatile("mrs %0, fpsr" : "=r"(fpsr) : : "memory");
+    uint32x4_t o = U32(0);
+    mf_intp i = 0;
+    for (; i + 8 <= n; i += 8) {
+        float32x4_t x0 = vld1q_f32(src + i), x1 = vld1q_f32(src + i + 4);
+        uint16x8_t h = vreinterpretq_u16_f16(vcvt_high_f16_f32(vcvt_f16_f32(x0), x1));
+        uint16x8_t nan = vcgtq_u16(vandq_u16(h, vdupq_n_u16(0x7FFF)), vdupq_n_u16(0x7C00));
+        uint16x8_t canon = vorrq_u16(vandq_u16(h, vdupq_n_u16(0x8000)), vdupq_n_u16(0x7E00));
+        vst1q_u16(d + i, vbslq_u16(nan, canon, h));
+        o = vorrq_u32(o, vorrq_u32(f16_ovf(x0), f16_ovf(x1)));
+    }
+    __asm__ volatile("msr fpsr, %0" : : "r"(fpsr) : "memory");
+    *ovf |= vmaxvq_u32(o) != 0;
+    return i;
+}
+
+/* and back: FCVTL (exact), a NaN made the quiet NaN of its sign (as
+ * mf_decode_f32), FPSR's flags put back (a signaling NaN raises invalid) */
+#define DEC_F16_RUN dec_f16_run
+MF_INLINE float32x4_t
+dec_f16_fix(float32x4_t x)
+{
+    uint32x4_t u = BITS(x);
+    uint32x4_t nan = vcgtq_u32(vandq_u32(u, U32(0x7FFFFFFFu)), U32(0x7F800000u));
+    uint32x4_t canon = vorrq_u32(vandq_u32(u, U32(0x80000000u)), U32(0x7FC00000u));
+    return F32(vbslq_u32(nan, canon, u));
+}
+
+MF_INLINE mf_intp
+dec_f16_run(const uint16_t *s, float *d, mf_intp n, int stream)
+{
+    (void)stream;
+    uint64_t fpsr;
+    __asm__ volatile("mrs %0, fpsr" : "=r"(fpsr) : : "memory");
+    mf_intp i = 0;
+    for (; i + 8 <= n; i += 8) {
+        float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(s + i));
+        vst1q_f32(d + i, dec_f16_fix(vcvt_f32_f16(vget_low_f16(h))));
+        vst1q_f32(d + i + 4, dec_f16_fix(vcvt_high_f32_f16(h)));
+    }
+    __asm__ volatile("msr fpsr, %0" : : "r"(fpsr) : "memory");
+    return i;
+}
+
 #include "body.h"
 
 #define PW_NAME mf_neon_pairwise_f32

@@ -5,6 +5,7 @@
 #include <math.h>
 #include "umath.h"
 #include "../kernels/scalar_ops.h"
+#include "../kernels/nan_order.h"
 #include "../kernels/parallel.h"
 #include "../kernels/stream/argkey.h"
 
@@ -644,19 +645,41 @@ accumulate_inner(mf_loop_aux *aux, char *prev, const char *in, npy_intp is,
                  char *out, npy_intp os, npy_intp n)
 {
     const mf_format *f = aux->fmt;
-    float carry = mf_decode_f32(f, mf_load_code(f, prev));
+    /* decoded as the kernels and casts decode (a signaling NaN stays one):
+     * the float32 cumsum of the float32 values, bits and flags */
+    float carry = mf_dec_code(f, mf_load_code(f, prev));
     if (aux->def->kind == MF_LOOP_ARITH && (aux->def->op == MF_OP_ADD || aux->def->op == MF_OP_MUL)) {
-        /* cumsum / cumprod: the float32 running value, each output rounded once */
-        int mul = aux->def->op == MF_OP_MUL;
-        for (npy_intp i = 0; i < n; i++) {
-            float x = mf_decode_f32(f, mf_load_code(f, in + i * is));
-            carry = mul ? carry * x : carry + x;
-            mf_store_code(f, out + i * os, mf_enc1(f, carry));
+        /* cumsum / cumprod: the float32 running value, each output rounded
+         * once; a block of inputs decoded by the kernels, the chain (carry
+         * the first operand: its NaN is the one kept, nan_order.h), the
+         * block of running values encoded by the kernels.  Only the chain's
+         * operation is on the critical path.  Reading the whole block before
+         * writing it is right for in = out (NumPy copies other overlaps). */
+        const int mul = aux->def->op == MF_OP_MUL;
+        float buf[BLOCK];
+        for (npy_intp start = 0; start < n; start += BLOCK) {
+            npy_intp len = n - start < BLOCK ? n - start : BLOCK;
+            decode_block(f, in + start * is, is, buf, len);
+            if (mul) {
+                for (npy_intp i = 0; i < len; i++) {
+                    float r = carry * buf[i];
+                    carry = r == r ? r : mf_ordered2(carry, buf[i], r);
+                    buf[i] = carry;
+                }
+            }
+            else {
+                for (npy_intp i = 0; i < len; i++) {
+                    float r = carry + buf[i];
+                    carry = r == r ? r : mf_ordered2(carry, buf[i], r);
+                    buf[i] = carry;
+                }
+            }
+            encode_block(f, buf, out + start * os, os, len);
         }
         return;
     }
     for (npy_intp i = 0; i < n; i++) {
-        float x = mf_decode_f32(f, mf_load_code(f, in + i * is));
+        float x = mf_dec_code(f, mf_load_code(f, in + i * is));
         float r;
         char *args[3] = {(char *)&carry, (char *)&x, (char *)&r};
         npy_intp steps[3] = {0, 0, 0};

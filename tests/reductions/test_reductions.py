@@ -364,6 +364,35 @@ def test_cumprod(each_level):
     assert np.array_equal(R.bits(np.multiply.accumulate(x.astype(bf16))), want)
 
 
+@pytest.mark.parametrize("name", FR.FLOAT_NAMES)
+def test_cumsum_cumprod_like_float32_of_every_code(name, each_level):
+    """cumsum/cumprod of random codes (NaNs, signaling NaNs, infinities,
+    overflow) along each axis, contiguous and strided: NumPy copies the first
+    element's code, every later one is float32's own cumsum/cumprod of the
+    decoded values rounded once (bits, and the same invalid/overflow flags
+    raised by the accumulation)."""
+    rng = np.random.default_rng(11)
+    t = mf_type(name)
+    codes = FR.all_codes(name)
+    x = rng.choice(codes, size=(37, 1100)).view(t)
+    for a in (x, x[:, ::3], x.T):
+        for fn in (np.cumsum, np.cumprod):
+            for ax in (0, 1):
+                with warnings.catch_warnings(record=True) as w:
+                    warnings.simplefilter("always")
+                    got = fn(a, axis=ax)
+                with warnings.catch_warnings(record=True) as w32:
+                    warnings.simplefilter("always")
+                    f = fn(a.astype(np.float32), axis=ax)
+                    want = f.astype(t)     # its overflow is the accumulation's
+                first = (slice(None), slice(0, 1)) if ax == 1 else (slice(0, 1), slice(None))
+                want[first] = a[first]
+                assert np.array_equal(np.ascontiguousarray(got).view(codes.dtype),
+                                      np.ascontiguousarray(want).view(codes.dtype)), (fn, ax)
+                assert ({str(m.message) for m in w}
+                        == {str(m.message).replace("in cast", "in accumulate") for m in w32}), (fn, ax)
+
+
 def test_cumsum_float32_dtype_workaround():
     x = np.arange(1, 1001).astype(bf16)
     c = np.cumsum(x, dtype=np.float32)

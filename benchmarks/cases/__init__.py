@@ -49,6 +49,13 @@ def _register_all():
         register(f"reduce bf16 {op} axis={axis}", f"{op} along axis {axis} of a 2-D bf16 array "
                  "of rows of 4096 (values in [0, 1))",
                  lambda env, o=op, ax=axis: arrays.build_reduce(o, ax, env))
+    for op, title in (("cumsum", "np.cumsum along axis 1"), ("relu", "ReLU into a preallocated "
+                      "array"), ("clip", "np.clip to [-1, 1] into a preallocated array"),
+                      ("scale", "multiply by the scalar 2 into a preallocated array"),
+                      ("prod", "prod along axis 1 (values near 1)"),
+                      ("to f16", "cast to NumPy's float16"), ("from f16", "cast from float16")):
+        register(f"everyday bf16 {op}", f"{title}, of a 2-D bf16 array of rows of 4096",
+                 lambda env, o=op: arrays.build_everyday(o, env))
     register("dot bf16", "dot product of two bf16 vectors; result shown", arrays.build_dot,
              size=lambda env: f"n={n_text(env.n_dot)}")
     register("matmul bf16 small", "matmul of two square bf16 matrices",

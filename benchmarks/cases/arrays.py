@@ -152,6 +152,64 @@ def build_reduce(op, axis, env):
     return Plan(runs, expected=exact, show_value=False, nbytes=a.size * 2)
 
 
+def build_everyday(op, env):
+    """Everyday operations of a model's activations, of a 2-D bf16 array of rows
+    of 4096 (standard normal values; near 1 for prod): cumsum along the rows,
+    ReLU and clip into a preallocated array, multiply by a scalar, prod along
+    the rows, and the casts to and from NumPy's float16."""
+    n = env.n
+    cols = 4096 if n >= 4096 * 16 else 256
+    bf16 = mf.bfloat16
+    a = env.coded("x", n, "bfloat16")[: n - n % cols].reshape(-1, cols)
+    if op == "prod":
+        a = (1 + env.f32("x", n)[: a.size] / 256).astype(bf16).reshape(a.shape)
+    a32 = a.astype(np.float32)
+    o, o32 = np.empty_like(a), np.empty_like(a32)
+    torch = env.torch
+    ta = env.as_torch(a) if torch is not None else None
+    to = torch.empty_like(ta) if torch is not None else None
+    am = env.as_ml(a) if env.ml is not None else None
+    om = np.empty_like(am) if am is not None else None
+    two = bf16(2)
+    # op -> (how, minifloat/ml_dtypes/numpy call on (x, out), torch's how and call)
+    table = {
+        "cumsum": ("np.cumsum(a, axis=1)", lambda x, out: np.cumsum(x, axis=1),
+                   "torch.cumsum(a, 1)", lambda: torch.cumsum(ta, 1)),
+        "relu": ("np.maximum(a, 0, out=o)", lambda x, out: np.maximum(x, 0, out=out),
+                 "torch.clamp_min(a, 0, out=o)", lambda: torch.clamp_min(ta, 0, out=to)),
+        "clip": ("np.clip(a, -1, 1, out=o)", lambda x, out: np.clip(x, -1, 1, out=out),
+                 "torch.clamp(a, -1, 1, out=o)", lambda: torch.clamp(ta, -1, 1, out=to)),
+        "scale": ("np.multiply(a, 2, out=o)", lambda x, out: np.multiply(x, two.astype(x.dtype)
+                                                                          if x.dtype != np.float32
+                                                                          else 2, out=out),
+                  "torch.mul(a, 2, out=o)", lambda: torch.mul(ta, 2, out=to)),
+        "prod": ("a.prod(axis=1)", lambda x, out: x.prod(axis=1),
+                 "a.prod(dim=1)", lambda: ta.prod(dim=1)),
+        "to f16": ("a.astype(np.float16)", lambda x, out: x.astype(np.float16),
+                   "a.half()", lambda: ta.half()),
+    }
+    if op == "from f16":
+        h = a.astype(np.float16)
+        runs = [Run("minifloat", "h.astype(bfloat16)", lambda: h.astype(bf16))]
+        if env.ml is not None:
+            mlb = env.ml.bfloat16
+            runs.append(Run("ml_dtypes", "h.astype(bfloat16)", lambda: h.astype(mlb)))
+        if torch is not None:
+            th = torch.from_numpy(h)
+            runs.append(Run("torch", "h.bfloat16()", lambda: th.bfloat16()))
+        runs.append(Run("numpy", "h.astype(np.float32)", lambda: h.astype(np.float32)))
+        return Plan(runs, nbytes=a.size * 4)
+    how, call, thow, tcall = table[op]
+    runs = [Run("minifloat", how, lambda: call(a, o))]
+    if am is not None:
+        runs.append(Run("ml_dtypes", how, lambda: call(am, om)))
+    if torch is not None:
+        runs.append(Run("torch", thow, tcall))
+    runs.append(Run("numpy", f"float32 {how}", lambda: call(a32, o32)))
+    out_bytes = {"cumsum": 2, "prod": 0, "to f16": 2}.get(op, 2)
+    return Plan(runs, nbytes=a.size * (2 + out_bytes))
+
+
 def build_dot(env):
     n = env.n_dot
     a, b = env.coded("x", n, "bfloat16"), env.coded("y", n, "bfloat16")

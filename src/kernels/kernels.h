@@ -99,6 +99,9 @@ typedef struct mf_gemm_epilogue {
  */
 /* the most rows one colsum_f32 (or sum_rows) call takes */
 #define MF_COLSUM_ROWS 64
+
+/* the keyed operations of mf_kernels.keyed8/keyed16 (stream/keyed.h) */
+enum { MF_KEYED_MAX = 1, MF_KEYED_MIN = 2, MF_KEYED_CLIP = 3 };
 /* the most columns one dot_cols call takes, and the floats of its scratch:
  * 32 rows of sum lanes, their stride 64 bytes past a multiple of 4 KiB (a
  * store to one row and a load from the next must not look alike to the
@@ -149,6 +152,16 @@ typedef struct {
      */
     mf_intp (*arg_extreme8)(const uint8_t *c, mf_intp n, int8_t lim, int want_max);
     mf_intp (*arg_extreme16)(const uint16_t *c, mf_intp n, int16_t lim, int want_max);
+    /*
+     * np.maximum / np.minimum / np.clip (op: MF_KEYED_*) of such codes, the
+     * operands chosen by their keys into r; nonzero where a NaN or a zero
+     * tie leaves the choice to NumPy's loop (stream/keyed.h).  Strides in
+     * elements.
+     */
+    int (*keyed8)(int op, int8_t lim, const uint8_t *a, mf_intp sa, const uint8_t *b, mf_intp sb,
+                  const uint8_t *c, mf_intp sc, uint8_t *r, mf_intp n);
+    int (*keyed16)(int op, int16_t lim, const uint16_t *a, mf_intp sa, const uint16_t *b,
+                   mf_intp sb, const uint16_t *c, mf_intp sc, uint16_t *r, mf_intp n);
     void (*colsum_f32)(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
                        mf_intp n);
     /*
@@ -229,6 +242,10 @@ void mf_serial_sum_rows(const mf_format *f, const char *const *rows, mf_intp nro
 float mf_serial_pairwise_f32(const mf_format *f, const void *x, mf_intp n, float m, int dev);
 mf_intp mf_serial_arg_extreme8(const uint8_t *c, mf_intp n, int8_t lim, int want_max);
 mf_intp mf_serial_arg_extreme16(const uint16_t *c, mf_intp n, int16_t lim, int want_max);
+int mf_serial_keyed8(int op, int8_t lim, const uint8_t *a, mf_intp sa, const uint8_t *b,
+                     mf_intp sb, const uint8_t *c, mf_intp sc, uint8_t *r, mf_intp n);
+int mf_serial_keyed16(int op, int16_t lim, const uint16_t *a, mf_intp sa, const uint16_t *b,
+                      mf_intp sb, const uint16_t *c, mf_intp sc, uint16_t *r, mf_intp n);
 void mf_serial_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows,
                           float *acc, mf_intp n);
 void mf_serial_colmax_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
@@ -282,6 +299,10 @@ void mf_avx2_sum_rows(const mf_format *f, const char *const *rows, mf_intp nrows
 float mf_avx2_pairwise_f32(const mf_format *f, const void *x, mf_intp n, float m, int dev);
 mf_intp mf_avx2_arg_extreme8(const uint8_t *c, mf_intp n, int8_t lim, int want_max);
 mf_intp mf_avx2_arg_extreme16(const uint16_t *c, mf_intp n, int16_t lim, int want_max);
+int mf_avx2_keyed8(int op, int8_t lim, const uint8_t *a, mf_intp sa, const uint8_t *b,
+                   mf_intp sb, const uint8_t *c, mf_intp sc, uint8_t *r, mf_intp n);
+int mf_avx2_keyed16(int op, int16_t lim, const uint16_t *a, mf_intp sa, const uint16_t *b,
+                    mf_intp sb, const uint16_t *c, mf_intp sc, uint16_t *r, mf_intp n);
 void mf_avx2_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
                           mf_intp n);
 void mf_avx2_colmax_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
@@ -302,6 +323,10 @@ void mf_avx512_sum_rows(const mf_format *f, const char *const *rows, mf_intp nro
 float mf_avx512_pairwise_f32(const mf_format *f, const void *x, mf_intp n, float m, int dev);
 mf_intp mf_avx512_arg_extreme8(const uint8_t *c, mf_intp n, int8_t lim, int want_max);
 mf_intp mf_avx512_arg_extreme16(const uint16_t *c, mf_intp n, int16_t lim, int want_max);
+int mf_avx512_keyed8(int op, int8_t lim, const uint8_t *a, mf_intp sa, const uint8_t *b,
+                     mf_intp sb, const uint8_t *c, mf_intp sc, uint8_t *r, mf_intp n);
+int mf_avx512_keyed16(int op, int16_t lim, const uint16_t *a, mf_intp sa, const uint16_t *b,
+                      mf_intp sb, const uint16_t *c, mf_intp sc, uint16_t *r, mf_intp n);
 void mf_avx512_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
                           mf_intp n);
 void mf_avx512_colmax_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
@@ -334,6 +359,10 @@ void mf_neon_sum_rows(const mf_format *f, const char *const *rows, mf_intp nrows
 float mf_neon_pairwise_f32(const mf_format *f, const void *x, mf_intp n, float m, int dev);
 mf_intp mf_neon_arg_extreme8(const uint8_t *c, mf_intp n, int8_t lim, int want_max);
 mf_intp mf_neon_arg_extreme16(const uint16_t *c, mf_intp n, int16_t lim, int want_max);
+int mf_neon_keyed8(int op, int8_t lim, const uint8_t *a, mf_intp sa, const uint8_t *b,
+                   mf_intp sb, const uint8_t *c, mf_intp sc, uint8_t *r, mf_intp n);
+int mf_neon_keyed16(int op, int16_t lim, const uint16_t *a, mf_intp sa, const uint16_t *b,
+                    mf_intp sb, const uint16_t *c, mf_intp sc, uint16_t *r, mf_intp n);
 void mf_neon_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
                           mf_intp n);
 void mf_neon_colmax_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,

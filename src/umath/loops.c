@@ -442,81 +442,43 @@ lut_range(void *ctx, mf_intp start, mf_intp len)
  * operands are NaN or equal zeros (which operand its loop returns then
  * depends on its vector body and tail): a block that has such an element
  * is computed by via_f32_block over the same elements, as before.  The
+ * choice is the level's kernel (stream/keyed.h, vectorized per level); the
  * block's results are made in a buffer first, so that an in-place call's
  * inputs are intact for that.
  */
-enum { KEYED_NONE = 0, KEYED_MAX, KEYED_MIN, KEYED_CLIP };
+enum { KEYED_NONE = 0, KEYED_MAX = MF_KEYED_MAX, KEYED_MIN = MF_KEYED_MIN,
+       KEYED_CLIP = MF_KEYED_CLIP };
 
-#define KEYED_BLOCK(U, S, SMAX)                                                          \
+/* one block by the level's keyed kernel; 0 if it must go NumPy's way */
+#define KEYED_BLOCK(U, S, K)                                                            \
     static int                                                                          \
     keyed_block_##U(int op, S lim, char *const data[], const npy_intp strides[],        \
                     npy_intp s, npy_intp len)                                           \
     {                                                                                   \
-        const S nan = (S)SMAX;                                                          \
         const npy_intp isz = (npy_intp)sizeof(U);                                       \
-        const U *a = (const U *)(data[0] + s * strides[0]);                             \
-        const U *b = (const U *)(data[1] + s * strides[1]);                             \
-        const npy_intp sa = strides[0] / isz, sb = strides[1] / isz;                    \
-        U r[EW_BLOCK];                                                                  \
-        int sp = 0;                                                                     \
-        if (op == KEYED_CLIP && sa == 1 && sb == 0 && strides[2] == 0) {                \
-            /* an array between two scalars: the loop vectorizes */                     \
-            const U lo = b[0], hi = *(const U *)(data[2] + s * strides[2]);             \
-            const S kl = P_KEY(U)(lo, lim, nan), kh = P_KEY(U)(hi, lim, nan);           \
-            sp = (kl == nan) | (kh == nan) | ((kl | kh) == 0);                          \
-            for (npy_intp i = 0; i < len; i++) {                                        \
-                const S kx = P_KEY(U)(a[i], lim, nan);                                  \
-                sp |= (kx == nan) | ((kx | kl) == 0) | ((kx | kh) == 0);                \
-                const U m = kx >= kl ? a[i] : lo;                                       \
-                const S km = kx >= kl ? kx : kl;                                        \
-                r[i] = km <= kh ? m : hi;                                               \
-            }                                                                           \
-        }                                                                               \
-        else if (op == KEYED_CLIP) {                                                    \
-            const U *c = (const U *)(data[2] + s * strides[2]);                         \
-            const npy_intp sc = strides[2] / isz;                                       \
-            for (npy_intp i = 0; i < len; i++) {                                        \
-                const U x = a[i * sa], lo = b[i * sb], hi = c[i * sc];                  \
-                const S kx = P_KEY(U)(x, lim, nan), kl = P_KEY(U)(lo, lim, nan);        \
-                const S kh = P_KEY(U)(hi, lim, nan);                                    \
-                sp |= (kx == nan) | (kl == nan) | (kh == nan) | ((kx | kl) == 0)        \
-                      | ((kx | kh) == 0) | ((kl | kh) == 0);                            \
-                const U m = kx >= kl ? x : lo;                                          \
-                const S km = kx >= kl ? kx : kl;                                        \
-                r[i] = km <= kh ? m : hi;                                               \
-            }                                                                           \
-        }                                                                               \
-        else if (sa == 1 && sb == 0) {       /* an array and a scalar (ReLU) */         \
-            const U y = b[0];                                                           \
-            const S ky = P_KEY(U)(y, lim, nan);                                         \
-            sp = ky == nan;                                                             \
-            for (npy_intp i = 0; i < len; i++) {                                        \
-                const S kx = P_KEY(U)(a[i], lim, nan);                                  \
-                sp |= (kx == nan) | ((kx | ky) == 0);                                   \
-                r[i] = (op == KEYED_MAX ? kx >= ky : kx <= ky) ? a[i] : y;              \
-            }                                                                           \
-        }                                                                               \
-        else if (sa == 1 && sb == 1) {       /* two contiguous arrays */                \
-            for (npy_intp i = 0; i < len; i++) {                                        \
-                const S kx = P_KEY(U)(a[i], lim, nan), ky = P_KEY(U)(b[i], lim, nan);   \
-                sp |= (kx == nan) | (ky == nan) | ((kx | ky) == 0);                     \
-                r[i] = (op == KEYED_MAX ? kx >= ky : kx <= ky) ? a[i] : b[i];           \
-            }                                                                           \
-        }                                                                               \
-        else {                                                                          \
-            for (npy_intp i = 0; i < len; i++) {                                        \
-                const U x = a[i * sa], y = b[i * sb];                                   \
-                const S kx = P_KEY(U)(x, lim, nan), ky = P_KEY(U)(y, lim, nan);         \
-                sp |= (kx == nan) | (ky == nan) | ((kx | ky) == 0);                     \
-                r[i] = (op == KEYED_MAX ? kx >= ky : kx <= ky) ? x : y;                 \
-            }                                                                           \
-        }                                                                               \
-        if (sp) {                                                                       \
-            return 0;                                                                   \
-        }                                                                               \
         const int nout = op == KEYED_CLIP ? 3 : 2;                                      \
+        const U *c = op == KEYED_CLIP ? (const U *)(data[2] + s * strides[2]) : NULL;   \
         U *o = (U *)(data[nout] + s * strides[nout]);                                   \
         const npy_intp so = strides[nout] / isz;                                        \
+        /* straight into a contiguous output that no input of the block touches */      \
+        /* (a flagged block is then recomputed from the intact inputs) */               \
+        int direct = so == 1;                                                           \
+        for (int k = 0; k < nout && direct; k++) {                                      \
+            const char *p = data[k] + s * strides[k];                                   \
+            const char *lo = strides[k] < 0 ? p + (len - 1) * strides[k] : p;           \
+            const char *hi = p + isz + (strides[k] < 0 ? 0 : (len - 1) * strides[k]);   \
+            direct = hi <= (const char *)o || lo >= (const char *)(o + len);            \
+        }                                                                               \
+        U buf[EW_BLOCK];                                                                \
+        U *r = direct ? o : buf;                                                        \
+        if (mf_k->K(op, lim, (const U *)(data[0] + s * strides[0]), strides[0] / isz,   \
+                    (const U *)(data[1] + s * strides[1]), strides[1] / isz, c,         \
+                    op == KEYED_CLIP ? strides[2] / isz : 0, r, len)) {                 \
+            return 0;                                                                   \
+        }                                                                               \
+        if (direct) {                                                                   \
+            return 1;                                                                   \
+        }                                                                               \
         if (so == 1) {                                                                  \
             memcpy(o, r, (size_t)len * sizeof(U));                                      \
         }                                                                               \
@@ -527,11 +489,8 @@ enum { KEYED_NONE = 0, KEYED_MAX, KEYED_MIN, KEYED_CLIP };
         }                                                                               \
         return 1;                                                                       \
     }
-#define P_KEY(U) P_KEY_##U
-#define P_KEY_uint8_t ae8_key
-#define P_KEY_uint16_t ae16_key
-KEYED_BLOCK(uint8_t, int8_t, INT8_MAX)
-KEYED_BLOCK(uint16_t, int16_t, INT16_MAX)
+KEYED_BLOCK(uint8_t, int8_t, keyed8)
+KEYED_BLOCK(uint16_t, int16_t, keyed16)
 #undef KEYED_BLOCK
 
 typedef struct {

@@ -396,6 +396,122 @@ arg_reference(const void *c, int bytes, long n, int lim, int want_max)
     return best < 0 ? 0 : best;
 }
 
+/* the key of argkey.h computed another way: the value order of a sign-
+ * magnitude code (NaN: above everything) */
+static long
+key_reference(uint32_t x, int bytes, int lim)
+{
+    const uint32_t sbit = bytes == 2 ? 0x8000u : 0x80u;
+    const long mag = (long)(x & (sbit - 1));
+    if (mag > lim) return 1L << 20;
+    return (x & sbit) ? -mag : mag;
+}
+
+/* np.maximum / minimum / clip by keys (stream/keyed.h): every level's flag
+ * and results against serial's, and the results against the keys' order */
+static void
+check_keyed(const char *lv, const mf_kernels *k)
+{
+    enum { N = 3000 };
+    static const long lens[] = {1, 7, 16, 31, 32, 33, 64, 100, 255, 256, 257, 1000, N};
+    static const int lims[2] = {0x7E, 0x7F80};
+    uint16_t *a = malloc(2 * N * 3), *b = malloc(2 * N * 3), *c = malloc(2 * N * 3);
+    uint16_t *r0 = malloc(2 * N), *r1 = malloc(2 * N);
+    for (int bytes = 1; bytes <= 2; bytes++) {
+        const int lim = lims[bytes - 1];
+        const uint32_t sbit = bytes == 2 ? 0x8000u : 0x80u;
+        for (int trial = 0; trial < (quick ? 12 : 48); trial++) {
+            /* any codes but NaN; with a NaN; with zeros of both signs */
+            const int mode = trial % 3;
+            uint16_t *arr[3] = {a, b, c};
+            for (int q = 0; q < 3; q++) {
+                for (long i = 0; i < 3 * N; i++) {
+                    uint32_t x = rnd() % (2 * sbit);
+                    if ((long)(x & (sbit - 1)) > lim) x &= sbit | 0x3u;
+                    if (mode == 2 && rnd() % 97 == 0) x = rnd() & 1 ? sbit : 0;
+                    if (bytes == 2) arr[q][i] = (uint16_t)x;
+                    else ((uint8_t *)arr[q])[i] = (uint8_t)x;
+                }
+            }
+            if (mode == 1) {
+                long at = (long)(rnd() % N);
+                uint32_t nan = (uint32_t)lim + 1u | (rnd() & 1 ? sbit : 0);
+                if (bytes == 2) a[at] = (uint16_t)nan;
+                else ((uint8_t *)a)[at] = (uint8_t)nan;
+            }
+            /* (op, sa, sb, sc): array-scalar, two arrays, clip by scalars,
+             * clip by arrays, strided */
+            static const int lay[][4] = {{1, 1, 0, 0}, {2, 1, 0, 0}, {1, 1, 1, 0}, {2, 1, 1, 0},
+                                         {3, 1, 0, 0}, {3, 1, 1, 1}, {1, 3, 2, 0}, {3, 2, 0, 1}};
+            for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+                const long n = lens[li];
+                for (size_t y = 0; y < sizeof lay / sizeof lay[0]; y++) {
+                    const int op = lay[y][0];
+                    const mf_intp sa = lay[y][1], sb = lay[y][2], sc = lay[y][3];
+                    int f0, f1;
+                    memset(r0, 0xA5, 2 * N);
+                    memset(r1, 0xA5, 2 * N);
+                    if (bytes == 2) {
+                        f0 = mf_serial_keyed16(op, (int16_t)lim, a, sa, b, sb, c, sc, r0, n);
+                        f1 = k->keyed16(op, (int16_t)lim, a, sa, b, sb, c, sc, r1, n);
+                    }
+                    else {
+                        f0 = mf_serial_keyed8(op, (int8_t)lim, (uint8_t *)a, sa, (uint8_t *)b, sb,
+                                              (uint8_t *)c, sc, (uint8_t *)r0, n);
+                        f1 = k->keyed8(op, (int8_t)lim, (uint8_t *)a, sa, (uint8_t *)b, sb,
+                                       (uint8_t *)c, sc, (uint8_t *)r1, n);
+                    }
+                    const char *what = bytes == 2 ? "keyed16" : "keyed8";
+                    if (f0 != f1) fail(lv, "codes", what, (long)y * 100000 + n, (uint64_t)f1, (uint64_t)f0);
+                    /* the flag: a NaN operand or two compared zeros */
+                    int fw = 0;
+                    for (long i = 0; i < n; i++) {
+                        uint32_t v[3];
+                        for (int q = 0; q < 3; q++) {
+                            const uint16_t *arr = q == 0 ? a : q == 1 ? b : c;
+                            const mf_intp st = q == 0 ? sa : q == 1 ? sb : sc;
+                            v[q] = bytes == 2 ? arr[i * st] : ((const uint8_t *)arr)[i * st];
+                        }
+                        const int m = op == 3 ? 3 : 2;
+                        for (int q = 0; q < m; q++) {
+                            fw |= key_reference(v[q], bytes, lim) == 1L << 20;
+                            for (int w = q + 1; w < m; w++) {
+                                fw |= (v[q] & (sbit - 1)) == 0 && (v[w] & (sbit - 1)) == 0;
+                            }
+                        }
+                    }
+                    if (f0 != fw) fail("serial", "codes", what, (long)y * 100000 + n, (uint64_t)f0, (uint64_t)fw);
+                    if (f0) continue;
+                    for (long i = 0; i < n; i++) {
+                        uint32_t x, p, q, g0, g1;
+                        if (bytes == 2) {
+                            x = a[i * sa]; p = b[i * sb]; q = c[i * sc]; g0 = r0[i]; g1 = r1[i];
+                        }
+                        else {
+                            x = ((uint8_t *)a)[i * sa]; p = ((uint8_t *)b)[i * sb];
+                            q = ((uint8_t *)c)[i * sc]; g0 = ((uint8_t *)r0)[i];
+                            g1 = ((uint8_t *)r1)[i];
+                        }
+                        const long kx = key_reference(x, bytes, lim), kp = key_reference(p, bytes, lim);
+                        const long kq = key_reference(q, bytes, lim);
+                        uint32_t want = op == 1 ? (kx >= kp ? x : p) : op == 2 ? (kx <= kp ? x : p)
+                                        : ((kx >= kp ? kx : kp) <= kq ? (kx >= kp ? x : p) : q);
+                        if (g0 != want) {
+                            fail("serial", "codes", what, (long)y * 100000 + i, g0, want);
+                            break;
+                        }
+                        if (g1 != g0) {
+                            fail(lv, "codes", what, (long)y * 100000 + i, g1, g0);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    free(a); free(b); free(c); free(r0); free(r1);
+}
+
 static void
 check_arg_extreme(const char *lv, const mf_kernels *k)
 {
@@ -994,6 +1110,7 @@ main(int argc, char **argv)
         check_encode(lv, k, &mf_formats[MF_IEEE_FLOAT16]);
         check_gemm_edge(lv, k);
         check_arg_extreme(lv, k);
+        check_keyed(lv, k);
         printf("level %-10s vs serial: %s\n", lv, failures == before ? "bit-identical" : "MISMATCH");
         checked++;
     }

@@ -366,7 +366,7 @@ def _zeros_and_ties(n, seed):
 
 @pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz"])
 @pytest.mark.parametrize("uname", ["maximum", "minimum", "fmax", "fmin", "clip"])
-def test_extrema_by_codes(threads, name, uname):
+def test_extrema_by_codes(threads, name, uname, each_level):
     # the result is one operand's code, picked by the codes' order; NumPy's
     # float32 loop rounded once is the reference (NaN payloads, which zero)
     dt = np.dtype(getattr(mf, name))
@@ -393,6 +393,16 @@ def test_extrema_by_codes(threads, name, uname):
             o = ops[0].copy()
             ufunc(o, *ops[1:], out=o)
             assert np.array_equal(bits(o), bits(want)), (t, uname, "in place")
+            # the output is another operand (not written directly), or a
+            # preallocated array of garbage (written directly, a flagged
+            # block then recomputed over it)
+            for k in range(1, nin):
+                o = ops[k].copy()
+                ufunc(*ops[:k], o, *ops[k + 1:], out=o)
+                assert np.array_equal(bits(o), bits(want)), (t, uname, "aliases operand", k)
+            o = np.full(N, np.nan, dt)
+            ufunc(*ops, out=o)
+            assert np.array_equal(bits(o), bits(want)), (t, uname, "preallocated")
 
 
 @pytest.mark.parametrize("name", FORMATS + ["float8_e8m0fnu"])

@@ -707,6 +707,10 @@ cast_err8_tail(const regs256 *r, int skind, mf_simd_path path, const void *x, ui
 #define AE_NAME16 mf_avx2_arg_extreme16
 #include "argext.h"
 
+#define KY_NAME8 mf_avx2_keyed8
+#define KY_NAME16 mf_avx2_keyed16
+#include "keyed.h"
+
 const mf_kernels mf_kernels_avx2 = {
     .name = "avx2",
     .decode_f32 = mf_avx2_decode_f32,
@@ -715,6 +719,8 @@ const mf_kernels mf_kernels_avx2 = {
     .pairwise_f32 = mf_avx2_pairwise_f32,
     .arg_extreme8 = mf_avx2_arg_extreme8,
     .arg_extreme16 = mf_avx2_arg_extreme16,
+    .keyed8 = mf_avx2_keyed8,
+    .keyed16 = mf_avx2_keyed16,
     .colsum_f32 = mf_avx2_colsum_f32,
     .colmax_f32 = mf_avx2_colmax_f32,
     .sum = mf_avx2_sum,

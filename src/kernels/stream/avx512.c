@@ -791,6 +791,10 @@ bf16_value(__m512i h)
 #define AE_NAME16 mf_avx512_arg_extreme16
 #include "argext.h"
 
+#define KY_NAME8 mf_avx512_keyed8
+#define KY_NAME16 mf_avx512_keyed16
+#include "keyed.h"
+
 const mf_kernels mf_kernels_avx512 = {
     .name = "avx512",
     .decode_f32 = mf_avx512_decode_f32,
@@ -799,6 +803,8 @@ const mf_kernels mf_kernels_avx512 = {
     .pairwise_f32 = mf_avx512_pairwise_f32,
     .arg_extreme8 = mf_avx512_arg_extreme8,
     .arg_extreme16 = mf_avx512_arg_extreme16,
+    .keyed8 = mf_avx512_keyed8,
+    .keyed16 = mf_avx512_keyed16,
     .colsum_f32 = mf_avx512_colsum_f32,
     .colmax_f32 = mf_avx512_colmax_f32,
     .sum = mf_avx512_sum,

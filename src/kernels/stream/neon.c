@@ -551,6 +551,10 @@ dec_f16_run(const uint16_t *s, float *d, mf_intp n, int stream)
 #define AE_NAME16 mf_neon_arg_extreme16
 #include "argext.h"
 
+#define KY_NAME8 mf_neon_keyed8
+#define KY_NAME16 mf_neon_keyed16
+#include "keyed.h"
+
 const mf_kernels mf_kernels_neon = {
     .name = "neon",
     .decode_f32 = mf_neon_decode_f32,
@@ -559,6 +563,8 @@ const mf_kernels mf_kernels_neon = {
     .pairwise_f32 = mf_neon_pairwise_f32,
     .arg_extreme8 = mf_neon_arg_extreme8,
     .arg_extreme16 = mf_neon_arg_extreme16,
+    .keyed8 = mf_neon_keyed8,
+    .keyed16 = mf_neon_keyed16,
     .colsum_f32 = mf_neon_colsum_f32,
     .colmax_f32 = mf_neon_colmax_f32,
     .sum = mf_neon_sum,

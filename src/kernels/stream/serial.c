@@ -259,6 +259,10 @@ mf_serial_sum_rows(const mf_format *f, const char *const *rows, mf_intp nrows, m
 #define AE_NAME16 mf_serial_arg_extreme16
 #include "argext.h"
 
+#define KY_NAME8 mf_serial_keyed8
+#define KY_NAME16 mf_serial_keyed16
+#include "keyed.h"
+
 const mf_kernels mf_kernels_serial = {
     .name = "serial",
     .decode_f32 = mf_serial_decode_f32,
@@ -267,6 +271,8 @@ const mf_kernels mf_kernels_serial = {
     .pairwise_f32 = mf_serial_pairwise_f32,
     .arg_extreme8 = mf_serial_arg_extreme8,
     .arg_extreme16 = mf_serial_arg_extreme16,
+    .keyed8 = mf_serial_keyed8,
+    .keyed16 = mf_serial_keyed16,
     .colsum_f32 = mf_serial_colsum_f32,
     .colmax_f32 = mf_serial_colmax_f32,
     .sum = mf_serial_sum,

@@ -545,47 +545,133 @@ rows_sum(const red_job *J, npy_intp o0, npy_intp o1)
 }
 
 /* row mode, products: each output's chain p = p * x over its run from
- * 1.0f, as NumPy's float32 multiply loop runs it (row_task), for eight
- * outputs at once, so that the eight chains' multiplications overlap
- * where one chain waits on each product.  The operations and their order
- * in each chain are row_task's; an output whose product is NaN (which NaN
- * depends on the operand a multiplication keeps) is computed by row_task. */
-#define PROD_ROWS 8
+ * 1.0f, as NumPy's float32 multiply loop runs it (row_task), for up to
+ * sixteen outputs at once: the rows' values decoded a block at a time, then
+ * four of them at a time transposed in registers (a 4 x 4 block of four
+ * rows and four positions becomes four vectors of one position each) so
+ * that one vector multiplication advances four chains, and four such
+ * vectors overlap where each waits on its product.  The operations and
+ * their order in each chain are row_task's; an output whose product is NaN
+ * (which NaN depends on the operand a multiplication keeps) is computed by
+ * row_task.  (GCC and clang vector extensions: SSE2 or NEON registers.) */
+#define PROD_GROUPS 4
+#define PROD_BLOCK 4096
+typedef float prod_v4 __attribute__((vector_size(16)));
+typedef uint16_t prod_h8 __attribute__((vector_size(16)));
+typedef uint64_t prod_q2 __attribute__((vector_size(16)));
+
+/* four float32 values at p */
+static inline prod_v4
+prod_load4(const float *p)
+{
+    prod_v4 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* the float32 values of four bfloat16 codes at p: each code the upper half
+ * of its lane (interleaved with zeros) */
+static inline prod_v4
+prod_bf16_4(const char *p)
+{
+    uint64_t c4;
+    memcpy(&c4, p, 8);
+    const prod_q2 q = {c4, 0};
+    prod_h8 h;
+    memcpy(&h, &q, sizeof h);
+    const prod_h8 z = {0, 0, 0, 0, 0, 0, 0, 0};
+    const prod_h8 w = __builtin_shufflevector(z, h, 0, 8, 1, 9, 2, 10, 3, 11);
+    prod_v4 v;
+    memcpy(&v, &w, sizeof v);
+    return v;
+}
+
+/* the products of rows o .. o + 4G - 1 (G groups of four; inlined with G
+ * and `bf16` constants, so that the chains stay in registers).  bfloat16
+ * rows are read as codes (no decode pass: the input streams from memory
+ * once, in row order); the other formats are decoded a block at a time. */
+static inline __attribute__((always_inline)) void
+prod_group(const red_job *J, npy_intp o, int G, int bf16)
+{
+    /* rows 64 bytes apart beyond the block, so that the same position of
+     * the sixteen rows does not map to one L1 set */
+    static _Thread_local float buf[4 * PROD_GROUPS][PROD_BLOCK + 16];
+    const char *row[4 * PROD_GROUPS];
+    prod_v4 P[PROD_GROUPS];
+    for (int g = 0; g < G; g++) {
+        P[g] = (prod_v4){1.0f, 1.0f, 1.0f, 1.0f};
+        for (int k = 0; k < 4; k++) {
+            row[4 * g + k] = J->in + offset_of(o + 4 * g + k, J->nk, J->kshape, J->kis);
+        }
+    }
+    const npy_intp block = bf16 ? J->L : PROD_BLOCK;
+    for (npy_intp s = 0; s < J->L; s += block) {
+        const npy_intp len = J->L - s < block ? J->L - s : block;
+        if (!bf16) {
+            for (int j = 0; j < 4 * G; j++) {
+                decode_run(J, row[j] + s * J->ls, J->ls, buf[j], len);
+            }
+        }
+#define PROD_A(j, i) (bf16 ? prod_bf16_4(row[j] + 2 * (s + (i))) : prod_load4(buf[j] + (i)))
+        npy_intp i = 0;
+        for (; i + 4 <= len; i += 4) {
+            for (int g = 0; g < G; g++) {
+                const prod_v4 a0 = PROD_A(4 * g, i), a1 = PROD_A(4 * g + 1, i);
+                const prod_v4 a2 = PROD_A(4 * g + 2, i), a3 = PROD_A(4 * g + 3, i);
+                const prod_v4 t0 = __builtin_shufflevector(a0, a1, 0, 4, 1, 5);
+                const prod_v4 t1 = __builtin_shufflevector(a0, a1, 2, 6, 3, 7);
+                const prod_v4 t2 = __builtin_shufflevector(a2, a3, 0, 4, 1, 5);
+                const prod_v4 t3 = __builtin_shufflevector(a2, a3, 2, 6, 3, 7);
+                P[g] = P[g] * __builtin_shufflevector(t0, t2, 0, 1, 4, 5);
+                P[g] = P[g] * __builtin_shufflevector(t0, t2, 2, 3, 6, 7);
+                P[g] = P[g] * __builtin_shufflevector(t1, t3, 0, 1, 4, 5);
+                P[g] = P[g] * __builtin_shufflevector(t1, t3, 2, 3, 6, 7);
+            }
+        }
+#undef PROD_A
+        for (; i < len; i++) {
+            for (int g = 0; g < G; g++) {
+                prod_v4 c;
+                for (int k = 0; k < 4; k++) {
+                    c[k] = bf16 ? mf_dec_code(J->f, mf_load_code(J->f, row[4 * g + k] + 2 * (s + i)))
+                                : buf[4 * g + k][i];
+                }
+                P[g] = P[g] * c;
+            }
+        }
+    }
+    int ovf = 0;
+    for (int j = 0; j < 4 * G; j++) {
+        const float p = P[j / 4][j % 4];
+        if (p != p) {
+            row_task(J, o + j);
+        }
+        else {
+            mf_store_code(J->f, J->out + (o + j) * J->isz, mf_enc1_ovf(J->f, p, &ovf));
+        }
+    }
+    if (ovf) {
+        mf_raise_overflow();
+    }
+}
+
 static void
 prod_rows(const red_job *J, npy_intp o0, npy_intp o1)
 {
-    float buf[PROD_ROWS][RBLOCK];
     npy_intp o = o0;
-    for (; o + PROD_ROWS <= o1; o += PROD_ROWS) {
-        const char *row[PROD_ROWS];
-        float p[PROD_ROWS];
-        for (int j = 0; j < PROD_ROWS; j++) {
-            row[j] = J->in + offset_of(o + j, J->nk, J->kshape, J->kis);
-            p[j] = 1.0f;
+    if (J->f->id == MF_BFLOAT16 && J->ls == 2) {
+        for (; o + 4 * PROD_GROUPS <= o1; o += 4 * PROD_GROUPS) {
+            prod_group(J, o, PROD_GROUPS, 1);
         }
-        for (npy_intp s = 0; s < J->L; s += RBLOCK) {
-            npy_intp len = J->L - s < RBLOCK ? J->L - s : RBLOCK;
-            for (int j = 0; j < PROD_ROWS; j++) {
-                decode_run(J, row[j] + s * J->ls, J->ls, buf[j], len);
-            }
-            for (npy_intp i = 0; i < len; i++) {
-                for (int j = 0; j < PROD_ROWS; j++) {
-                    p[j] = p[j] * buf[j][i];
-                }
-            }
+        for (; o + 4 <= o1; o += 4) {
+            prod_group(J, o, 1, 1);
         }
-        int ovf = 0;
-        for (int j = 0; j < PROD_ROWS; j++) {
-            if (p[j] != p[j]) {
-                row_task(J, o + j);
-            }
-            else {
-                mf_store_code(J->f, J->out + (o + j) * J->isz, mf_enc1_ovf(J->f, p[j], &ovf));
-            }
-        }
-        if (ovf) {
-            mf_raise_overflow();
-        }
+    }
+    for (; o + 4 * PROD_GROUPS <= o1; o += 4 * PROD_GROUPS) {
+        prod_group(J, o, PROD_GROUPS, 0);
+    }
+    for (; o + 4 <= o1; o += 4) {
+        prod_group(J, o, 1, 0);
     }
     for (; o < o1; o++) {
         row_task(J, o);

@@ -535,8 +535,7 @@ enc_f16_8(__m256 x, __m256i *ovf)
 MF_INLINE mf_intp
 enc_f16_run(const float *src, uint16_t *d, mf_intp n, int stream, int *ovf)
 {
-    const unsigned int csr = _mm_getcsr();
-    __asm__ volatile("" : : : "memory");
+    const unsigned int csr = mxcsr_save();
     __m256i o = _mm256_setzero_si256();
     mf_intp i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -547,8 +546,7 @@ enc_f16_run(const float *src, uint16_t *d, mf_intp n, int stream, int *ovf)
     for (; i + 8 <= n; i += 8) {
         _mm_storeu_si128((__m128i *)(d + i), enc_f16_8(_mm256_loadu_ps(src + i), &o));
     }
-    __asm__ volatile("" : : : "memory");      /* the stores first, then the flags */
-    _mm_setcsr(csr);
+    mxcsr_restore(csr);
     *ovf |= !_mm256_testz_si256(o, o);
     return i;
 }
@@ -568,8 +566,7 @@ dec_f16_8(__m128i h)
 MF_INLINE mf_intp
 dec_f16_run(const uint16_t *s, float *d, mf_intp n, int stream)
 {
-    const unsigned int csr = _mm_getcsr();
-    __asm__ volatile("" : : : "memory");
+    const unsigned int csr = mxcsr_save();
     mf_intp i = 0;
     for (; i + 16 <= n; i += 16) {
         store_ps(d + i, dec_f16_8(_mm_loadu_si128((const __m128i *)(s + i))), stream);
@@ -578,8 +575,7 @@ dec_f16_run(const uint16_t *s, float *d, mf_intp n, int stream)
     for (; i + 8 <= n; i += 8) {
         _mm256_storeu_ps(d + i, dec_f16_8(_mm_loadu_si128((const __m128i *)(s + i))));
     }
-    __asm__ volatile("" : : : "memory");      /* the stores first, then the flags */
-    _mm_setcsr(csr);
+    mxcsr_restore(csr);
     return i;
 }
 

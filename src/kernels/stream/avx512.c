@@ -565,8 +565,7 @@ enc_f16_16(__m512 x, __mmask16 *ovf)
 MF_INLINE mf_intp
 enc_f16_run(const float *src, uint16_t *d, mf_intp n, int stream, int *ovf)
 {
-    const unsigned int csr = _mm_getcsr();
-    __asm__ volatile("" : : : "memory");
+    const unsigned int csr = mxcsr_save();
     __mmask16 o = 0;
     mf_intp i = 0;
     for (; i + 32 <= n; i += 32) {
@@ -580,8 +579,7 @@ enc_f16_run(const float *src, uint16_t *d, mf_intp n, int stream, int *ovf)
         o |= ok & k;
         _mm256_mask_storeu_epi16(d + i, k, h);
     }
-    __asm__ volatile("" : : : "memory");      /* the stores first, then the flags */
-    _mm_setcsr(csr);
+    mxcsr_restore(csr);
     *ovf |= o != 0;
     return n;
 }
@@ -600,8 +598,7 @@ dec_f16_16(__m256i h)
 MF_INLINE mf_intp
 dec_f16_run(const uint16_t *s, float *d, mf_intp n, int stream)
 {
-    const unsigned int csr = _mm_getcsr();
-    __asm__ volatile("" : : : "memory");
+    const unsigned int csr = mxcsr_save();
     mf_intp i = 0;
     for (; i + 16 <= n; i += 16) {
         store_ps(d + i, dec_f16_16(_mm256_loadu_si256((const __m256i *)(s + i))), stream);
@@ -610,8 +607,7 @@ dec_f16_run(const uint16_t *s, float *d, mf_intp n, int stream)
         __mmask16 k = first16(n - i);
         _mm512_mask_storeu_ps(d + i, k, dec_f16_16(_mm256_maskz_loadu_epi16(k, s + i)));
     }
-    __asm__ volatile("" : : : "memory");      /* the stores first, then the flags */
-    _mm_setcsr(csr);
+    mxcsr_restore(csr);
     return n;
 }
 

@@ -12,6 +12,24 @@
 #ifndef MF_STREAM_X86_H
 #define MF_STREAM_X86_H
 
+/* MXCSR around a loop of conversion instructions (VCVTPS2PH, VCVTPH2PS)
+ * that raise flags the serial codec does not: saved before the loop, put
+ * back after its stores (the barriers keep the stores between the two) */
+static inline unsigned int
+mxcsr_save(void)
+{
+    const unsigned int csr = _mm_getcsr();
+    __asm__ volatile("" : : : "memory");
+    return csr;
+}
+
+static inline void
+mxcsr_restore(unsigned int csr)
+{
+    __asm__ volatile("" : : : "memory");
+    _mm_setcsr(csr);
+}
+
 #define ASM_OP(INSN, R, A, B) \
     __asm__(INSN " %[b], %[a], %[r]" : [r] "=v"(R) : [a] "v"(A), [b] "v"(B))
 

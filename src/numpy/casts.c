@@ -689,22 +689,8 @@ convert_codes(const mf_format *fa, const mf_format *fb, const char *in, npy_intp
         if (is == isz && os == isz) {
             memmove(out, in, (size_t)(n * isz));
         }
-        else if (isz == 2) {
-            for (npy_intp i = 0; i < n; i++, in += is, out += os) {
-                uint16_t v;
-                memcpy(&v, in, 2);
-                memcpy(out, &v, 2);
-            }
-        }
-        else if (isz == 1) {
-            for (npy_intp i = 0; i < n; i++, in += is, out += os) {
-                *out = *in;
-            }
-        }
         else {
-            for (npy_intp i = 0; i < n; i++, in += is, out += os) {
-                memcpy(out, in, (size_t)isz);
-            }
+            mf_move_codes(out, os, in, is, n, isz);
         }
         return;
     }
@@ -748,9 +734,7 @@ convert_codes(const mf_format *fa, const mf_format *fb, const char *in, npy_intp
             }
             else {
                 mf_k->encode_f32(fb, buf, codes, len);
-                for (npy_intp i = 0; i < len; i++) {
-                    memcpy(out + i * os, codes + i * fb->itemsize, fb->itemsize);
-                }
+                mf_move_codes(out, os, codes, fb->itemsize, len, fb->itemsize);
             }
             in += len * is;
             out += len * os;

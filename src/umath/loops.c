@@ -889,9 +889,7 @@ arith_loop(PyArrayMethod_Context *context, char *const data[],
             char codes[BLOCK * 2];
             for (npy_intp start = 0; start < n; start += BLOCK) {
                 npy_intp len = n - start < BLOCK ? n - start : BLOCK;
-                for (npy_intp i = 0; i < len; i++) {
-                    memcpy(codes + i * sz, in + (start + i) * is, sz);
-                }
+                mf_move_codes(codes, sz, in + start * is, is, len, sz);
                 acc += mf_k->sum(f, codes, len);
             }
         }

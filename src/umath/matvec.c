@@ -16,9 +16,7 @@
 static void
 gather(const mf_format *f, const char *p, npy_intp s, npy_intp n, char *dst)
 {
-    for (npy_intp i = 0; i < n; i++) {
-        memcpy(dst + i * f->itemsize, p + i * s, f->itemsize);
-    }
+    mf_move_codes(dst, f->itemsize, p, s, n, f->itemsize);
 }
 
 /* a dot's result rounded once; NaN as the format's canonical NaN (as

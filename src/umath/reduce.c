@@ -402,9 +402,7 @@ sum_run(const red_job *J, double acc, const char *p, npy_intp n)
     char codes[RBLOCK * 2];
     for (npy_intp s = 0; s < n; s += RBLOCK) {
         npy_intp len = n - s < RBLOCK ? n - s : RBLOCK;
-        for (npy_intp i = 0; i < len; i++) {
-            memcpy(codes + i * J->isz, p + (s + i) * J->ls, J->isz);
-        }
+        mf_move_codes(codes, J->isz, p + s * J->ls, J->ls, len, J->isz);
         acc = add_first(J->k->sum(J->f, codes, len), acc);
     }
     return acc;

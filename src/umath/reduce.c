@@ -48,8 +48,12 @@
  * rest; the general loop stores each step's result into the output's
  * format, and so does this (a NaN becomes the format's NaN of its sign).
  *
+ * F-ordered arrays (without out= and where=) are reduced as the C-ordered
+ * view with their axes reversed, which NumPy's iterator walks in the same
+ * memory order (reduce_fortran).
+ *
  * Returns NotImplemented for what it does not cover (then the caller runs
- * NumPy's route): arrays that are not C-ordered (strides decreasing and
+ * NumPy's route): other arrays that are not C-ordered (strides decreasing and
  * positive, after dropping axes of length 1), byte-swapped or unaligned,
  * dtype=, initial=, out= that is not C-contiguous of the format or overlaps
  * the input, formats without zero, empty arrays and reductions, max/min with
@@ -967,13 +971,79 @@ mf_kept_shape(int nd, const npy_intp *shape, const int *red, int keepdims, npy_i
     return k;
 }
 
+PyObject *mf_py_reduce(PyObject *self, PyObject *args);
+
+/* a view of a with its axes in reverse order (C-ordered when a is F-ordered) */
+static PyObject *
+reversed_axes(PyArrayObject *a)
+{
+    npy_intp perm[NPY_MAXDIMS];
+    const int nd = PyArray_NDIM(a);
+    for (int d = 0; d < nd; d++) {
+        perm[d] = nd - 1 - d;
+    }
+    PyArray_Dims dims = {perm, nd};
+    return PyArray_Transpose(a, &dims);
+}
+
+/*
+ * An F-ordered array (a transpose of a C-ordered one): NumPy's iterator
+ * walks it in memory order, as it walks the C-ordered view with its axes
+ * reversed, so that view reduced over the mirrored axes gives every output
+ * element the same operations in the same order; the result comes back
+ * with its axes reversed again (F-ordered, as NumPy allocates it).  Without
+ * out= and where= only.
+ */
+static PyObject *
+reduce_fortran(PyObject *self, int op, PyArrayObject *a, PyObject *axis, int keepdims)
+{
+    const int nd = PyArray_NDIM(a);
+    int red[NPY_MAXDIMS], naxes;
+    if (mf_parse_axes(axis, nd, red, &naxes) < 0) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    PyObject *ax = Py_None;
+    Py_INCREF(ax);
+    if (axis != Py_None) {
+        Py_DECREF(ax);
+        ax = PyTuple_New(naxes);
+        if (ax == NULL) {
+            return NULL;
+        }
+        for (int d = nd - 1, k = 0; d >= 0; d--) {
+            if (red[d]) {
+                PyTuple_SET_ITEM(ax, k++, PyLong_FromLong(nd - 1 - d));
+            }
+        }
+    }
+    PyObject *at = reversed_axes(a);
+    if (at == NULL) {
+        Py_DECREF(ax);
+        return NULL;
+    }
+    PyObject *args = Py_BuildValue("(iOOOiO)", op, at, ax, Py_None, keepdims, Py_True);
+    Py_DECREF(at);
+    Py_DECREF(ax);
+    if (args == NULL) {
+        return NULL;
+    }
+    PyObject *r = mf_py_reduce(self, args);
+    Py_DECREF(args);
+    if (r == NULL || !PyArray_Check(r) || PyArray_NDIM((PyArrayObject *)r) < 2) {
+        return r;
+    }
+    PyObject *back = reversed_axes((PyArrayObject *)r);
+    Py_DECREF(r);
+    return back;
+}
+
 /*
  * _reduce(op, a, axis, out, keepdims, where): op 0..3 = sum, prod, max,
  * min.  Returns the result, or NotImplemented.  The caller has checked that
  * dtype= and initial= were not given.
  */
 PyObject *
-mf_py_reduce(PyObject *NPY_UNUSED(self), PyObject *args)
+mf_py_reduce(PyObject *self, PyObject *args)
 {
     int op, keepdims;
     PyObject *a_obj, *axis, *out_obj, *where;
@@ -987,8 +1057,14 @@ mf_py_reduce(PyObject *NPY_UNUSED(self), PyObject *args)
     PyArray_Descr *descr = PyArray_DESCR(a);
     int fid = mf_dtype_index(NPY_DTYPE(descr));
     if (fid < 0 || mf_formats[fid].kind != MF_KIND_FLOAT || !mf_has_zero(&mf_formats[fid])
-            || mf_descr_swapped(descr) || !PyArray_ISALIGNED(a) || PyArray_SIZE(a) == 0
-            || !PyArray_IS_C_CONTIGUOUS(a)) {
+            || mf_descr_swapped(descr) || !PyArray_ISALIGNED(a) || PyArray_SIZE(a) == 0) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    if (!PyArray_IS_C_CONTIGUOUS(a)) {
+        if (PyArray_IS_F_CONTIGUOUS(a) && PyArray_NDIM(a) >= 2 && out_obj == Py_None
+                && where == Py_True) {
+            return reduce_fortran(self, op, a, axis, keepdims);
+        }
         Py_RETURN_NOTIMPLEMENTED;
     }
     const mf_format *f = &mf_formats[fid];

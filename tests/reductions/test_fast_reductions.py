@@ -6,8 +6,9 @@ is NumPy's route through the ufunc loops, untouched, and is the reference:
 every result must be bit-identical to it, at every kernel level and thread
 count, for every layout, axis, where=, out= and keepdims.  Random real data
 (orders matter) and NaN/inf are included.  Where the one-call path does not
-apply (dtype=, initial=, F order, ...) NumPy's route runs, which these
-tests check too: same bits either way.
+apply (dtype=, initial=, strided views, ...) NumPy's route runs, which these
+tests check too: same bits either way.  F-ordered arrays are reduced as the
+C-ordered view with reversed axes (the "F" and "T" layouts).
 """
 import itertools
 import warnings
@@ -339,8 +340,18 @@ def test_one_call_path_is_taken():
     assert _core._reduce(0, x, 0, None, False, m) is not NotImplemented
     assert _core._reduce(0, x, 0, None, False, m[0]) is NotImplemented     # broadcast mask
     assert _core._reduce(0, x[:, ::2], 1, None, True, True) is NotImplemented   # not C-contiguous
-    # what it leaves to NumPy
-    assert _core._reduce(0, np.asfortranarray(x), 0, None, False, True) is NotImplemented
+    # F order: the C-ordered view with reversed axes, the result reversed back
+    # (F-ordered, as NumPy allocates it)
+    xf = np.asfortranarray(x)
+    for ax in (0, 1, None, (0, 1)):
+        for kd in (False, True):
+            r = _core._reduce(0, xf, ax, None, kd, True)
+            want = reference("sum", xf, axis=ax, keepdims=kd)
+            assert r is not NotImplemented and same(r, want), (ax, kd)
+            assert np.asarray(r).flags.f_contiguous == np.asarray(want).flags.f_contiguous
+    # what it leaves to NumPy: F order with out= or where=
+    assert _core._reduce(0, xf, 0, np.empty(96, x.dtype), False, True) is NotImplemented
+    assert _core._reduce(0, xf, 0, None, False, m) is NotImplemented
     # max/min over several axes: the keyed path (formats whose codes order as
     # sign and magnitude) where the results are neither NaN nor zero
     r = _core._reduce(2, x, (0, 1), None, False, True)

@@ -442,9 +442,10 @@ lut_range(void *ctx, mf_intp start, mf_intp len)
  * operands are NaN or equal zeros (which operand its loop returns then
  * depends on its vector body and tail): a block that has such an element
  * is computed by via_f32_block over the same elements, as before.  The
- * choice is the level's kernel (stream/keyed.h, vectorized per level); the
- * block's results are made in a buffer first, so that an in-place call's
- * inputs are intact for that.
+ * choice is the level's kernel (stream/keyed.h, vectorized per level),
+ * written straight into a contiguous output that no input of the block
+ * touches; otherwise (in place, the output another operand) into a buffer
+ * first, so that the inputs are intact for that route.
  */
 enum { KEYED_NONE = 0, KEYED_MAX = MF_KEYED_MAX, KEYED_MIN = MF_KEYED_MIN,
        KEYED_CLIP = MF_KEYED_CLIP };
@@ -815,7 +816,6 @@ notice_inplace(mf_loop_aux *aux, char *ptr, npy_intp stride)
     aux->seen_stride[k] = stride;
 }
 
-/* + - * /: the fused kernels on contiguous operands, the general path else */
 /* + - * / of an array and a scalar (one input of stride 0): the fused
  * kernel on blocks, the scalar's code repeated in a buffer (the same
  * operations, operands in the same places, as two arrays get) */
@@ -843,6 +843,8 @@ scalar_range(void *ctx, mf_intp start, mf_intp len)
     }
 }
 
+/* + - * /: the fused kernels on contiguous operands (or an array and a
+ * scalar), the general path else */
 static int
 arith_loop(PyArrayMethod_Context *context, char *const data[],
            npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *auxdata)

@@ -466,7 +466,10 @@ enc_bf16_2(const regs256 *r, const float *src, uint16_t *d, __m256i *ovf_min, in
 
 /* 16 bfloat16 pairs in place: the even codes shifted up and the odd ones
  * masked are their float32 values; the two results go back the same way,
- * with no widening or packing shuffles */
+ * with no widening or packing shuffles.  The results are rounded by the
+ * integer addition alone (enc_bf16_v's, without its NaN and overflow
+ * steps), which is enc_bf16_v's code wherever |x| is below 0x7F7F8000; a
+ * pair with a larger magnitude or a NaN goes through enc_bf16_v whole. */
 #define HAVE_BINARY_BF16_2
 MF_INLINE void
 binary_bf16_2(mf_binary_op op, const regs256 *r, const uint16_t *a, const uint16_t *b,
@@ -479,9 +482,20 @@ binary_bf16_2(mf_binary_op op, const regs256 *r, const uint16_t *a, const uint16
                      _mm256_castsi256_ps(_mm256_slli_epi32(cb, 16)));
     __m256 od = op_v(op, _mm256_castsi256_ps(_mm256_and_si256(ca, hi16)),
                      _mm256_castsi256_ps(_mm256_and_si256(cb, hi16)));
-    __m256i ce = _mm256_srli_epi32(enc_bf16_v(r, ev, ovf_min), 16);
-    __m256i co = _mm256_and_si256(enc_bf16_v(r, od, ovf_min), hi16);
-    store_si(out, _mm256_or_si256(ce, co), stream);
+    __m256i ue = _mm256_castps_si256(ev), uo = _mm256_castps_si256(od);
+    __m256i te = _mm256_add_epi32(_mm256_add_epi32(ue, K(RB16)),
+                                  _mm256_and_si256(_mm256_srli_epi32(ue, 16), K(ONE)));
+    __m256i to = _mm256_add_epi32(_mm256_add_epi32(uo, K(RB16)),
+                                  _mm256_and_si256(_mm256_srli_epi32(uo, 16), K(ONE)));
+    __m256i c = _mm256_or_si256(_mm256_srli_epi32(te, 16), _mm256_and_si256(to, hi16));
+    __m256i big = _mm256_cmpgt_epi32(_mm256_max_epi32(_mm256_and_si256(ue, K(ABS)),
+                                                      _mm256_and_si256(uo, K(ABS))),
+                                     _mm256_set1_epi32(0x7F7F7FFF));
+    if (__builtin_expect(!_mm256_testz_si256(big, big), 0)) {
+        c = _mm256_or_si256(_mm256_srli_epi32(enc_bf16_v(r, ev, ovf_min), 16),
+                            _mm256_and_si256(enc_bf16_v(r, od, ovf_min), hi16));
+    }
+    store_si(out, c, stream);
 }
 
 /* after the loops of four vectors of byte codes: single vectors */

@@ -158,14 +158,25 @@ first32(mf_intp m)
 
 /* ------------------------------------------------------- encode, 16 lanes */
 
-/* float32 -> bfloat16 codes in the low half of each lane */
+/* u + 0x7FFF + the kept bit's lsb: the bfloat16 code rounded to nearest
+ * even in the high half, where |x| is below 0x7F7F8000 (where rounding
+ * reaches infinity) */
 MF_INLINE __m512i
-enc_bf16(__m512 x, __mmask16 *ovf)
+round_bf16_hi(__m512i u)
+{
+    __mmask16 odd = _mm512_test_epi32_mask(u, I32(0x10000));
+    __m512i t = _mm512_add_epi32(u, I32(0x7FFF));
+    return _mm512_mask_add_epi32(t, odd, t, I32(1));
+}
+
+/* float32 -> bfloat16 codes in the low half of each lane: NaN the quiet NaN
+ * of its sign, overflow (a finite value rounding to infinity) in *ovf */
+MF_INLINE __m512i
+enc_bf16_special(__m512 x, __mmask16 *ovf)
 {
     __m512i u = _mm512_castps_si512(x);
     __m512i hi = _mm512_srli_epi32(u, 16);
-    __m512i lsb = _mm512_and_si512(hi, I32(1));
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, I32(0x7FFF)), lsb), 16);
+    __m512i r = _mm512_srli_epi32(round_bf16_hi(u), 16);
     __m512i au = _mm512_and_si512(u, I32(0x7FFFFFFF));
     __mmask16 knan = _mm512_cmpgt_epi32_mask(au, I32(0x7F800000));
     /* (hi & 0x8000) | 0x7FC0 */
@@ -174,6 +185,18 @@ enc_bf16(__m512 x, __mmask16 *ovf)
     /* finite values in [0x7F7F8000, 0x7F800000) round to inf */
     *ovf |= _mm512_cmplt_epu32_mask(_mm512_sub_epi32(au, I32(0x7F7F8000)), I32(0x8000));
     return r;
+}
+
+/* the same, the rounding alone where no lane is that large or a NaN */
+MF_INLINE __m512i
+enc_bf16(__m512 x, __mmask16 *ovf)
+{
+    __m512i u = _mm512_castps_si512(x);
+    __mmask16 big = _mm512_cmpge_epu32_mask(_mm512_and_si512(u, I32(0x7FFFFFFF)), I32(0x7F7F8000));
+    if (__builtin_expect(big != 0, 0)) {
+        return enc_bf16_special(x, ovf);
+    }
+    return _mm512_srli_epi32(round_bf16_hi(u), 16);
 }
 
 /* the codes of 16 float32 values.  With w (convert's fused loop), also the
@@ -526,7 +549,13 @@ enc8_tail(const regs512 *r, mf_simd_path path, const float *src, uint8_t *d, mf_
 
 /* 32 bfloat16 pairs in place (as avx2.c's): the even codes shifted up and
  * the odd ones masked are their float32 values, and the two results go
- * back the same way, with no widening, packing or permuting shuffles */
+ * back the same way, with no widening, packing or permuting shuffles.
+ * The results are rounded by the integer addition alone (round_bf16_hi),
+ * as enc_bf16 does where its check lets it; a pair with a larger
+ * magnitude (VRANGEPS: the larger magnitude of the two, the other value
+ * where one is a NaN) or a NaN (an unordered comparison) goes through
+ * enc_bf16_special whole.  Both comparisons are quiet and the operation's results
+ * are never signalling NaNs, so they raise no flag. */
 #define HAVE_BINARY_BF16_2
 MF_INLINE void
 binary_bf16_2(mf_binary_op op, const regs512 *r, const uint16_t *a, const uint16_t *b,
@@ -540,9 +569,17 @@ binary_bf16_2(mf_binary_op op, const regs512 *r, const uint16_t *a, const uint16
                      _mm512_castsi512_ps(_mm512_slli_epi32(cb, 16)));
     __m512 od = op_v(op, _mm512_castsi512_ps(_mm512_and_si512(ca, hi16)),
                      _mm512_castsi512_ps(_mm512_and_si512(cb, hi16)));
-    __m512i ce = enc_bf16(ev, ovf);                    /* codes in the low halves */
-    __m512i co = _mm512_slli_epi32(enc_bf16(od, ovf), 16);
-    store_si(out, _mm512_or_si512(ce, co), stream);
+    __m512i te = round_bf16_hi(_mm512_castps_si512(ev));
+    __m512i to = round_bf16_hi(_mm512_castps_si512(od));
+    /* the even codes in the low halves, the odd ones in the high: A | (B & C) */
+    __m512i c = _mm512_ternarylogic_epi32(_mm512_srli_epi32(te, 16), to, hi16, 0xF8);
+    __mmask16 big = _mm512_cmp_ps_mask(_mm512_range_ps(ev, od, 0x0B),
+                                       _mm512_castsi512_ps(I32(0x7F7F8000)), _CMP_NLT_UQ);
+    __mmask16 nan = _mm512_cmp_ps_mask(ev, od, _CMP_UNORD_Q);
+    if (__builtin_expect(!_kortestz_mask16_u8(big, nan), 0)) {
+        c = _mm512_or_si512(enc_bf16_special(ev, ovf), _mm512_slli_epi32(enc_bf16_special(od, ovf), 16));
+    }
+    store_si(out, c, stream);
 }
 
 /* IEEE float16 (NumPy's float16 casts): VCVTPS2PH, round to nearest even,

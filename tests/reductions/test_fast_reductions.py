@@ -303,9 +303,11 @@ def test_keyed_max_min(threads, op):
         _core.set_num_threads(prev)
 
 
+@pytest.mark.arm   # in the Arm leg of CI: the NEON build of the vector chains
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_products_of_many_runs(threads):
-    # products along the last axis: eight runs' chains interleaved, each the
+    # products along the last axis: eight or sixteen runs' chains
+    # interleaved (rows of 3-D arrays too, adjacent or every other one), each the
     # float32 chain of NumPy's route; thousands of rows, so that some land
     # near a rounding boundary of the format, where another order of the
     # same multiplications would show; NaN rows go NumPy's way
@@ -323,7 +325,8 @@ def test_products_of_many_runs(threads):
                 for fmt in ("bfloat16", "float8_e5m2"):
                     with np.errstate(all="ignore"):
                         a = x.astype(mf_type(fmt))
-                    for v in (a, a[:, 1:], a[:, ::3]):
+                    for v in (a, a[:, 1:], a[:, ::3], a[:4096].reshape(16, 256, 600),
+                              a[:4096, :512].reshape(64, 64, 512)[:, ::2]):
                         assert same(fast("prod", v, axis=-1), reference("prod", v, axis=-1)), (level, fmt)
     finally:
         _core.set_num_threads(prev)

@@ -6,7 +6,7 @@ is NumPy's route through the ufunc loops, untouched, and is the reference:
 every result must be bit-identical to it, at every kernel level and thread
 count, for every layout, axis, where=, out= and keepdims.  Random real data
 (orders matter) and NaN/inf are included.  Where the one-call path does not
-apply (dtype=, initial=, strided views, ...) NumPy's route runs, which these
+apply (dtype=, initial=, some strided views, ...) NumPy's route runs, which these
 tests check too: same bits either way.  F-ordered arrays are reduced as the
 C-ordered view with reversed axes (the "F" and "T" layouts).
 """
@@ -342,7 +342,16 @@ def test_one_call_path_is_taken():
     m = np.ones(x.shape, bool)
     assert _core._reduce(0, x, 0, None, False, m) is not NotImplemented
     assert _core._reduce(0, x, 0, None, False, m[0]) is NotImplemented     # broadcast mask
-    assert _core._reduce(0, x[:, ::2], 1, None, True, True) is NotImplemented   # not C-contiguous
+    # views that are not contiguous: with where=, or where NumPy's iterator
+    # copies pieces spanning several runs into its buffer: NumPy's route
+    assert _core._reduce(0, x[:, ::2], 1, None, False, m[:, ::2].copy()) is NotImplemented
+    assert _core._reduce(0, x.reshape(8, 8, 96)[:, :, :40], (1, 2), None, False, True) is NotImplemented
+    assert _core._reduce(0, data((6, 40, 70), "bfloat16")[:, ::2], 0, None, False, True) is NotImplemented
+    # and in place: one run a call, as for a contiguous array
+    for v, axes in ((x[::2], (0, 1)), (x[:, :50], (0, 1)), (x[:, ::2], (0, 1, None))):
+        for ax in axes:
+            r = _core._reduce(0, v, ax, None, False, True)
+            assert r is not NotImplemented and same(r, reference("sum", v, axis=ax))
     # F order: the C-ordered view with reversed axes, the result reversed back
     # (F-ordered, as NumPy allocates it)
     xf = np.asfortranarray(x)
@@ -419,3 +428,33 @@ def test_plain_numpy_untouched():
     a = np.arange(12.0).reshape(3, 4)
     assert np.array_equal(a.sum(axis=0), [12, 15, 18, 21])
     assert np.sum([1, 2, 3]) == 6 and np.max([[1, 5]], axis=1)[0] == 5
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_strided_views_in_one_call(threads):
+    # C-ordered views that are not contiguous (rows apart, rows cut short,
+    # stepped columns; 2-D and 3-D): one call where NumPy's iterator takes
+    # them in place, NumPy's route where it buffers them; NumPy's bits
+    prev = _core.set_num_threads(threads)
+    try:
+        for fmt in ("bfloat16", "float8_e4m3fn"):
+            x = data((130, 600), fmt, seed=3, special=True)
+            y = data((6, 40, 70), fmt, seed=4, special=True)
+            p = data((130, 600), fmt, seed=5, op="prod")
+            views = [x[::2], x[:, :300], x[:, ::2], x[1::3, 5:], y[:, ::2], y[..., 1:], y[::2, :, 3:]]
+            views += [p[::2], p[:, 7:]]
+            taken = 0
+            for level in LEVELS:
+                with kernel_level(level):
+                    for v in views:
+                        for op in OPS:
+                            for ax in [None] + list(range(v.ndim)) + [(0, v.ndim - 1)]:
+                                r = _core._reduce(OPS[op], v, ax, None, False, True)
+                                taken += r is not NotImplemented
+                                if r is not NotImplemented:
+                                    assert same(r, reference(op, v, axis=ax)), (level, fmt, v.strides, op, ax)
+                                assert same(fast(op, v, axis=ax, keepdims=True),
+                                            reference(op, v, axis=ax, keepdims=True))
+            assert taken > len(LEVELS) * len(views) * 4
+    finally:
+        _core.set_num_threads(prev)

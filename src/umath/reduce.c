@@ -39,8 +39,9 @@
  *    extremes are then compared.  That is NumPy's result bit for bit
  *    except where the result is NaN or zero (which NaN, which zero, depends
  *    on the operand each step keeps): those outputs go NumPy's way (over
- *    several reduced axes, which only this path takes, the call returns
- *    NotImplemented and NumPy's route computes everything).
+ *    several reduced axes the call returns NotImplemented and NumPy's route
+ *    computes everything).  max/min over several axes that are not one run
+ *    go in stages (staged_extreme), under the same rule.
  *
  * With where=, NumPy's masked loop calls ours on each run of True, which is
  * what is done here.  max/min have no initial value: NumPy copies the first
@@ -62,7 +63,8 @@
  * otherwise, byte-swapped or unaligned,
  * dtype=, initial=, out= that is not C-contiguous of the format or overlaps
  * the input, formats without zero, empty arrays and reductions, max/min with
- * where=, max/min over several axes but by the keyed path above, and more
+ * where=, max/min over several axes but by the keyed path and the stages
+ * above (with out=, or of a format whose codes do not order), and more
  * than 2^24 column-mode outputs
  * (beyond which accumulate.c stops keeping partials).
  */
@@ -1288,6 +1290,90 @@ in_place_pieces(int nd, const npy_intp *shape, const npy_intp *strides, const in
 }
 
 /*
+ * max/min over several axes that are not one run (keyed_rows takes those):
+ * the outermost reduced axis of length > 1 first (column mode: the whole
+ * array read once, in order), then the rest of the now smaller array, each
+ * stage through mf_py_reduce; a max or min keeps codes, so every output gets
+ * its group's extreme code whatever the stages.  NumPy's route for the whole
+ * call if a result is NaN or zero, whose code depends on the operand each of
+ * its steps keeps.  (Without out=, so that nothing was written when NumPy's
+ * route takes over.)
+ */
+PyObject *mf_py_reduce(PyObject *self, PyObject *args);
+
+static PyObject *
+reduce_stage(PyObject *self, int op, PyObject *a, PyObject *axis)
+{
+    PyObject *args = Py_BuildValue("(iOOOOO)", op, a, axis, Py_None, Py_True, Py_True);
+    if (args == NULL) {
+        return NULL;
+    }
+    PyObject *r = mf_py_reduce(self, args);
+    Py_DECREF(args);
+    return r;
+}
+
+static PyObject *
+staged_extreme(PyObject *self, int op, PyArrayObject *a, const int *red, int keepdims)
+{
+    const int nd = PyArray_NDIM(a);
+    int first = -1, n = 0;
+    for (int d = 0; d < nd; d++) {
+        if (red[d] && PyArray_DIM(a, d) > 1) {
+            first = first < 0 ? d : first;
+            n++;
+        }
+    }
+    if (n < 2) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    /* the other reduced axes of length > 1: one, or a tuple */
+    PyObject *rest = PyTuple_New(n - 1);
+    if (rest == NULL) {
+        return NULL;
+    }
+    for (int d = first + 1, k = 0; d < nd; d++) {
+        if (red[d] && PyArray_DIM(a, d) > 1) {
+            PyTuple_SET_ITEM(rest, k++, PyLong_FromLong(d));
+        }
+    }
+    PyObject *ax1 = PyLong_FromLong(first);
+    PyObject *s1 = ax1 == NULL ? NULL : reduce_stage(self, op, (PyObject *)a, ax1);
+    Py_XDECREF(ax1);
+    PyObject *r = s1;
+    if (s1 != NULL && s1 != Py_NotImplemented) {
+        r = reduce_stage(self, op, s1, n == 2 ? PyTuple_GET_ITEM(rest, 0) : rest);
+        Py_DECREF(s1);
+    }
+    Py_DECREF(rest);
+    if (r == NULL || r == Py_NotImplemented) {
+        return r;
+    }
+    PyArrayObject *ra = (PyArrayObject *)r;
+    const mf_format *f = &mf_formats[mf_dtype_index(NPY_DTYPE(PyArray_DESCR(a)))];
+    const npy_intp isz = f->itemsize, cnt = PyArray_SIZE(ra);
+    const char *p = PyArray_BYTES(ra);
+    if (!PyArray_IS_C_CONTIGUOUS(ra)) {
+        Py_DECREF(r);
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    for (npy_intp i = 0; i < cnt; i++) {
+        const uint32_t c = mf_load_code(f, p + i * isz);
+        if (mf_code_isnan(f, c) || (c & ~mf_sign_bit(f)) == 0) {
+            Py_DECREF(r);
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+    }
+    /* the kept shape (the reduced axes dropped, or 1 with keepdims) */
+    npy_intp shape[NPY_MAXDIMS];
+    int rnd = mf_kept_shape(nd, PyArray_SHAPE(a), red, keepdims, shape);
+    PyArray_Dims dims = {shape, rnd};
+    PyObject *out = PyArray_Newshape(ra, &dims, NPY_CORDER);
+    Py_DECREF(r);
+    return out == NULL ? NULL : PyArray_Return((PyArrayObject *)out);   /* 0-d: the scalar */
+}
+
+/*
  * _reduce(op, a, axis, out, keepdims, where): op 0..3 = sum, prod, max,
  * min.  Returns the result, or NotImplemented.  The caller has checked that
  * dtype= and initial= were not given.
@@ -1503,6 +1589,9 @@ mf_py_reduce(PyObject *self, PyObject *args)
     J.prod_rows = op == RED_PROD && !J.column && mask == NULL && J.nr == 0;
     J.multi = minmax && naxes != 1;
     if (J.multi && !J.keyed) {
+        if (keyable && mask == NULL && out_obj == Py_None) {
+            return staged_extreme(self, op, a, red, keepdims);
+        }
         Py_RETURN_NOTIMPLEMENTED;
     }
     if (!J.column && op == RED_SUM && mask == NULL && J.nr == 0 && J.ls == J.isz

@@ -458,3 +458,37 @@ def test_strided_views_in_one_call(threads):
             assert taken > len(LEVELS) * len(views) * 4
     finally:
         _core.set_num_threads(prev)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_extremes_over_several_axes_in_stages(threads):
+    # max/min over axes that are not one run: the outermost reduced axis
+    # first, then the rest; NumPy's route where a result is NaN or zero
+    prev = _core.set_num_threads(threads)
+    try:
+        for fmt in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+            y = data((40, 30, 50), fmt, seed=8)
+            z = data((6, 5, 4, 70), fmt, seed=9)
+            for level in LEVELS:
+                with kernel_level(level):
+                    for v, ax in ((y, (0, 2)), (y, (0, 1)), (z, (0, 1, 3)), (z, (0, 2)), (z, (1, 3))):
+                        for op in ("max", "min"):
+                            r = _core._reduce(OPS[op], v, ax, None, False, True)
+                            assert r is not NotImplemented, (fmt, v.shape, ax, op)
+                            assert same(r, reference(op, v, axis=ax)), (level, fmt, v.shape, ax, op)
+                            assert same(fast(op, v, axis=ax, keepdims=True),
+                                        reference(op, v, axis=ax, keepdims=True))
+                    # views: staged where NumPy's iterator takes them in place
+                    for v, ax in ((y[:, ::2], (0, 2)), (z[:, :, 1:], (0, 3)), (y[::2, :, 5:], (0, 1))):
+                        for op in ("max", "min"):
+                            assert same(fast(op, v, axis=ax), reference(op, v, axis=ax)), (level, fmt, ax)
+            # a group whose extreme is a zero or a NaN: NumPy's route, NumPy's bits
+            w = y.copy()
+            w[:, 3, :] = -np.abs(w[:, 3, :].astype(np.float32)).astype(w.dtype)
+            w[5, 3, 7] = 0.0
+            w[2, 4, 9] = np.nan
+            for op in ("max", "min"):
+                assert _core._reduce(OPS[op], w, (0, 2), None, False, True) is NotImplemented
+                assert same(fast(op, w, axis=(0, 2)), reference(op, w, axis=(0, 2)))
+    finally:
+        _core.set_num_threads(prev)

@@ -53,7 +53,9 @@ def _register_all():
                       "array"), ("clip", "np.clip to [-1, 1] into a preallocated array"),
                       ("scale", "multiply by the scalar 2 into a preallocated array"),
                       ("prod", "prod along axis 1 (values near 1)"),
-                      ("to f16", "cast to NumPy's float16"), ("from f16", "cast from float16")):
+                      ("to f16", "cast to NumPy's float16"), ("from f16", "cast from float16"),
+                      ("view sum", "sum along axis 0 of every other row (a view)"),
+                      ("max 2 axes", "max over axes 0 and 2 of the array seen as 3-D")):
         register(f"everyday bf16 {op}", f"{title}, of a 2-D bf16 array of rows of 4096",
                  lambda env, o=op: arrays.build_everyday(o, env))
     register("dot bf16", "dot product of two bf16 vectors; result shown", arrays.build_dot,

@@ -156,7 +156,9 @@ def build_everyday(op, env):
     """Everyday operations of a model's activations, of a 2-D bf16 array of rows
     of 4096 (standard normal values; near 1 for prod): cumsum along the rows,
     ReLU and clip into a preallocated array, multiply by a scalar, prod along
-    the rows, and the casts to and from NumPy's float16."""
+    the rows, the casts to and from NumPy's float16, the sum of every other row
+    (a view) along axis 0, and the max over axes 0 and 2 of the array seen as
+    (rows / 16, 64, 64)."""
     n = env.n
     cols = 4096 if n >= 4096 * 16 else 256
     bf16 = mf.bfloat16
@@ -187,6 +189,10 @@ def build_everyday(op, env):
                  "a.prod(dim=1)", lambda: ta.prod(dim=1)),
         "to f16": ("a.astype(np.float16)", lambda x, out: x.astype(np.float16),
                    "a.half()", lambda: ta.half()),
+        "view sum": ("a[::2].sum(axis=0)", lambda x, out: x[::2].sum(axis=0),
+                     "a[::2].sum(0)", lambda: ta[::2].sum(0)),
+        "max 2 axes": ("a3.max(axis=(0, 2))", lambda x, out: x.reshape(-1, 64, 64).max(axis=(0, 2)),
+                       "a3.amax((0, 2))", lambda: ta.reshape(-1, 64, 64).amax((0, 2))),
     }
     if op == "from f16":
         h = a.astype(np.float16)
@@ -206,8 +212,9 @@ def build_everyday(op, env):
     if torch is not None:
         runs.append(Run("torch", thow, tcall))
     runs.append(Run("numpy", f"float32 {how}", lambda: call(a32, o32)))
-    out_bytes = {"cumsum": 2, "prod": 0, "to f16": 2}.get(op, 2)
-    return Plan(runs, nbytes=a.size * (2 + out_bytes))
+    # bytes read and written per element of a
+    per = {"prod": 2, "view sum": 1, "max 2 axes": 2}.get(op, 4)
+    return Plan(runs, nbytes=a.size * per)
 
 
 def build_dot(env):

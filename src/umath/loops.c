@@ -832,9 +832,7 @@ scalar_range(void *ctx, mf_intp start, mf_intp len)
     const scalar_job *J = (const scalar_job *)ctx;
     const npy_intp sz = J->f->itemsize;
     char rep[EW_BLOCK * 2];
-    for (npy_intp i = 0; i < (len < EW_BLOCK ? len : EW_BLOCK); i++) {
-        memcpy(rep + i * sz, J->data[J->scalar], (size_t)sz);
-    }
+    mf_move_codes(rep, sz, J->data[J->scalar], 0, len < EW_BLOCK ? len : EW_BLOCK, sz);
     const char *arr = J->data[1 - J->scalar];
     for (npy_intp s = start; s < start + len; s += EW_BLOCK) {
         npy_intp l = start + len - s < EW_BLOCK ? start + len - s : EW_BLOCK;

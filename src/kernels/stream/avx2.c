@@ -196,6 +196,12 @@ enc_bf16_v(const regs256 *r, __m256 x, __m256i *ovf_min)
     __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), K(ONE));
     __m256i res = _mm256_add_epi32(_mm256_add_epi32(u, K(RB16)), lsb);
     __m256i au = _mm256_and_si256(u, K(ABS));
+    /* the NaN and overflow steps only for a vector that needs them: |x| at
+     * or above 0x7F7F8000 (the smallest magnitude that rounds to inf) */
+    __m256i big = _mm256_cmpgt_epi32(au, _mm256_set1_epi32(0x7F7F7FFF));
+    if (__builtin_expect(_mm256_testz_si256(big, big), 1)) {
+        return res;
+    }
     __m256i knan = _mm256_cmpgt_epi32(au, K(INF));
     __m256i nanv = _mm256_or_si256(_mm256_and_si256(u, K(SIGN)), K(QNAN));
     *ovf_min = _mm256_min_epi32(*ovf_min, _mm256_add_epi32(au, _mm256_set1_epi32(0x00808000)));

@@ -492,3 +492,25 @@ def test_extremes_over_several_axes_in_stages(threads):
                 assert same(fast(op, w, axis=(0, 2)), reference(op, w, axis=(0, 2)))
     finally:
         _core.set_num_threads(prev)
+
+
+@pytest.mark.parametrize("bufsize", [64, 1008, 100000])
+def test_strided_views_follow_the_buffer_size(bufsize):
+    # whether NumPy's iterator buffers a view depends on np.getbufsize(): the
+    # one-call path asks it each call, so the bits stay NumPy's for any size
+    prev = np.getbufsize()
+    np.setbufsize(bufsize)
+    try:
+        taken = 0
+        for shape in [(33, 17), (300, 130), (9, 4500), (6, 40, 70), (4, 3, 2, 65)]:
+            a = data(shape, "bfloat16", seed=11, special=True)
+            for v in (a[::2], a[..., ::2], a[1::3], a[..., 1:]):
+                for ax in axes_of(v.ndim):
+                    for op in OPS:
+                        r = _core._reduce(OPS[op], v, ax, None, False, True)
+                        if r is not NotImplemented:
+                            taken += 1
+                            assert same(r, reference(op, v, axis=ax)), (shape, v.strides, ax, op)
+        assert taken > 100
+    finally:
+        np.setbufsize(prev)

@@ -595,6 +595,26 @@ prod_bf16_4(const char *p)
     return v;
 }
 
+/* the products of outputs o .. o + n - 1, four a vector: a NaN product is
+ * computed by row_task (which NaN depends on the operand each step keeps) */
+static inline __attribute__((always_inline)) void
+prod_store(const red_job *J, npy_intp o, const prod_v4 *P, int n)
+{
+    int ovf = 0;
+    for (int j = 0; j < n; j++) {
+        const float p = P[j / 4][j % 4];
+        if (p != p) {
+            row_task(J, o + j);
+        }
+        else {
+            mf_store_code(J->f, J->out + (o + j) * J->isz, mf_enc1_ovf(J->f, p, &ovf));
+        }
+    }
+    if (ovf) {
+        mf_raise_overflow();
+    }
+}
+
 /* the products of rows o .. o + 4G - 1 (G groups of four; inlined with G
  * and `bf16` constants, so that the chains stay in registers).  bfloat16
  * rows are read as codes (no decode pass: the input streams from memory
@@ -649,19 +669,7 @@ prod_group(const red_job *J, npy_intp o, int G, int bf16)
             }
         }
     }
-    int ovf = 0;
-    for (int j = 0; j < 4 * G; j++) {
-        const float p = P[j / 4][j % 4];
-        if (p != p) {
-            row_task(J, o + j);
-        }
-        else {
-            mf_store_code(J->f, J->out + (o + j) * J->isz, mf_enc1_ovf(J->f, p, &ovf));
-        }
-    }
-    if (ovf) {
-        mf_raise_overflow();
-    }
+    prod_store(J, o, P, 4 * G);
 }
 
 /* bfloat16 rows of PROD_LONG values or more, eight at a time: eight codes
@@ -772,19 +780,7 @@ prod_group8(const red_job *J, npy_intp o, npy_intp o1)
             P[q] = P[q] * c;
         }
     }
-    int ovf = 0;
-    for (int j = 0; j < 8; j++) {
-        const float p = P[j / 4][j % 4];
-        if (p != p) {
-            row_task(J, o + j);
-        }
-        else {
-            mf_store_code(J->f, J->out + (o + j) * J->isz, mf_enc1_ovf(J->f, p, &ovf));
-        }
-    }
-    if (ovf) {
-        mf_raise_overflow();
-    }
+    prod_store(J, o, P, 8);
 }
 
 static void

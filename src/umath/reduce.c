@@ -1330,7 +1330,12 @@ staged_extreme(PyObject *self, int op, PyArrayObject *a, const int *red, int kee
     }
     for (int d = first + 1, k = 0; d < nd; d++) {
         if (red[d] && PyArray_DIM(a, d) > 1) {
-            PyTuple_SET_ITEM(rest, k++, PyLong_FromLong(d));
+            PyObject *ax = PyLong_FromLong(d);
+            if (ax == NULL) {
+                Py_DECREF(rest);
+                return NULL;
+            }
+            PyTuple_SET_ITEM(rest, k++, ax);
         }
     }
     PyObject *ax1 = PyLong_FromLong(first);
@@ -1345,14 +1350,14 @@ staged_extreme(PyObject *self, int op, PyArrayObject *a, const int *red, int kee
     if (r == NULL || r == Py_NotImplemented) {
         return r;
     }
+    if (!PyArray_Check(r) || !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)r)) {
+        Py_DECREF(r);
+        Py_RETURN_NOTIMPLEMENTED;
+    }
     PyArrayObject *ra = (PyArrayObject *)r;
     const mf_format *f = &mf_formats[mf_dtype_index(NPY_DTYPE(PyArray_DESCR(a)))];
     const npy_intp isz = f->itemsize, cnt = PyArray_SIZE(ra);
     const char *p = PyArray_BYTES(ra);
-    if (!PyArray_IS_C_CONTIGUOUS(ra)) {
-        Py_DECREF(r);
-        Py_RETURN_NOTIMPLEMENTED;
-    }
     for (npy_intp i = 0; i < cnt; i++) {
         const uint32_t c = mf_load_code(f, p + i * isz);
         if (mf_code_isnan(f, c) || (c & ~mf_sign_bit(f)) == 0) {

@@ -681,10 +681,11 @@ prod_group(const red_job *J, npy_intp o, int G, int bf16)
  * of four rows overlap.  Measured on a Zen 4 (one thread, (4096, 4096)):
  * 4.8 ms with prod_group's sixteen chains; of this kind, sixteen or
  * twenty-four rows at once 2.6-4.2 ms (probably their lines, 8 KiB apart,
- * evicting each other from one L1 set), eight 2.0 ms.  Rows of fewer than PROD_LONG values keep
- * prod_group (an output's setup and rounding are more of their time);
- * rows up to PROD_SHORT values are too short a stream for the hardware's
- * prefetchers (256 values: 6.6 -> 3.2 ms with the next group fetched). */
+ * evicting each other from one L1 set), eight 2.0 ms.  Rows of fewer than
+ * PROD_LONG values keep prod_group (an output's setup and rounding are more
+ * of their time); rows up to PROD_SHORT values are too short a stream for
+ * the hardware's prefetchers (256 values: 6.6 -> 3.2 ms with the next group
+ * fetched). */
 #define PROD_LONG 256
 #define PROD_SHORT 1024
 static inline __attribute__((always_inline)) prod_h8
@@ -1102,6 +1103,20 @@ mf_kept_shape(int nd, const npy_intp *shape, const int *red, int keepdims, npy_i
 
 PyObject *mf_py_reduce(PyObject *self, PyObject *args);
 
+/* mf_py_reduce of a over axis (without out= and where=) */
+static PyObject *
+reduce_call(PyObject *self, int op, PyObject *a, PyObject *axis, int keepdims)
+{
+    PyObject *args = Py_BuildValue("(iOOOOO)", op, a, axis, Py_None,
+                                   keepdims ? Py_True : Py_False, Py_True);
+    if (args == NULL) {
+        return NULL;
+    }
+    PyObject *r = mf_py_reduce(self, args);
+    Py_DECREF(args);
+    return r;
+}
+
 /* a view of a with its axes in reverse order (C-ordered when a is F-ordered) */
 static PyObject *
 reversed_axes(PyArrayObject *a)
@@ -1141,7 +1156,12 @@ reduce_fortran(PyObject *self, int op, PyArrayObject *a, PyObject *axis, int kee
         }
         for (int d = nd - 1, k = 0; d >= 0; d--) {
             if (red[d]) {
-                PyTuple_SET_ITEM(ax, k++, PyLong_FromLong(nd - 1 - d));
+                PyObject *i = PyLong_FromLong(nd - 1 - d);
+                if (i == NULL) {
+                    Py_DECREF(ax);
+                    return NULL;
+                }
+                PyTuple_SET_ITEM(ax, k++, i);
             }
         }
     }
@@ -1150,14 +1170,9 @@ reduce_fortran(PyObject *self, int op, PyArrayObject *a, PyObject *axis, int kee
         Py_DECREF(ax);
         return NULL;
     }
-    PyObject *args = Py_BuildValue("(iOOOiO)", op, at, ax, Py_None, keepdims, Py_True);
+    PyObject *r = reduce_call(self, op, at, ax, keepdims);
     Py_DECREF(at);
     Py_DECREF(ax);
-    if (args == NULL) {
-        return NULL;
-    }
-    PyObject *r = mf_py_reduce(self, args);
-    Py_DECREF(args);
     if (r == NULL || !PyArray_Check(r) || PyArray_NDIM((PyArrayObject *)r) < 2) {
         return r;
     }
@@ -1295,20 +1310,6 @@ in_place_pieces(int nd, const npy_intp *shape, const npy_intp *strides, const in
  * its steps keeps.  (Without out=, so that nothing was written when NumPy's
  * route takes over.)
  */
-PyObject *mf_py_reduce(PyObject *self, PyObject *args);
-
-static PyObject *
-reduce_stage(PyObject *self, int op, PyObject *a, PyObject *axis)
-{
-    PyObject *args = Py_BuildValue("(iOOOOO)", op, a, axis, Py_None, Py_True, Py_True);
-    if (args == NULL) {
-        return NULL;
-    }
-    PyObject *r = mf_py_reduce(self, args);
-    Py_DECREF(args);
-    return r;
-}
-
 static PyObject *
 staged_extreme(PyObject *self, int op, PyArrayObject *a, const int *red, int keepdims)
 {
@@ -1339,11 +1340,11 @@ staged_extreme(PyObject *self, int op, PyArrayObject *a, const int *red, int kee
         }
     }
     PyObject *ax1 = PyLong_FromLong(first);
-    PyObject *s1 = ax1 == NULL ? NULL : reduce_stage(self, op, (PyObject *)a, ax1);
+    PyObject *s1 = ax1 == NULL ? NULL : reduce_call(self, op, (PyObject *)a, ax1, 1);
     Py_XDECREF(ax1);
     PyObject *r = s1;
     if (s1 != NULL && s1 != Py_NotImplemented) {
-        r = reduce_stage(self, op, s1, n == 2 ? PyTuple_GET_ITEM(rest, 0) : rest);
+        r = reduce_call(self, op, s1, n == 2 ? PyTuple_GET_ITEM(rest, 0) : rest, 1);
         Py_DECREF(s1);
     }
     Py_DECREF(rest);

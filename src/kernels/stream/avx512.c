@@ -554,8 +554,8 @@ enc8_tail(const regs512 *r, mf_simd_path path, const float *src, uint8_t *d, mf_
  * as enc_bf16 does where its check lets it; a pair with a larger
  * magnitude (VRANGEPS: the larger magnitude of the two, the other value
  * where one is a NaN) or a NaN (an unordered comparison) goes through
- * enc_bf16_special whole.  Both comparisons are quiet and the operation's results
- * are never signalling NaNs, so they raise no flag. */
+ * enc_bf16_special whole.  Both comparisons are quiet and the operation's
+ * results are never signalling NaNs, so they raise no flag. */
 #define HAVE_BINARY_BF16_2
 MF_INLINE void
 binary_bf16_2(mf_binary_op op, const regs512 *r, const uint16_t *a, const uint16_t *b,
@@ -577,7 +577,8 @@ binary_bf16_2(mf_binary_op op, const regs512 *r, const uint16_t *a, const uint16
                                        _mm512_castsi512_ps(I32(0x7F7F8000)), _CMP_NLT_UQ);
     __mmask16 nan = _mm512_cmp_ps_mask(ev, od, _CMP_UNORD_Q);
     if (__builtin_expect(!_kortestz_mask16_u8(big, nan), 0)) {
-        c = _mm512_or_si512(enc_bf16_special(ev, ovf), _mm512_slli_epi32(enc_bf16_special(od, ovf), 16));
+        c = _mm512_or_si512(enc_bf16_special(ev, ovf),
+                            _mm512_slli_epi32(enc_bf16_special(od, ovf), 16));
     }
     store_si(out, c, stream);
 }

@@ -883,14 +883,14 @@ arith_loop(PyArrayMethod_Context *context, char *const data[],
         const char *in = data[1];
         npy_intp is = strides[1];
         if (is_contig_aligned(in, is, sz)) {
-            acc += mf_par_sum(f, in, n);
+            acc = mf_add_first(mf_par_sum(f, in, n), acc);
         }
         else {
             char codes[BLOCK * 2];
             for (npy_intp start = 0; start < n; start += BLOCK) {
                 npy_intp len = n - start < BLOCK ? n - start : BLOCK;
                 mf_move_codes(codes, sz, in + start * is, is, len, sz);
-                acc += mf_k->sum(f, codes, len);
+                acc = mf_add_first(mf_k->sum(f, codes, len), acc);
             }
         }
         float accf = (float)acc;   /* partials are kept in float32 */

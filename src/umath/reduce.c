@@ -390,31 +390,18 @@ column_task(const red_job *J, npy_intp a, npy_intp j0, npy_intp n)
     }
 }
 
-/* acc + x with acc the first operand: x86 returns the first operand's NaN,
- * and loops.c's `acc += sum` keeps the partial's NaN that way */
-static inline double
-add_first(double acc, double x)
-{
-#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
-    __asm__("addsd %[b], %[r]" : [r] "+x"(acc) : [b] "x"(x));
-    return acc;
-#else
-    return acc + x;
-#endif
-}
-
 /* row mode, sums: the partial plus the run's sum in float64 */
 static inline double
 sum_run(const red_job *J, double acc, const char *p, npy_intp n)
 {
     if (J->ls == J->isz && ((uintptr_t)p % (uintptr_t)J->isz) == 0) {
-        return add_first(J->par_sum ? mf_par_sum(J->f, p, n) : J->k->sum(J->f, p, n), acc);
+        return mf_add_first(J->par_sum ? mf_par_sum(J->f, p, n) : J->k->sum(J->f, p, n), acc);
     }
     char codes[RBLOCK * 2];
     for (npy_intp s = 0; s < n; s += RBLOCK) {
         npy_intp len = n - s < RBLOCK ? n - s : RBLOCK;
         mf_move_codes(codes, J->isz, p + s * J->ls, J->ls, len, J->isz);
-        acc = add_first(J->k->sum(J->f, codes, len), acc);
+        acc = mf_add_first(J->k->sum(J->f, codes, len), acc);
     }
     return acc;
 }
@@ -545,7 +532,7 @@ rows_sum(const red_job *J, npy_intp o0, npy_intp o1)
         J->k->sum_rows(J->f, rows, cnt, J->L, s);
         for (npy_intp i = 0; i < cnt; i++) {
             mf_store_code(J->f, J->out + (o + i) * J->isz,
-                          mf_encode_f64_ovf(J->f, add_first(s[i], 0.0), &ovf));
+                          mf_encode_f64_ovf(J->f, mf_add_first(s[i], 0.0), &ovf));
         }
     }
     if (ovf) {

@@ -317,6 +317,43 @@ mf_longdouble_to_f64_odd(long double v)
     return mf_round_to_odd_adjust(d, back != v, v > back);
 }
 
+/*
+ * float64 -> float32 rounded to odd (toward zero, the last bit set where
+ * that dropped anything), with integer operations only (no FP flags):
+ * float32 has 24 significant bits, every float format here at most 11, so
+ * encoding the result rounds x once (RNE of a value rounded to odd with two
+ * or more extra bits is RNE of the value), including where the target's
+ * subnormals lie among float32's normals or subnormals.  Beyond float32's
+ * range (finite) it gives the largest float32 of x's sign, past every
+ * format's overflow threshold; inf and NaN keep their sign (a NaN's payload
+ * is not kept: the encoders give the format's NaN of the sign).
+ */
+static inline float
+mf_f64_to_f32_odd(double x)
+{
+    const uint64_t u = mf_f64_bits(x);
+    const uint64_t au = u & 0x7FFFFFFFFFFFFFFFull;
+    uint32_t r;
+    if (au >= 0x7FF0000000000000ull) {
+        r = au == 0x7FF0000000000000ull ? 0x7F800000u : 0x7FC00000u;
+    }
+    else if (au >= 0x47F0000000000000ull) {           /* >= 2^128 */
+        r = 0x7F7FFFFFu;
+    }
+    else if (au >= 0x3810000000000000ull) {           /* >= 2^-126: a normal float32 */
+        r = (uint32_t)((au >> 29) - ((uint64_t)(1023 - 127) << 23))
+            | (uint32_t)((au & 0x1FFFFFFFull) != 0);
+    }
+    else {                                            /* units of 2^-149 */
+        const int e = (int)(au >> 52);
+        const uint64_t sig = (au & 0x000FFFFFFFFFFFFFull) | (e ? 0x0010000000000000ull : 0);
+        const int sh = 926 - (e ? e : 1);             /* >= 30 */
+        r = sh >= 64 ? (uint32_t)(sig != 0)
+                     : (uint32_t)(sig >> sh) | (uint32_t)((sig & ((1ull << sh) - 1u)) != 0);
+    }
+    return mf_bits_f32(r | (uint32_t)(u >> 32 & 0x80000000u));
+}
+
 /* ------------------------------------------------------ step and ordering */
 
 /* next representable code after c in the direction of `toward` (a value) */

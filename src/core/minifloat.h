@@ -111,7 +111,6 @@ int mf_format_safe_to_builtin(const mf_format *f, int type_num);
 void mf_compute_cast_safety(void);
 
 /* ---- sorting and ArrFuncs (numpy/sort.c) ---- */
-int mf_compare(const void *a, const void *b, void *arr);
 int mf_sort(void *start, npy_intp num, void *arr);
 int mf_argsort(void *start, npy_intp *idx, npy_intp num, void *arr);
 int mf_argmax(void *data, npy_intp n, npy_intp *max_ind, void *arr);
@@ -119,11 +118,17 @@ int mf_argmin(void *data, npy_intp n, npy_intp *min_ind, void *arr);
 /* whether the codes of f order as sign and magnitude (argmax/argmin's and
  * max/min's kernels, kernels/stream/argext.h, take f), and their NaN limit */
 int mf_arg_key_lim(const mf_format *f, int16_t *lim);
-npy_bool mf_nonzero(void *data, void *arr);
 int mf_fill(void *buffer, npy_intp length, void *arr);
 int mf_fillwithscalar(void *buffer, npy_intp length, void *value, void *arr);
 int mf_sort_init(void);
 int mf_casts_init(void);      /* the bool cast's tables (numpy/casts.c) */
+/* code != 0 by value (NaN true), per format: 1-byte formats by table, 2-byte
+ * formats as (code & mask) != 0 where the mask is not 0 (numpy/casts.c) */
+extern npy_bool mf_truth8[MF_NUM_PUBLIC_FORMATS][256];
+extern uint16_t mf_truth16_mask[MF_NUM_PUBLIC_FORMATS];
+/* compare and nonzero of each public format (numpy/sort.c) */
+extern PyArray_CompareFunc *const mf_compare_of[MF_NUM_PUBLIC_FORMATS];
+extern PyArray_NonzeroFunc *const mf_nonzero_of[MF_NUM_PUBLIC_FORMATS];
 int mf_fromstr(char *str, void *ip, char **endptr, PyArray_Descr *descr);
 void mf_copyswapn_sized(int itemsize, void *dst, npy_intp dstride, void *src, npy_intp sstride,
                         npy_intp n, int swap);

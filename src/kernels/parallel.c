@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "parallel.h"
+#include "../core/codec.h"
 
 #if defined(_WIN32) && !defined(__MINGW32__)
 #define MF_NO_PTHREADS 1       /* no pool: everything runs on the calling thread */
@@ -303,7 +304,9 @@ mf_pool_run_after(mf_pool_fn fn, void *ctx, int T, void (*before)(void *), void 
 
 /* ------------------------------------------------------- streaming kernels */
 
-typedef enum { PAR_DECODE, PAR_ENCODE, PAR_BINARY, PAR_SUM, PAR_DOT, PAR_CONVERT, PAR_RANGE } par_kind;
+typedef enum {
+    PAR_DECODE, PAR_ENCODE, PAR_ENCODE64, PAR_BINARY, PAR_SUM, PAR_DOT, PAR_CONVERT, PAR_RANGE
+} par_kind;
 
 typedef struct {
     par_kind kind;
@@ -347,6 +350,9 @@ par_task(par_job *J, mf_intp t)
             break;
         case PAR_BINARY:
             J->k->binary(J->op, J->f, a, J->b + i0 * J->isz, J->out + i0 * J->osz, len);
+            break;
+        case PAR_ENCODE64:
+            mf_encode_f64_codes(J->k, J->f, (const double *)a, J->out + i0 * J->osz, len);
             break;
         case PAR_CONVERT:
             mf_convert_codes_f32(J->k, J->f, a, J->g, J->out + i0 * J->osz, len);
@@ -470,6 +476,34 @@ mf_par_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n)
     par_job J = {.kind = PAR_ENCODE, .k = k, .f = f, .a = (const char *)src, .out = (char *)dst,
                  .n = n, .isz = 4, .osz = f->itemsize};
     par_run(&J, T, 64, f->itemsize);
+}
+
+void
+mf_encode_f64_codes(const mf_kernels *k, const mf_format *f, const double *src, void *dst,
+                    mf_intp n)
+{
+    float buf[1024];
+    for (mf_intp i = 0; i < n; i += 1024) {
+        mf_intp len = n - i < 1024 ? n - i : 1024;
+        for (mf_intp j = 0; j < len; j++) {
+            buf[j] = mf_f64_to_f32_odd(src[i + j]);
+        }
+        k->encode_f32(f, buf, (char *)dst + i * f->itemsize, len);
+    }
+}
+
+void
+mf_par_encode_f64(const mf_format *f, const double *src, void *dst, mf_intp n)
+{
+    const mf_kernels *k = mf_k;
+    int T = par_threads(n * 8, MF_PAR_MIN_BYTES);
+    if (T <= 1) {
+        mf_encode_f64_codes(k, f, src, dst, n);
+        return;
+    }
+    par_job J = {.kind = PAR_ENCODE64, .k = k, .f = f, .a = (const char *)src,
+                 .out = (char *)dst, .n = n, .isz = 8, .osz = f->itemsize};
+    par_run(&J, T, 1024, 8);
 }
 
 void

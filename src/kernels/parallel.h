@@ -81,6 +81,12 @@ void mf_convert_codes_f32(const mf_kernels *k, const mf_format *fa, const void *
                           const mf_format *fb, void *out, mf_intp n);
 void mf_par_convert_codes(const mf_format *fa, const void *in, const mf_format *fb, void *out,
                           mf_intp n);
+/* n float64 values -> codes of float format f (itemsize <= 2), rounded
+ * once (through float32 rounded to odd, codec.h), with the encode kernel's
+ * overflow flag */
+void mf_encode_f64_codes(const mf_kernels *k, const mf_format *f, const double *src, void *dst,
+                         mf_intp n);
+void mf_par_encode_f64(const mf_format *f, const double *src, void *dst, mf_intp n);
 double mf_par_dot(const mf_format *f, const void *a, const void *b, mf_intp n);
 
 /*

@@ -419,10 +419,10 @@ legacy_proto(int id)
     fn->copyswapn = (PyArray_CopySwapNFunc *)per_format_funcs[id][2];
     fn->copyswap = (PyArray_CopySwapFunc *)per_format_funcs[id][3];
     fn->dotfunc = (PyArray_DotFunc *)per_format_funcs[id][4];
-    fn->compare = (PyArray_CompareFunc *)mf_compare;
+    fn->compare = mf_compare_of[id];
     fn->argmax = (PyArray_ArgFunc *)mf_argmax;
     fn->argmin = (PyArray_ArgFunc *)mf_argmin;
-    fn->nonzero = (PyArray_NonzeroFunc *)mf_nonzero;
+    fn->nonzero = mf_nonzero_of[id];
     fn->fill = (PyArray_FillFunc *)mf_fill;
     fn->fillwithscalar = (PyArray_FillWithScalarFunc *)mf_fillwithscalar;
     fn->scanfunc = (PyArray_ScanFunc *)mf_scanfunc;

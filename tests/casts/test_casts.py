@@ -419,6 +419,75 @@ def test_from_float64_non_contiguous(each_level):
                              R.bf16_codes_from_f64(np.ascontiguousarray(src)), nan_equal=False)
 
 
+@pytest.mark.parametrize("name", FR.FLOAT_NAMES)
+def test_from_float64_every_format_once(name, each_level):
+    """float64 -> every float format: blocks through float32 rounded to odd
+    and the level's encode (a contiguous source threaded, a strided one
+    gathered), against the codec's direct rounding of each double: every
+    value of the format, the midpoints between neighbours and the doubles
+    either side of them, values past the range, zeros, infinities, NaN."""
+    t = mf_type(name)
+    with np.errstate(invalid="ignore"):
+        v = np.unique(FR.all_codes(name).view(t).astype(np.float64))
+    v = v[np.isfinite(v)]
+    mids = (v[1:] + v[:-1]) / 2
+    x = np.concatenate([
+        v, -v, mids, -mids, np.nextafter(mids, np.inf), np.nextafter(mids, -np.inf),
+        np.nextafter(-mids, np.inf), v * (1 + 2.0 ** -30), v * (1 - 2.0 ** -30), v * 2, v / 2,
+        [0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1e300, -1e300, 5e-324, -5e-324,
+         2.0 ** -149, 2.0 ** -150, 2.0 ** -150 * (1 + 2.0 ** -52), 2.0 ** -126,
+         2.0 ** -126 * (1 - 2.0 ** -53), 2.0 ** 128, 2.0 ** 128 * (1 - 2.0 ** -53), 3.4e38,
+         -3.4e38, 2.0 ** -134, 2.0 ** -134 * (1 + 2.0 ** -52)],
+    ])
+    x = np.resize(x, max(x.size, 1 << 18))          # past the threads' threshold
+    want = _core._oracle_encode(name, x).astype(FR.code_dtype(name))
+    with np.errstate(over="ignore", invalid="ignore"):
+        got = x.astype(t)
+        strided = x[::3].astype(t)
+    np.testing.assert_array_equal(codes_of(got, name), want)
+    np.testing.assert_array_equal(codes_of(strided, name), want[::3])
+    # the overflow warning exactly where the element loop (a strided
+    # destination) gives it
+    fits = x[np.abs(np.nan_to_num(x, posinf=0, neginf=0)) <= np.abs(v).max()]
+    past = np.array([1e300, -1e300, 2.0 ** 128, 3.4e38])
+    for src in (fits, past, np.array([np.inf, -np.inf, np.nan])):
+        _, w = _warnings_of(lambda: src.astype(t))
+        out = np.empty(2 * src.size, t)[::2]
+        _, w_ref = _warnings_of(lambda: out.__setitem__(Ellipsis, src))
+        assert w == w_ref, (src[:4], w, w_ref)
+
+
+@pytest.mark.parametrize("name", FR.FLOAT_NAMES)
+def test_to_float64_every_format_like_float32(name, each_level):
+    """every format -> float64 (contiguous: the decode kernel on threads) is
+    the float32 value widened, bit for bit (NaN payloads as float32's
+    widening gives them), and warns as the element loop does"""
+    t = mf_type(name)
+    a = np.resize(FR.all_codes(name), 1 << 17).view(t)
+    got, w = _warnings_of(lambda: a.astype(np.float64))
+    out = np.zeros(2 * a.size)
+    _, w_ref = _warnings_of(lambda: out.__setitem__(slice(None, None, 2), a))
+    with np.errstate(invalid="ignore"):
+        want = a.astype(np.float32).astype(np.float64)
+    np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+    np.testing.assert_array_equal(got.view(np.uint64), out[::2].view(np.uint64))
+    assert w == w_ref
+
+
+@pytest.mark.parametrize("it", [np.int8, np.uint8, np.int32, np.int64, np.uint64],
+                         ids=lambda t: np.dtype(t).name)
+def test_to_int_in_blocks_like_float32(it, each_level):
+    # several blocks of NumPy's float32 -> integer cast, contiguous and strided
+    rng = np.random.default_rng(12)
+    x = (rng.standard_normal(70_001) * 60).astype(np.float32).astype(bf16)
+    x32 = x.astype(np.float32)
+    info = np.iinfo(it)
+    x[(x32 <= info.min - 1) | (x32 >= info.max + 1)] = 0
+    x32 = x.astype(np.float32)
+    np.testing.assert_array_equal(x.astype(it), x32.astype(it))
+    np.testing.assert_array_equal(x[::-3].astype(it), x32[::-3].astype(it))
+
+
 def test_from_longdouble_once():
     rng = np.random.default_rng(9)
     n = 2000

@@ -369,6 +369,34 @@ def test_unique_searchsorted_partition(name):
         assert (p32[:k] <= want).all()
 
 
+@pytest.mark.parametrize("name", FR.FLOAT_NAMES + FR.INT_NAMES)
+def test_compare_and_nonzero_every_code(name):
+    """The format's compare and nonzero functions, which NumPy calls an
+    element (or a pair) at a time: np.partition (a generic quicksort for a
+    dtype without a partition function), searchsorted; count_nonzero,
+    nonzero, argwhere.  Every code, against the same functions of the
+    float64 values: NaN last, -0 == +0, NaN nonzero."""
+    t = mf_type(name)
+    codes = FR.all_codes(name)
+    rng = np.random.default_rng(11)
+    a = rng.permutation(np.concatenate([codes, codes[: len(codes) // 3]])).view(t)
+    with np.errstate(invalid="ignore"):
+        v = a.astype(np.float64)
+    assert np.count_nonzero(a) == np.count_nonzero(v)
+    np.testing.assert_array_equal(np.flatnonzero(a), np.flatnonzero(v))
+    m = a[: len(a) // 4 * 4].reshape(4, -1)
+    np.testing.assert_array_equal(np.argwhere(m), np.argwhere(m.astype(np.float64)))
+    for k in (0, len(a) // 2, len(a) - 1):
+        p = np.partition(a, k).astype(np.float64)
+        w = np.partition(v, k)
+        np.testing.assert_array_equal(p[k], w[k])
+        np.testing.assert_array_equal(np.sort(p[:k]), np.sort(w[:k]))
+    s = np.sort(a)
+    for side in ("left", "right"):
+        np.testing.assert_array_equal(np.searchsorted(s, a, side=side),
+                                      np.searchsorted(np.sort(v), v, side=side))
+
+
 # ==========================================================================
 # argmax / argmin: keys scanned in blocks (src/numpy/sort.c; the formats
 # whose codes order as sign and magnitude: the level's kernel,

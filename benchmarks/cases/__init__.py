@@ -55,7 +55,11 @@ def _register_all():
                       ("prod", "prod along axis 1 (values near 1)"),
                       ("to f16", "cast to NumPy's float16"), ("from f16", "cast from float16"),
                       ("view sum", "sum along axis 0 of every other row (a view)"),
-                      ("max 2 axes", "max over axes 0 and 2 of the array seen as 3-D")):
+                      ("max 2 axes", "max over axes 0 and 2 of the array seen as 3-D"),
+                      ("from f64", "cast from float64 (NumPy's default dtype)"),
+                      ("to int32", "cast to int32"),
+                      ("center", "subtract each row's max (a broadcast column)"),
+                      ("masked fill", "assign 0 where a random half-True mask is set")):
         register(f"everyday bf16 {op}", f"{title}, of a 2-D bf16 array of rows of 4096",
                  lambda env, o=op: arrays.build_everyday(o, env))
     register("dot bf16", "dot product of two bf16 vectors; result shown", arrays.build_dot,

@@ -157,8 +157,10 @@ def build_everyday(op, env):
     of 4096 (standard normal values; near 1 for prod): cumsum along the rows,
     ReLU and clip into a preallocated array, multiply by a scalar, prod along
     the rows, the casts to and from NumPy's float16, the sum of every other row
-    (a view) along axis 0, and the max over axes 0 and 2 of the array seen as
-    (rows / 16, 64, 64)."""
+    (a view) along axis 0, the max over axes 0 and 2 of the array seen as
+    (rows / 16, 64, 64), the casts from float64 and to int32, each row minus
+    its max (NumPy buffers the broadcast column) and a masked assignment
+    (NumPy calls the copy loop once a run of True)."""
     n = env.n
     cols = 4096 if n >= 4096 * 16 else 256
     bf16 = mf.bfloat16
@@ -193,7 +195,36 @@ def build_everyday(op, env):
                      "a[::2].sum(0)", lambda: ta[::2].sum(0)),
         "max 2 axes": ("a3.max(axis=(0, 2))", lambda x, out: x.reshape(-1, 64, 64).max(axis=(0, 2)),
                        "a3.amax((0, 2))", lambda: ta.reshape(-1, 64, 64).amax((0, 2))),
+        "to int32": ("a.astype(np.int32)", lambda x, out: x.astype(np.int32),
+                     "a.int()", lambda: ta.int()),
+        "center": ("a - a.max(axis=1, keepdims=True)",
+                   lambda x, out: x - x.max(axis=1, keepdims=True),
+                   "a - a.amax(1, keepdim=True)", lambda: ta - ta.amax(1, keepdim=True)),
     }
+    if op == "masked fill":
+        mask = env.f32("m", a.size).reshape(a.shape) > 0
+        tm = torch.from_numpy(mask) if torch is not None else None
+        runs = [Run("minifloat", "o[mask] = 0", lambda: o.__setitem__(mask, 0))]
+        if om is not None:
+            runs.append(Run("ml_dtypes", "o[mask] = 0", lambda: om.__setitem__(mask, 0)))
+        if torch is not None:
+            runs.append(Run("torch", "o.masked_fill_(mask, 0)", lambda: to.masked_fill_(tm, 0)))
+        runs.append(Run("numpy", "float32 o[mask] = 0", lambda: o32.__setitem__(mask, 0)))
+        ou = o.view(np.uint16)
+        runs.append(Run("numpy", "uint16 of the same bytes o[mask] = 0",
+                        lambda: ou.__setitem__(mask, 0)))
+        return Plan(runs, nbytes=a.size * 2)
+    if op == "from f64":
+        d = a.astype(np.float64)
+        runs = [Run("minifloat", "d.astype(bfloat16)", lambda: d.astype(bf16))]
+        if env.ml is not None:
+            mlb = env.ml.bfloat16
+            runs.append(Run("ml_dtypes", "d.astype(bfloat16)", lambda: d.astype(mlb)))
+        if torch is not None:
+            td = torch.from_numpy(d)
+            runs.append(Run("torch", "d.bfloat16()", lambda: td.bfloat16()))
+        runs.append(Run("numpy", "d.astype(np.float32)", lambda: d.astype(np.float32)))
+        return Plan(runs, nbytes=a.size * 10)
     if op == "from f16":
         h = a.astype(np.float16)
         runs = [Run("minifloat", "h.astype(bfloat16)", lambda: h.astype(bf16))]
@@ -213,7 +244,7 @@ def build_everyday(op, env):
         runs.append(Run("torch", thow, tcall))
     runs.append(Run("numpy", f"float32 {how}", lambda: call(a32, o32)))
     # bytes read and written per element of a
-    per = {"prod": 2, "view sum": 1, "max 2 axes": 2}.get(op, 4)
+    per = {"prod": 2, "view sum": 1, "max 2 axes": 2, "to int32": 6}.get(op, 4)
     return Plan(runs, nbytes=a.size * per)
 
 

@@ -354,3 +354,24 @@ def test_strided_and_transposed_copies_keep_codes(name):
                         (a[::-2, 1::5].copy(order="F"), codes.reshape(16, -1)[::-2, 1::5])]:
         assert moved.dtype == t
         assert np.array_equal(moved.view(codes.dtype), want)
+    # masked copies (the self cast's move-only loop, once a run of True),
+    # scalar fills and buffered broadcasts (a repeated code, long and short)
+    rng = np.random.default_rng(2)
+    flat, cflat = a.ravel(), codes.copy()
+    for mask in (rng.random(flat.size) < 0.5, rng.random(flat.size) < 0.97):
+        np.testing.assert_array_equal(flat[mask].view(codes.dtype), cflat[mask])
+        dst, cdst = np.zeros_like(flat), np.zeros_like(cflat)
+        np.copyto(dst, flat, where=mask)
+        cdst[mask] = cflat[mask]
+        np.testing.assert_array_equal(dst.view(codes.dtype), cdst)
+        dst[~mask] = flat[7]
+        cdst[~mask] = cflat[7]
+        np.testing.assert_array_equal(dst.view(codes.dtype), cdst)
+    for length in (3, 15, 16, 17, 1000):
+        for c in rng.choice(n, 8):
+            for filled in (np.zeros(length, t),          # and unaligned for 2-byte codes
+                           np.frombuffer(bytearray(length * t.itemsize + 1), t, length, 1)):
+                filled[...] = codes.view(t)[c]
+                assert (np.frombuffer(filled.tobytes(), codes.dtype) == codes[c]).all()
+            wide = np.broadcast_to(codes.view(t)[c:c + 1], (length,)).copy()
+            assert (wide.view(codes.dtype) == codes[c]).all()

@@ -17,6 +17,7 @@
 
 #include "../core/minifloat.h"
 #include "../kernels/kernels.h"
+#include "../kernels/nan_order.h"
 
 /* operand letters in a loop signature:
  *   M  the minifloat format of the loop
@@ -130,7 +131,7 @@ mf_add_first(double a, double b)
     __asm__("addsd %[b], %[r]" : [r] "+x"(a) : [b] "x"(b));
     return a;
 #else
-    return a + b;
+    return mf_add_ord_d(a, b);     /* the running CPU's rule, a first (nan_order.h) */
 #endif
 }
 

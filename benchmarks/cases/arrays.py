@@ -214,28 +214,19 @@ def build_everyday(op, env):
         runs.append(Run("numpy", "uint16 of the same bytes o[mask] = 0",
                         lambda: ou.__setitem__(mask, 0)))
         return Plan(runs, nbytes=a.size * 2)
-    if op == "from f64":
-        d = a.astype(np.float64)
-        runs = [Run("minifloat", "d.astype(bfloat16)", lambda: d.astype(bf16))]
+    if op in ("from f16", "from f64"):
+        # casts into bfloat16 from NumPy's float16 (h) or float64 (d)
+        wide = op == "from f64"
+        v, src = ("d", a.astype(np.float64)) if wide else ("h", a.astype(np.float16))
+        runs = [Run("minifloat", f"{v}.astype(bfloat16)", lambda: src.astype(bf16))]
         if env.ml is not None:
             mlb = env.ml.bfloat16
-            runs.append(Run("ml_dtypes", "d.astype(bfloat16)", lambda: d.astype(mlb)))
+            runs.append(Run("ml_dtypes", f"{v}.astype(bfloat16)", lambda: src.astype(mlb)))
         if torch is not None:
-            td = torch.from_numpy(d)
-            runs.append(Run("torch", "d.bfloat16()", lambda: td.bfloat16()))
-        runs.append(Run("numpy", "d.astype(np.float32)", lambda: d.astype(np.float32)))
-        return Plan(runs, nbytes=a.size * 10)
-    if op == "from f16":
-        h = a.astype(np.float16)
-        runs = [Run("minifloat", "h.astype(bfloat16)", lambda: h.astype(bf16))]
-        if env.ml is not None:
-            mlb = env.ml.bfloat16
-            runs.append(Run("ml_dtypes", "h.astype(bfloat16)", lambda: h.astype(mlb)))
-        if torch is not None:
-            th = torch.from_numpy(h)
-            runs.append(Run("torch", "h.bfloat16()", lambda: th.bfloat16()))
-        runs.append(Run("numpy", "h.astype(np.float32)", lambda: h.astype(np.float32)))
-        return Plan(runs, nbytes=a.size * 4)
+            ts = torch.from_numpy(src)
+            runs.append(Run("torch", f"{v}.bfloat16()", lambda: ts.bfloat16()))
+        runs.append(Run("numpy", f"{v}.astype(np.float32)", lambda: src.astype(np.float32)))
+        return Plan(runs, nbytes=a.size * (10 if wide else 4))
     how, call, thow, tcall = table[op]
     runs = [Run("minifloat", how, lambda: call(a, o))]
     if am is not None:

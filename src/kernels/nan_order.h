@@ -101,6 +101,21 @@ mf_add_ord_d(double total, double x)
     return p;
 }
 
+/* a + b in double with a the first operand of the instruction (on x86 the
+ * first NaN operand is the one returned; elsewhere mf_add_ord_d's rule, a
+ * first): sums that must give the same NaN wherever they are added up
+ * (parallel.c's block totals, umath's run sums and their reproductions) */
+static inline double
+mf_add_first(double a, double b)
+{
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+    __asm__("addsd %[b], %[r]" : [r] "+x"(a) : [b] "x"(b));
+    return a;
+#else
+    return mf_add_ord_d(a, b);
+#endif
+}
+
 /* acc + a * b, fused */
 static inline float
 mf_fma_ord(float a, float b, float acc)

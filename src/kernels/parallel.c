@@ -10,6 +10,7 @@
 #include <string.h>
 #include "parallel.h"
 #include "../core/codec.h"
+#include "nan_order.h"
 
 #if defined(_WIN32) && !defined(__MINGW32__)
 #define MF_NO_PTHREADS 1       /* no pool: everything runs on the calling thread */
@@ -552,19 +553,6 @@ mf_par_convert_codes(const mf_format *fa, const void *in, const mf_format *fb, v
     par_run(&J, T, 1024, fb->itemsize);
 }
 
-/* total + x with total the first operand (x86 returns the first operand's
- * NaN), as the kernels add their block results */
-static inline double
-add_total(double total, double x)
-{
-#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
-    __asm__("addsd %[b], %[r]" : [r] "+x"(total) : [b] "x"(x));
-    return total;
-#else
-    return total + x;
-#endif
-}
-
 static double
 par_reduce(par_kind kind, const mf_format *f, const void *a, const void *b, mf_intp n)
 {
@@ -582,7 +570,7 @@ par_reduce(par_kind kind, const mf_format *f, const void *a, const void *b, mf_i
      * result exactly: the kernel's own chain over the blocks */
     double total = -0.0;
     for (mf_intp i = 0; i < nblocks; i++) {
-        total = add_total(total, partials[i]);
+        total = mf_add_first(total, partials[i]);   /* the kernels' order */
     }
     free(partials);
     return total;

@@ -118,23 +118,6 @@ int mf_register_matmul(PyObject *numpy_umath);
 /* matvec.c */
 int mf_register_matvec(PyObject *numpy_umath);
 
-/* a + b with a the first operand of the instruction: x86 returns the first
- * operand's NaN.  C's `+` leaves the order to the compiler (GCC swapped it
- * when a change elsewhere in the function moved registers), so a NaN result
- * that must be reproduced elsewhere is added this way: the sum loop along
- * the inner axis (loops.c) and the whole reductions that give its bits
- * (reduce.c) both take the run's sum as the first operand. */
-static inline double
-mf_add_first(double a, double b)
-{
-#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
-    __asm__("addsd %[b], %[r]" : [r] "+x"(a) : [b] "x"(b));
-    return a;
-#else
-    return mf_add_ord_d(a, b);     /* the running CPU's rule, a first (nan_order.h) */
-#endif
-}
-
 /* n codes of sz bytes from src (stride ss bytes) to dst (stride ds):
  * fixed-size moves (a memcpy of a run-time size is a library call an
  * element: 45% of a strided sum's time).  One code repeated (ss == 0: a

@@ -22,7 +22,11 @@ is_contig_aligned(const char *p, npy_intp stride, npy_intp itemsize)
     return stride == itemsize && ((uintptr_t)p % (uintptr_t)itemsize) == 0;
 }
 
-/* decode n codes at p (stride s) into dst */
+/* decode n codes at p (stride s) into dst: one code repeated (a scalar
+ * operand, stride 0) decoded once, other strides gathered into a block for
+ * the level's decode (mf_dec_code decodes as the kernels do).  Decoded one
+ * at a time, `x >= x[0, 0]` of (4096, 4096) bfloat16 took 15.9 ms against
+ * 3.8 ms for `x >= 0.5` (the float64 comparison loop) */
 static inline void
 decode_block(const mf_format *f, const char *p, npy_intp s, float *dst, npy_intp n)
 {
@@ -30,8 +34,18 @@ decode_block(const mf_format *f, const char *p, npy_intp s, float *dst, npy_intp
         mf_k->decode_f32(f, p, dst, n);
         return;
     }
-    for (npy_intp i = 0; i < n; i++, p += s) {
-        dst[i] = mf_dec_code(f, mf_load_code(f, p));
+    if (s == 0) {
+        const float v = mf_dec_code(f, mf_load_code(f, p));
+        for (npy_intp i = 0; i < n; i++) {
+            dst[i] = v;
+        }
+        return;
+    }
+    char codes[BLOCK * 2];
+    for (npy_intp i = 0; i < n; i += BLOCK) {
+        const npy_intp len = n - i < BLOCK ? n - i : BLOCK;
+        mf_move_codes(codes, f->itemsize, p + i * s, s, len, f->itemsize);
+        mf_k->decode_f32(f, codes, dst + i, len);
     }
 }
 

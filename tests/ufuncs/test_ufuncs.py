@@ -878,3 +878,25 @@ def test_spacing_on_the_grid(name):
             assert si == g[j] - xi, (name, xi, si)
     if f.has_zero:
         assert np.spacing(np.array(0.0).astype(t)) == float(f.smallest_subnormal)
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float4_e2m1fn"])
+def test_scalar_and_strided_operands_decode_like_contiguous(name, each_level):
+    """An operand of stride 0 (a scalar) is decoded once and repeated, a
+    strided one gathered for the level's decode: every code against the same
+    ufunc on contiguous copies, bit for bit (NaN payloads and both zeros)."""
+    t = mf_type(name)
+    codes = FR.all_codes(name)
+    x = np.resize(codes, 3 * 4099).view(t)
+    specials = [0, len(codes) // 2, len(codes) - 1, 1, len(codes) // 2 + 1]
+    with np.errstate(all="ignore"):
+        for c in specials:
+            s = codes[c:c + 1].view(t)[0]
+            full = np.full(x.shape, s, t)
+            for ufunc in (np.greater_equal, np.arctan2, np.copysign, np.maximum, np.hypot):
+                for got, want in ((ufunc(x, s), ufunc(x, full)), (ufunc(s, x), ufunc(full, x)),
+                                  (ufunc(x[::3], s), ufunc(x[::3].copy(), full[::3])),
+                                  (ufunc(x[-2::-2], x[1::2]),
+                                   ufunc(x[-2::-2].copy(), x[1::2].copy()))):
+                    np.testing.assert_array_equal(np.ascontiguousarray(got).view(np.uint8),
+                                                  np.ascontiguousarray(want).view(np.uint8))

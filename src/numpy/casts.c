@@ -631,7 +631,7 @@ widen_range(void *ctx, mf_intp start, mf_intp len)
 
 /* a float format -> float64: the same float32 values widened (NaN payloads
  * kept, as the element loop keeps them), contiguous arrays by the decode
- * kernel on the threads: (4096, 4096) bfloat16 29.5 -> 12 ms */
+ * kernel on the threads: (4096, 4096) bfloat16 29.5 -> 10.7 ms */
 static int
 cast_mf_to_DOUBLE(PyArrayMethod_Context *context, char *const data[],
                   npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *aux)

@@ -50,6 +50,12 @@ from ._core import (
 )
 from . import dtypes
 from .dtypes import scalar_types
+# np.dtype("bfloat16") etc. where the name is free (ml_dtypes' names win, in
+# either import order), the casts/promoters with ml_dtypes once the user
+# imports it (first: before anything compares a minifloat dtype with an
+# ml_dtypes one): see _neighbours
+from . import _neighbours
+_neighbours.install(scalar_types)
 from ._finfo import finfo, iinfo
 from ._threads import get_num_threads, set_num_threads
 from . import exchange
@@ -59,14 +65,11 @@ from .casting import cast, convert, pack, unpack
 from . import blocks
 from .blocks import quantize, block_matmul, BlockScaled
 
-# np.dtype("bfloat16") etc. where the name is free (ml_dtypes' names win, in
-# either import order), the casts/promoters with ml_dtypes once the user
-# imports it, and zarr's data types once the user imports zarr: see _neighbours
-from . import _neighbours
-_neighbours.install(scalar_types)
 # the NumPy functions that need a minifloat-aware path: see _numpy_patches
 from . import _numpy_patches
 _numpy_patches.apply()
+# zarr's data types once the user imports zarr (see _neighbours)
+_neighbours.install_zarr()
 
 from ._lazy import attach as _attach
 

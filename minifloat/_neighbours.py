@@ -15,10 +15,16 @@ Two rules (docs/design.md, "Good neighbours"):
   or after minifloat, ``_core._link_ml_dtypes`` adds the casts between the
   two families and the promoters for mixed operands.  An ml_dtypes imported
   later is noticed by a finder at the front of ``sys.meta_path`` that looks
-  at one name only, "ml_dtypes": it wraps that module's loader to call the
-  link after the module has run, then takes itself out of ``sys.meta_path``.
-  ml_dtypes itself runs unchanged (its ``__loader__`` and ``__spec__.loader``
-  are its own).
+  at one name only, "ml_dtypes._ml_dtypes_ext" (the extension module that
+  creates ml_dtypes' DTypes): it wraps that module's loader to call the link
+  right after the module has run, before the rest of ml_dtypes' ``__init__``
+  (whose dtype comparisons would otherwise fix "no cast" in NumPy's cache
+  first), then takes itself out of ``sys.meta_path``; a second finder for
+  "ml_dtypes" hands the names over once the package has run (and links then,
+  should the extension module be named otherwise).  ml_dtypes itself runs
+  unchanged (its modules' ``__loader__`` and ``__spec__.loader`` are their
+  own).  With ml_dtypes imported first, minifloat links before anything else
+  in its own import.
 
 ``MINIFLOAT_NO_ML_DTYPES=1`` turns the link off (no casts, no promoters, no
 finder); the names rule still holds.
@@ -35,6 +41,7 @@ import numpy as np
 from . import _core
 
 _ML = "ml_dtypes"
+_ML_EXT = "ml_dtypes._ml_dtypes_ext"   # the extension module that creates the DTypes
 
 #: the format names linked with ml_dtypes (empty until ml_dtypes is imported)
 linked = ()
@@ -71,17 +78,28 @@ def _give_way(ml, scalar_types):
             np.sctypeDict[t.__name__] = theirs
 
 
-def _link(ml, scalar_types):
-    global linked
-    _give_way(ml, scalar_types)
-    if link_disabled():
+def _link_casts(mod):
+    """The casts and promoters with ml_dtypes' DTypes, from ``mod`` (ml_dtypes
+    or its extension module, which creates the DTypes).  Once: later calls
+    return at once (the C side links once per process)."""
+    global linked, _tried
+    if _tried or link_disabled():
         return
+    _tried = True
     try:
-        linked = _core._link_ml_dtypes(ml)
+        linked = _core._link_ml_dtypes(mod)
     except Exception as err:   # never fail `import ml_dtypes` (nor minifloat's import)
         import warnings
         warnings.warn(f"minifloat could not link to ml_dtypes ({err!r}): no casts or mixed "
-                      f"operations between their arrays", RuntimeWarning, stacklevel=2)
+                      f"operations between their arrays", RuntimeWarning, stacklevel=3)
+
+
+_tried = False
+
+
+def _link(ml, scalar_types):
+    _give_way(ml, scalar_types)
+    _link_casts(ml)
 
 
 class _Loader:
@@ -105,12 +123,17 @@ class _Loader:
 
 
 class _Finder:
-    """A sys.meta_path entry that answers for one top-level name only ("ml_dtypes"
-    or "zarr"; None for every other name, at the cost of one comparison)."""
+    """A sys.meta_path entry that answers for one module name only
+    ("ml_dtypes._ml_dtypes_ext", "ml_dtypes" or "zarr"; None for every other
+    name, at the cost of one comparison)."""
 
     def __init__(self, name, on_load):
         self.name = name
-        self.on_load = on_load
+        self.callbacks = [on_load]
+
+    def on_load(self, module):
+        for callback in self.callbacks:
+            callback(module)
 
     def find_spec(self, name, path=None, target=None):
         if name != self.name:
@@ -139,12 +162,22 @@ class _Finder:
 
 
 def _watch(name, on_load):
-    """on_load(module) now if the module is loaded, else once it is imported."""
+    """on_load(module) now if the module is loaded, else once it is imported
+    (after the callbacks given before it for the same name)."""
     mod = sys.modules.get(name)
     if mod is not None:
         on_load(mod)
-    elif not any(isinstance(f, _Finder) and f.name == name for f in sys.meta_path):
-        sys.meta_path.insert(0, _Finder(name, on_load))
+        return
+    for f in sys.meta_path:
+        if isinstance(f, _Finder) and f.name == name:
+            f.callbacks.append(on_load)
+            return
+    sys.meta_path.insert(0, _Finder(name, on_load))
+
+
+def after_import(name, on_load):
+    """on_load(module) once the module ``name`` has been imported (now if it is)."""
+    _watch(name, on_load)
 
 
 def _zarr_imported(zarr_module):
@@ -161,9 +194,20 @@ def _zarr_imported(zarr_module):
 
 
 def install(scalar_types):
-    """At minifloat's import: link now if ml_dtypes is loaded, else watch for it;
-    the same for zarr (minifloat.io.zarr registers the data types)."""
+    """Early in minifloat's import, before anything compares dtypes: the names;
+    the link to ml_dtypes now if it is loaded, else as soon as it is."""
     register_names(scalar_types)
+    if sys.modules.get(_ML) is None and not link_disabled():
+        # the link as soon as ml_dtypes' DTypes exist: NumPy remembers "no
+        # cast" for a pair of DTypes the first time anything compares them
+        # (dtype ==, a dict of dtypes: ml_dtypes 0.7 fills np.finfo's cache
+        # at its import), and a cast cannot be added to such a pair later
+        _watch(_ML_EXT, _link_casts)
     if sys.modules.get(_ML) is not None or not link_disabled():
         _watch(_ML, lambda ml: _link(ml, scalar_types))
+
+
+def install_zarr():
+    """At the end of minifloat's import: zarr's data types now if zarr is
+    loaded, else once it is (minifloat.io.zarr registers them)."""
     _watch("zarr", _zarr_imported)

@@ -16,12 +16,14 @@
 torch, JAX, TensorFlow and ml_dtypes are imported only by the functions named
 after them (and by :func:`patch_torch`), never at import time.  See docs/exchange.md.
 """
+import importlib.machinery
 import sys
 import warnings
 
 import numpy as np
 
 from . import _core
+from . import _neighbours
 from ._neighbours import as_dtype
 
 __all__ = ["from_dlpack", "asnumpy", "dlpack", "to_torch", "to_jax", "to_tensorflow",
@@ -117,6 +119,14 @@ class DLPackExporter:
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         if copy is None:
             copy = self._copy_default
+        if (max_version is not None and _padded_unread_by_caller()
+                and self.array.dtype in _SUBBYTE_DTYPES):
+            # JAX (0.12) asks for DLPack 1.3 but reads a sub-byte tensor as
+            # packed whatever IS_SUBBYTE_TYPE_PADDED says: silently wrong
+            # values.  It reads packed data right, so it gets the packed copy
+            # (DLPack 1.0: no padded flag; BufferError with copy=False).
+            max_version = (1, 0)
+            copy = True if copy is None else copy
         return _core._dlpack_export(self.array, stream, max_version, dl_device, copy)
 
     def __dlpack_device__(self):
@@ -127,6 +137,17 @@ class DLPackExporter:
 
     def __repr__(self):
         return f"minifloat.dlpack(<ndarray shape={self.array.shape} dtype={self.array.dtype}>)"
+
+
+_SUBBYTE_DTYPES = frozenset(f["dtype"] for f in _core.formats()
+                            if f["dlpack_bits"] < 8 * f["itemsize"])
+
+
+def _padded_unread_by_caller():
+    """Whether ``__dlpack__``'s caller is a consumer known to ignore the
+    IS_SUBBYTE_TYPE_PADDED flag of a versioned capsule (JAX)."""
+    caller = sys._getframe(2).f_globals.get("__name__", "")
+    return caller == "jax" or caller.startswith("jax.")
 
 
 def _exportable(a):
@@ -533,7 +554,24 @@ def _register_with_numpy(register):
     return result
 
 
-#: what the registration at import did (empty when NumPy has no registry)
+#: what the registration did (empty when NumPy has no registry, and until
+#: ml_dtypes is imported where it is installed: see below)
 numpy_registration = {}
-if hasattr(np.dtypes, "register_dlpack_dtype"):
+
+
+def _register_now(_module=None):
+    global numpy_registration
     numpy_registration = _register_with_numpy(np.dtypes.register_dlpack_dtype)
+
+
+if hasattr(np.dtypes, "register_dlpack_dtype"):
+    if "ml_dtypes" not in sys.modules and importlib.machinery.PathFinder.find_spec("ml_dtypes"):
+        # ml_dtypes 0.7 registers the same (code, bits) at its import and
+        # raises if one is taken: registering first would break `import
+        # ml_dtypes` (and `import jax`).  So where ml_dtypes is installed,
+        # minifloat registers after it: NumPy then keeps ml_dtypes' dtype for
+        # each (code, bits) (np.from_dlpack gives ml_dtypes arrays) and still
+        # records minifloat's dtype -> (code, bits), so minifloat arrays export.
+        _neighbours.after_import("ml_dtypes", _register_now)
+    else:
+        _register_now()

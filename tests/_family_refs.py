@@ -21,6 +21,15 @@ try:
 except ImportError:  # pragma: no cover - ml_dtypes is a test dependency
     ml_dtypes = None
 
+#: ml_dtypes' version, (major, minor); (0, 0) without it
+ML_VERSION = (tuple(int(p) for p in ml_dtypes.__version__.split(".")[:2])
+              if ml_dtypes is not None else (0, 0))
+#: ml_dtypes 0.7 rounds as minifloat does where earlier versions did not:
+#: float64 once (not through float32), float8_e8m0fnu's subnormal inputs to
+#: nearest, and a NumPy float or an out-of-range value into int4/int2/int1 as
+#: 0 (earlier: the C conversion's wrapped bits, which minifloat keeps)
+ML_07 = ML_VERSION >= (0, 7)
+
 # name: (exp_bits, mant_bits, bias, special, signed)
 #   special: "ieee" (inf + NaNs), "fn" (only S.1111.111 is NaN), "fnuz" (0x80 is
 #   the single NaN, no -0), "none" (no inf, no NaN), "e8m0" (unsigned powers of

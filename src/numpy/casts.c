@@ -962,6 +962,17 @@ resolve_mf_to_mf(struct PyArrayMethodObject_tag *NPY_UNUSED(self), PyArray_DType
     }
     const mf_format *fa = format_of_descr(loop_descrs[0]);
     const mf_format *fb = format_of_descr(loop_descrs[1]);
+    if (fa == NULL || fb == NULL) {
+        /* an ml_dtypes DType whose link failed part way (neighbours.c):
+         * the cast was registered, the format it stands for was dropped */
+        PyErr_Format(PyExc_TypeError,
+                     "Cannot cast array data from %R to %R: minifloat's link to ml_dtypes "
+                     "failed (see the RuntimeWarning at import); cast through float32",
+                     loop_descrs[0], loop_descrs[1]);
+        Py_CLEAR(loop_descrs[0]);
+        Py_CLEAR(loop_descrs[1]);
+        return -1;
+    }
     if (fa == fb) {
         return NPY_SAFE_CASTING;     /* ml_dtypes' array of the same format */
     }

@@ -700,6 +700,33 @@ def test_sub_byte_export_is_padded_or_a_packed_copy(f):
         np.ascontiguousarray(a[:, ::-2]).view(np.uint8).ravel(), f["dlpack_bits"])
 
 
+@pytest.mark.parametrize("f", SUBBYTE_FORMATS, ids=lambda f: f["name"])
+def test_sub_byte_export_to_jax_is_the_packed_copy(f):
+    """JAX 0.12 asks for DLPack 1.3 but reads sub-byte data as packed whatever
+    the padded flag says (silently wrong values): a caller in a jax module gets
+    the packed copy, DLPack 1.0 (BufferError with copy=False)."""
+    a = _sample(f["dtype"], (3, 5))
+    e = minifloat.dlpack(a)
+    caller = {"__name__": "jax._src.dlpack", "e": e}
+    exec("cap = e.__dlpack__(stream=None, max_version=(1, 3))", caller)
+    info = capsule_info(caller["cap"])
+    assert info["flags"] == IS_COPIED and info["dtype"] == (f["dlpack_code"], f["dlpack_bits"], 1)
+    nbytes = (a.size * f["dlpack_bits"] + 7) // 8
+    assert ctypes.string_at(info["data"], nbytes) == pack_ref(a.view(np.uint8).ravel(),
+                                                              f["dlpack_bits"])
+    assert minifloat.from_dlpack(caller["cap"]).tobytes() == a.tobytes()
+    with pytest.raises(BufferError, match="copy=True"):
+        exec("e.__dlpack__(max_version=(1, 3), copy=False)", caller)
+    # any other caller: the padded view
+    assert capsule_info(e.__dlpack__(max_version=(1, 3)))["flags"] == PADDED
+    # byte formats are not affected
+    z = np.zeros(4, minifloat.bfloat16)
+    g = dict(caller, b=minifloat.dlpack(z))
+    exec("cap = b.__dlpack__(max_version=(1, 3))", g)
+    info = capsule_info(g["cap"])
+    assert info["data"] == data_ptr(z) and not info["flags"]       # zero-copy, as before
+
+
 @pytest.mark.parametrize("bad", [np.array(["x"]), np.array([object()]), np.zeros(2, "M8[s]"),
                                  np.zeros(2, np.longdouble), np.zeros(2, ">f4"),
                                  np.zeros(2, "V3")], ids=lambda a: str(a.dtype))
@@ -864,20 +891,50 @@ def test_registration_with_a_numpy_registry_stand_in():
     assert result2["float8_e4m3fn"] is None
 
 
-def test_registration_happens_at_import_when_numpy_has_the_registry():
-    code = textwrap.dedent("""
-        import numpy as np
-        calls = []
-        np.dtypes.register_dlpack_dtype = lambda cb, dt, /: calls.append((cb, str(dt)))
+REGISTRY_STAND_IN = """
+import numpy as np
+calls = []
+np.dtypes.register_dlpack_dtype = lambda cb, dt, /: calls.append(
+    (cb, str(dt), type(dt).__module__.split(".")[0]))
+"""
+HIDE_ML_DTYPES = """
+import importlib.machinery as _m
+_find = _m.PathFinder.find_spec
+_m.PathFinder.find_spec = classmethod(
+    lambda cls, name, path=None, target=None: None if name == "ml_dtypes" else _find(name, path, target))
+"""
+
+
+def test_registration_happens_at_import_without_ml_dtypes():
+    code = REGISTRY_STAND_IN + HIDE_ML_DTYPES + textwrap.dedent("""
         import minifloat
         print(calls)
         print(sorted(k for k, v in minifloat.exchange.numpy_registration.items() if v is None))
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     calls, names = out.stdout.strip().splitlines()
-    expect = [((f["dlpack_code"], f["dlpack_bits"]), f["name"]) for f in BYTE_FORMATS]
+    expect = [((f["dlpack_code"], f["dlpack_bits"]), f["name"], "minifloat") for f in BYTE_FORMATS]
     assert eval(calls) == expect
     assert eval(names) == sorted(f["name"] for f in BYTE_FORMATS)
+
+
+def test_registration_waits_for_an_installed_ml_dtypes():
+    """ml_dtypes 0.7 registers the same codes at its import (NumPy >= 2.5) and
+    raises if one is taken: minifloat registers after it, never before."""
+    pytest.importorskip("ml_dtypes")
+    code = REGISTRY_STAND_IN + textwrap.dedent("""
+        import minifloat
+        print(calls)
+        import ml_dtypes
+        print(calls)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    before, after = (eval(line) for line in out.stdout.strip().splitlines())
+    assert before == []
+    ours = [c for c in after if c[2] == "minifloat"]
+    assert ours == [((f["dlpack_code"], f["dlpack_bits"]), f["name"], "minifloat")
+                    for f in BYTE_FORMATS]
+    assert after[-len(ours):] == ours          # ml_dtypes' own (if any) came first
     assert not hasattr(np.dtypes, "register_dlpack_dtype") or exchange.numpy_registration
 
 

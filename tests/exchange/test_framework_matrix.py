@@ -56,11 +56,13 @@ EXPECTED = {
                ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
                 "float8_e5m2fnuz", "float8_e4m3b11fnuz", "float8_e3m4", "float8_e4m3",
                 "float8_e8m0fnu")},
-            # JAX exports float4 packed (minifloat unpacks: a copy) and imports no
-            # sub-byte type over DLPack (minifloat.to_jax copies through jnp.asarray)
+            # JAX exports float4 packed (minifloat unpacks: a copy); JAX 0.10
+            # imports no sub-byte type over DLPack (minifloat.to_jax copies
+            # through jnp.asarray), JAX 0.12 imports packed float4 (and ignores
+            # the padded flag, so minifloat gives it the packed copy)
             "float4_e2m1fn": {**{("import", lay, "minifloat"): COPY
                                  for lay in ("contiguous", "strided")},
-                              **{("export", lay, "minifloat"): "refused"
+                              **{("export", lay, "minifloat"): ("refused", COPY)
                                  for lay in ("contiguous", "strided")}}},
     "tensorflow": {"bfloat16": _legacy_compact()},
     "paddle": {n: dict(_BOTH_WAYS_ZC) for n in ("bfloat16", "float8_e4m3fn", "float8_e5m2")},
@@ -96,6 +98,8 @@ def run_matrix(fw):
 
 
 def _matches(got, want):
+    if isinstance(want, tuple):                 # any of these (framework versions differ)
+        return any(_matches(got, w) for w in want)
     if want.startswith("refused"):
         return got.startswith("refused")
     return got == want
@@ -115,7 +119,7 @@ def test_framework_matrix(fw):
             (c["direction"], c["layout"], c["route"]))
         if want is not None and not _matches(c["result"], want):
             mismatched.append((c["dtype"], c["direction"], c["layout"], c["route"],
-                               c["result"], "expected " + want))
+                               c["result"], f"expected {want}"))
     assert not mismatched, "\n".join(map(str, mismatched))
     routes = {c["route"] for c in cells}
     assert routes == ({"minifloat", "numpy"} if NUMPY_REGISTRY else {"minifloat"})

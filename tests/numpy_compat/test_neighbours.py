@@ -110,6 +110,39 @@ def test_jax_string_dtypes_with_minifloat(order):
     assert out.strip() == "ok"
 
 
+@pytest.mark.parametrize("order", ORDERS + ["extension_module_first"])
+def test_link_comes_before_any_dtype_comparison(order):
+    """NumPy remembers "no cast" for a pair of DTypes the first time anything
+    compares them (dtype ==, a dict or set holding both: ml_dtypes 0.7's
+    import fills np.finfo's cache), and a cast cannot be added to such a pair
+    afterwards: the link runs as soon as both DTypes exist, so imports in any
+    order warn nothing, and casts and mixed operands work after user code
+    that compares the dtypes."""
+    if order == "extension_module_first":
+        head = "import numpy as np\nimport minifloat as mf\nimport ml_dtypes._ml_dtypes_ext\n"
+    else:
+        head = imports(order)
+    out = run("import warnings\nwarnings.simplefilter('error')\n" + head, """
+        import ml_dtypes
+        assert mf._neighbours.linked, "not linked"
+        names = [f["name"] for f in mf._core.formats() if hasattr(ml_dtypes, f["name"])]
+        both = {np.dtype(getattr(t, n)) for n in names for t in (mf, ml_dtypes)}
+        assert all(np.dtype(getattr(ml_dtypes, n)) != np.dtype(getattr(mf, n)) for n in names)
+        warnings.resetwarnings()            # the imports warned nothing
+        for n in names:
+            ml_t, mf_t = getattr(ml_dtypes, n), getattr(mf, n)
+            a = np.arange(4).astype(np.float32).astype(ml_t)
+            b = a.astype(mf_t)
+            assert b.dtype.type is mf_t and (b.astype(ml_t).view(np.uint8 if a.itemsize == 1
+                                                                 else np.uint16)
+                                             == a.view(np.uint8 if a.itemsize == 1
+                                                       else np.uint16)).all(), n
+            assert (a + b).dtype.type is mf_t, n
+        print("ok")
+    """)
+    assert out.strip() == "ok"
+
+
 @pytest.mark.parametrize("order", ORDERS)
 def test_casts_both_ways_bit_exact(order):
     out = run(imports(order), """
@@ -191,12 +224,16 @@ MIXED = """
     assert (p == q).tolist() == [True, True, False] == (q == p).tolist()
     assert (p != q).tolist() == [False, False, True] == (q != p).tolist()
     assert (q + p).dtype.type is mf.bfloat16
-    # (ml_dtypes first: NumPy's legacy resolver picks the float32 loop, which
-    # holds the exact sum; minifloat first: bfloat16, rounded once)
+    # (ml_dtypes first: before ml_dtypes 0.7 NumPy's legacy resolver picks the
+    # float32 loop, which holds the exact sum; with 0.7, and minifloat first:
+    # bfloat16, rounded once)
     want = q + p.astype(mf.float8_e4m3fn)
     got = p + q
-    assert got.dtype == np.float32, got.dtype
-    assert got.tolist() == (q.astype(np.float32) + p.astype(np.float32)).tolist()
+    if tuple(int(v) for v in ml_dtypes.__version__.split(".")[:2]) >= (0, 7):
+        assert got.dtype.type is mf.bfloat16, got.dtype
+    else:
+        assert got.dtype == np.float32, got.dtype
+        assert got.tolist() == (q.astype(np.float32) + p.astype(np.float32)).tolist()
     assert got.astype(mf.bfloat16).view(np.uint16).tolist() == want.view(np.uint16).tolist()
     print("ok")
 """

@@ -63,6 +63,23 @@ def build_thin(m, cols, env):
     return Plan(runs, expected=ref, flops=2.0 * m * m * max(cols, 1), family="matmul")
 
 
+def build_linear(m, rows, env):
+    """x @ W.T: a linear layer's weight W (m, m) stored C-ordered as the
+    checkpoints hold it, `rows` rows of activations (a decode step)."""
+    w = env.coded("tA", m * m, "bfloat16").reshape(m, m)
+    x = env.coded("tB", m * rows, "bfloat16").reshape(rows, m)
+    x32, w32 = x.astype(np.float32), w.astype(np.float32)
+    runs = [Run("minifloat", "x @ W.T", lambda: x @ w.T)]
+    if env.ml is not None:
+        xm, wm = env.as_ml(x), env.as_ml(w)
+        runs.append(Run("ml_dtypes", "x @ W.T (float32 result)", lambda: xm @ wm.T))
+    if env.torch is not None:
+        tx, tw = env.as_torch(x), env.as_torch(w)
+        runs.append(Run("torch", "x @ W.T", lambda: tx @ tw.T))
+    runs.append(Run("numpy", "float32 x @ W.T (sgemm, BLAS threads)", lambda: x32 @ w32.T))
+    return Plan(runs, expected=x32 @ w32.T, flops=2.0 * m * m * rows, family="matmul")
+
+
 def build_vecmat(m, env, matmul):
     """A vector times an (m, m) matrix: np.vecmat (np.vecdot's order per
     column) or v @ a (matmul's chains), the matrix's columns read across its

@@ -20,6 +20,56 @@ pack_codes(const mf_format *f, const char *src, npy_intp rs, npy_intp cs,
            npy_intp r, npy_intp c, char *dst)
 {
     npy_intp sz = f->itemsize;
+    if (rs == sz && cs != sz && (sz == 2 || sz == 1) && r >= 16 && c >= 16) {
+        /* the transpose of a C-ordered matrix (a @ b.T, a column-major
+         * operand), in 32 x 32 tiles: the tile's 32 column pieces (a cache
+         * line each) are copied to a buffer, then written out as 32 row
+         * pieces, so each line of either matrix is touched once.  (Row by
+         * row, every element was a line of its own: 1024^2 took 2 ms; tiles
+         * written in place revisited 32 lines that, rows 4 KiB apart, share
+         * one L1 set: 2048^2 12 ms.) */
+        uint16_t t2[32][32];
+        uint8_t t1[32][32];
+        for (npy_intp j0 = 0; j0 < c; j0 += 32) {
+            npy_intp nj = c - j0 < 32 ? c - j0 : 32;
+            for (npy_intp i0 = 0; i0 < r; i0 += 32) {
+                npy_intp ni = r - i0 < 32 ? r - i0 : 32;
+                for (npy_intp jj = 0; jj < nj; jj++) {
+                    const char *piece = src + (j0 + jj) * cs + i0 * sz;
+                    if (sz == 2 && ni == 32) {
+                        memcpy(t2[jj], piece, 64);      /* a fixed size: no call */
+                    }
+                    else if (sz == 2) {
+                        memcpy(t2[jj], piece, (size_t)ni * 2);
+                    }
+                    else {
+                        memcpy(t1[jj], piece, (size_t)ni);
+                    }
+                }
+                for (npy_intp ii = 0; ii < ni; ii++) {
+                    if (sz == 2 && nj == 32) {
+                        uint16_t *d = (uint16_t *)dst + (i0 + ii) * c + j0;
+                        for (int jj = 0; jj < 32; jj++) {
+                            d[jj] = t2[jj][ii];
+                        }
+                    }
+                    else if (sz == 2) {
+                        uint16_t *d = (uint16_t *)dst + (i0 + ii) * c + j0;
+                        for (npy_intp jj = 0; jj < nj; jj++) {
+                            d[jj] = t2[jj][ii];
+                        }
+                    }
+                    else {
+                        uint8_t *d = (uint8_t *)dst + (i0 + ii) * c + j0;
+                        for (npy_intp jj = 0; jj < nj; jj++) {
+                            d[jj] = t1[jj][ii];
+                        }
+                    }
+                }
+            }
+        }
+        return;
+    }
     for (npy_intp i = 0; i < r; i++) {
         const char *row = src + i * rs;
         if (cs == sz) {
@@ -253,6 +303,7 @@ mf_strided_dots(const mf_format *f, int out_f32, npy_intp N, npy_intp k,
 typedef struct {
     const mf_format *f;
     int out_f32, a_direct, b_direct;
+    int swap;                   /* C.T = B.T @ A.T (B.T read in place: mm_swap) */
     npy_intp N, n, k, m;
     char *const *data;
     const npy_intp *strides;
@@ -275,20 +326,33 @@ mm_item(mm_job *J, npy_intp o, npy_intp nx, char *apack, char *bpack, int *raise
     const char *B0 = J->data[1] + o * strides[1];
     const char *A = A0, *B = B0;
     npy_intp lda = a_n / sz, ldb = b_k / sz;
-    if (!J->a_direct) {
+    npy_intp rows = n, cols = m, oc_n = c_n, oc_m = c_m;     /* the gemm's C */
+    if (J->swap) {
+        /* C.T (m x n) = B.T (m x k, rows in place) @ A.T (k x n, packed) */
+        pack_codes(f, A0, a_k, a_n, k, n, bpack);
+        A = B0;
+        lda = b_m / sz;
+        B = bpack;
+        ldb = n;
+        rows = m;
+        cols = n;
+        oc_n = c_m;
+        oc_m = c_n;
+    }
+    else if (!J->a_direct) {
         pack_codes(f, A0, a_n, a_k, n, k, apack);
         A = apack;
         lda = k;
     }
-    if (!J->b_direct) {
+    if (!J->b_direct && !J->swap) {
         pack_codes(f, B0, b_k, b_m, k, m, bpack);
         B = bpack;
         ldb = m;
     }
-    mm_out out = {f, J->data[2] + o * strides[2], c_n, c_m, 0, 0, 0, J->out_f32};
+    mm_out out = {f, J->data[2] + o * strides[2], oc_n, oc_m, 0, 0, 0, J->out_f32};
     int bf16_flags = 0;
     mf_gemm_epilogue ep = {mm_epilogue, &out, NULL, 0, &bf16_flags, {NULL, NULL}, {0, 0}};
-    if (nx >= 0 && J->a_direct && J->b_direct && a_k == sz && b_m == sz && a_n == k * sz
+    if (nx >= 0 && !J->swap && J->a_direct && J->b_direct && a_k == sz && b_m == sz && a_n == k * sz
             && b_k == m * sz) {
         /* the next product's operands, whole blocks: the kernels fetch them
          * into L2 as they go (from L3 the packing of B stalled on its
@@ -298,12 +362,12 @@ mm_item(mm_job *J, npy_intp o, npy_intp nx, char *apack, char *bpack, int *raise
         ep.next[1] = J->data[1] + nx * strides[1];
         ep.next_bytes[1] = (size_t)(k * m * sz);
     }
-    if (!J->out_f32 && f->id == MF_BFLOAT16 && c_m == 2 && c_n % 2 == 0
+    if (!J->out_f32 && f->id == MF_BFLOAT16 && oc_m == 2 && oc_n % 2 == 0
             && (uintptr_t)out.C % 2 == 0) {
         ep.bf16_out = out.C;
-        ep.bf16_rs = c_n;
+        ep.bf16_rs = oc_n;
     }
-    mf_k->gemm_f32acc(f, n, m, k, A, lda, B, ldb, NULL, 0, &ep);
+    mf_k->gemm_f32acc(f, rows, cols, k, A, lda, B, ldb, NULL, 0, &ep);
     out.nan |= (bf16_flags & 1) != 0;
     out.inf |= (bf16_flags & 2) != 0;
     out.ovf |= (bf16_flags & 4) != 0;
@@ -326,7 +390,7 @@ mm_worker(void *ctx, int w)
     mm_job *J = (mm_job *)ctx;
     npy_intp sz = J->f->itemsize;
     char *apack = J->a_direct ? NULL : malloc((size_t)(J->n * J->k * sz) + 1);
-    char *bpack = J->b_direct ? NULL : malloc((size_t)(J->k * J->m * sz) + 1);
+    char *bpack = J->b_direct ? NULL : malloc((size_t)(J->k * (J->swap ? J->n : J->m) * sz) + 1);
     int inv = 0, ovf = 0;
     if ((!J->a_direct && apack == NULL) || (!J->b_direct && bpack == NULL)) {
         /* the others take the products; the caller's thread must not fail */
@@ -376,11 +440,23 @@ matmul_loop(PyArrayMethod_Context *context, char *const data[],
     /* operands the gemm can read in place: aligned, unit column stride, row
      * stride a multiple of the itemsize; others are copied into contiguous
      * blocks */
-    mm_job J = {f, out_f32, 0, 0, N, n, k, m, data, strides, 0, 0, 0, 0};
+    mm_job J = {.f = f, .out_f32 = out_f32, .N = N, .n = n, .k = k, .m = m, .data = data,
+                .strides = strides};
     J.a_direct = (a_k == sz || k <= 1) && a_n % sz == 0
                  && (uintptr_t)data[0] % (uintptr_t)sz == 0 && strides[0] % sz == 0;
     J.b_direct = (b_m == sz || m <= 1) && b_k % sz == 0
                  && (uintptr_t)data[1] % (uintptr_t)sz == 0 && strides[1] % sz == 0;
+    /* B the transpose of a C-ordered matrix (x @ W.T: a linear layer) with
+     * fewer rows in A than columns in B: C.T = W @ x.T, W's rows read in
+     * place (the thin products' kernels for up to 16 rows of x) and x.T
+     * packed, n * k codes instead of B's k * m gathered down its columns
+     * (4096x4096: 120 ms).  Every gemm path computes each output as the
+     * same chain, so the bits do not change. */
+    J.swap = !J.b_direct && b_k == sz && b_m % sz == 0 && k > 1 && n < m
+             && (uintptr_t)data[1] % (uintptr_t)sz == 0 && strides[1] % sz == 0;
+    if (J.swap) {
+        J.a_direct = 1;         /* A is read by the packing of A.T */
+    }
     fexcept_t flags;
     fegetexceptflag(&flags, FE_ALL_EXCEPT);
     /* a stack of products each below the gemm's own threading, 2^20
@@ -393,7 +469,7 @@ matmul_loop(PyArrayMethod_Context *context, char *const data[],
     }
     else {
         char *apack = J.a_direct ? NULL : PyMem_RawMalloc((size_t)(n * k * sz) + 1);
-        char *bpack = J.b_direct ? NULL : PyMem_RawMalloc((size_t)(k * m * sz) + 1);
+        char *bpack = J.b_direct ? NULL : PyMem_RawMalloc((size_t)(k * (J.swap ? n : m) * sz) + 1);
         if ((!J.a_direct && apack == NULL) || (!J.b_direct && bpack == NULL)) {
             PyMem_RawFree(apack);
             PyMem_RawFree(bpack);

@@ -333,6 +333,49 @@ def test_matmul_layouts(each_level):
     assert_same_codes(out.copy(), want)
 
 
+@pytest.mark.parametrize("name", FLOAT_FORMATS)
+def test_linear_layer_with_a_transposed_weight(name, threads):
+    """x @ W.T with W C-ordered (a linear layer): computed as (W @ x.T).T, W's
+    rows read in place (fewer rows in x than in W), else W.T packed in tiles;
+    the same codes as x @ W.T made C-ordered (the serial oracle), for 1-16
+    rows (the thin kernels) and more, stacks of x, a strided out=, at every
+    level and thread count, with the same warnings."""
+    rng = np.random.default_rng(17)
+    for (t, k, m) in [(1, 301, 40), (3, 64, 300), (16, 257, 130), (17, 96, 200),
+                      (40, 130, 64), (64, 64, 64), (80, 70, 50), (5, 2048, 24), (12, 1024, 700)]:
+        x = as_format(format_codes(rng, name, (t, k)).astype(code_dtype(name)), name)
+        W = as_format(format_codes(rng, name, (m, k)).astype(code_dtype(name)), name)
+        want = mm("serial", x, np.ascontiguousarray(W.T))
+        xs = np.stack([x, x[::-1]])
+        want_s = mm("serial", xs, np.ascontiguousarray(W.T))
+        for lv in LEVELS:
+            for nt in (1, 2, 3):
+                threads(nt)
+                assert_same_codes(mm(lv, x, W.T), want)
+                assert_same_codes(mm(lv, xs, W.T), want_s)
+                out = np.zeros((m, t), mf_type(name)).T
+                mm(lv, x, W.T, out=out)
+                assert_same_codes(out.copy(), want)
+                f32 = mm(lv, x, W.T, dtype=np.float32)
+                np.testing.assert_array_equal(
+                    f32.view(np.uint32),
+                    mm("serial", x, np.ascontiguousarray(W.T), dtype=np.float32).view(np.uint32))
+    # warnings: an overflow and an invalid the inputs do not hold, as the
+    # C-ordered operand gives them
+    t = mf_type(name)
+    big = float(minifloat.finfo(t).max)
+    x = np.full((2, 8), big, np.float32).astype(t)
+    W = np.full((5, 8), big, np.float32).astype(t)
+    with warnings.catch_warnings(record=True) as w1:
+        warnings.simplefilter("always")
+        r1 = x @ W.T
+    with warnings.catch_warnings(record=True) as w2:
+        warnings.simplefilter("always")
+        r2 = x @ np.ascontiguousarray(W.T)
+    assert_same_codes(r1, r2)
+    assert [str(w.message) for w in w1] == [str(w.message) for w in w2]
+
+
 def test_unaligned_operands(each_level):
     rng = np.random.default_rng(12)
     a = as_format(bf16_codes(rng, (70, 90), "normal"), "bfloat16")

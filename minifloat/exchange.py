@@ -119,8 +119,8 @@ class DLPackExporter:
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         if copy is None:
             copy = self._copy_default
-        if (max_version is not None and _padded_unread_by_caller()
-                and self.array.dtype in _SUBBYTE_DTYPES):
+        if (max_version is not None and self.array.dtype in _SUBBYTE_DTYPES
+                and _padded_unread_by_caller()):
             # JAX (0.12) asks for DLPack 1.3 but reads a sub-byte tensor as
             # packed whatever IS_SUBBYTE_TYPE_PADDED says: silently wrong
             # values.  It reads packed data right, so it gets the packed copy

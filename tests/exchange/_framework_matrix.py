@@ -18,6 +18,7 @@ these formats exactly) in every cell; a mismatch is "WRONG: ...", which
 tests/test_framework_matrix.py fails on.  The frameworks are imported only here:
 TensorFlow and Paddle crash when both are loaded in one process.
 """
+import importlib.machinery
 import json
 import sys
 
@@ -315,7 +316,12 @@ EXTRA = {"tensorflow": tensorflow_extra}
 
 def run(name):
     fw = FRAMEWORKS[name]()
-    routes = ["minifloat"] + (["numpy"] if NUMPY_REGISTRY else [])
+    # NumPy's own route (np.from_dlpack, ndarray.__dlpack__) knows the formats
+    # once minifloat registered them: at its import, or, where ml_dtypes is
+    # installed, after ml_dtypes' import (which some frameworks do: TF, JAX)
+    ml_installed = importlib.machinery.PathFinder.find_spec("ml_dtypes") is not None
+    numpy_route = NUMPY_REGISTRY and bool(mf.exchange.numpy_registration)
+    routes = ["minifloat"] + (["numpy"] if numpy_route else [])
     cells = []
     for dt in fw.dtypes():
         for direction, cell in (("import", import_cell), ("export", export_cell)):
@@ -336,7 +342,9 @@ def run(name):
         except Exception as err:
             extra = {"error": "WRONG: " + short(err)}
     return {"framework": name, "version": fw.version, "numpy": np.__version__,
-            "python": sys.version.split()[0], "cells": cells, "extra": extra}
+            "python": sys.version.split()[0], "cells": cells, "extra": extra,
+            "numpy_route": numpy_route, "ml_dtypes_installed": ml_installed,
+            "ml_dtypes_imported": "ml_dtypes" in sys.modules}
 
 
 SHORT = {"zero-copy": "view", "zero-copy (read-only)": "view (ro)", "copy": "copy",

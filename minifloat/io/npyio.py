@@ -181,8 +181,8 @@ def check_npy_size(fp):
         if isinstance(e, ValueError) and str(e).startswith("the .npy header describes"):
             raise
         return                   # np.load reports header errors itself
-    except tokenize.TokenError:
-        return
+    except (tokenize.TokenError, SyntaxError):
+        return                   # load() turns these into ValueError
     finally:
         fp.seek(start)
 
@@ -202,9 +202,10 @@ def load(file, mmap_mode=None, allow_pickle=False, **kwargs):
         check_npy_size(file)
     try:
         res = np.load(file, mmap_mode=mmap_mode, allow_pickle=allow_pickle, **kwargs)
-    except tokenize.TokenError as e:
-        # NumPy's header filter lets the tokenizer's error out for some
-        # truncated headers (found by fuzzing); NumPy says ValueError elsewhere
+    except (tokenize.TokenError, SyntaxError) as e:
+        # NumPy's header filter lets the tokenizer's errors out for some
+        # corrupt headers (TokenError, IndentationError; found by fuzzing);
+        # NumPy says ValueError for every other unparsable header
         raise ValueError(f"Cannot parse header: {e}; the file is not a valid .npy file") from e
     if isinstance(res, np.lib.npyio.NpzFile):
         return _NpzFile(res)

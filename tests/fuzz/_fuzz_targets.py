@@ -287,8 +287,8 @@ def check_npy(data):
             mf.npyio.check_npy_size(io.BytesIO(blob))
             try:
                 arr = np.load(io.BytesIO(blob), allow_pickle=False)
-            except tokenize.TokenError:
-                return     # NumPy's own behaviour for some truncated headers
+            except (tokenize.TokenError, SyntaxError):
+                return     # NumPy's own behaviour for some corrupt headers
 
         else:
             import tempfile, os

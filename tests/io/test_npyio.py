@@ -64,3 +64,21 @@ def test_unknown_format_in_file_is_a_clear_error(tmp_path):
     np.save(tmp_path / "x.npy", raw)
     with pytest.raises(ValueError, match="unknown minifloat format"):
         mf.load(tmp_path / "x.npy")
+
+
+@pytest.mark.parametrize("header", [
+    b"\t{'descr': '<u2'}\n 1",                       # IndentationError in NumPy's tokenizer
+    b"{'descr': '<u2', 'shape': (3,), '''",       # TokenError (an unterminated string)
+])
+def test_corrupt_header_is_a_value_error(tmp_path, header):
+    # NumPy's header filter lets the tokenizer's own errors out for these
+    # (found by fuzzing); minifloat.load says ValueError, as for every other
+    # header it cannot parse
+    hb = header + b" " * ((-(len(header) + 11)) % 64) + b"\n"
+    blob = b"\x93NUMPY\x01\x00" + len(hb).to_bytes(2, "little") + hb + bytes(6)
+    path = tmp_path / "bad.npy"
+    path.write_bytes(blob)
+    with pytest.raises(ValueError, match="not a valid .npy file"):
+        mf.load(path)
+    with pytest.raises(ValueError, match="not a valid .npy file"):
+        mf.load(path.open("rb"))

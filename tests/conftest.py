@@ -44,6 +44,10 @@ NUMPY_PRINTS_ELEMENTS_WITH_STR = NUMPY_VERSION >= "2.5.0.dev0"
 NUMPY_DOT_USES_DOTFUNC = NUMPY_VERSION >= "2.5.0.dev0"
 # NumPy >= 2.4: numpy.testing and ndarray.conjugate know a user dtype is numeric
 NUMPY_KNOWS_USER_NUMERIC = NUMPY_VERSION >= "2.4.0.dev0"
+# set by .ci/arm-legs, whose Python leg runs under qemu-user (every
+# instruction emulated, 10-50x slower): the heaviest tests check fewer thread
+# counts there (each still runs every path and every level)
+EMULATED = os.environ.get("MINIFLOAT_TESTS_EMULATED") == "1"
 
 
 def pytest_configure(config):

@@ -14,6 +14,95 @@
 #include "../kernels/parallel.h"
 #include "../kernels/scalar_ops.h"
 
+/* columns [j_begin, j_end) of the transpose of a C-ordered matrix (the
+ * (r x c) matrix whose column j is src's row j, cs bytes apart) into the
+ * contiguous dst, in 32 x 32 tiles: the tile's 32 column pieces (a cache
+ * line each) are copied to a buffer, then written out as 32 row pieces, so
+ * each line of either matrix is touched once.  (Row by row, every element
+ * was a line of its own: 1024^2 took 2 ms; tiles written in place revisited
+ * 32 lines that, rows 4 KiB apart, share one L1 set: 2048^2 12 ms.) */
+static void
+transpose_strip(npy_intp sz, const char *src, npy_intp cs, npy_intp r, npy_intp c,
+                npy_intp j_begin, npy_intp j_end, char *dst)
+{
+    uint16_t t2[32][32];
+    uint8_t t1[32][32];
+    for (npy_intp j0 = j_begin; j0 < j_end; j0 += 32) {
+        npy_intp nj = j_end - j0 < 32 ? j_end - j0 : 32;
+        for (npy_intp i0 = 0; i0 < r; i0 += 32) {
+            npy_intp ni = r - i0 < 32 ? r - i0 : 32;
+            for (npy_intp jj = 0; jj < nj; jj++) {
+                const char *piece = src + (j0 + jj) * cs + i0 * sz;
+                if (sz == 2 && ni == 32) {
+                    memcpy(t2[jj], piece, 64);      /* a fixed size: no call */
+                }
+                else if (sz == 2) {
+                    memcpy(t2[jj], piece, (size_t)ni * 2);
+                }
+                else {
+                    memcpy(t1[jj], piece, (size_t)ni);
+                }
+            }
+            for (npy_intp ii = 0; ii < ni; ii++) {
+                if (sz == 2 && nj == 32) {
+                    /* the row piece gathered in L1, then stored as one
+                     * line: element by element, each store waited for its
+                     * line (58% of the time on the stores) */
+                    uint16_t piece[32];
+                    for (int jj = 0; jj < 32; jj++) {
+                        piece[jj] = t2[jj][ii];
+                    }
+                    memcpy((uint16_t *)dst + (i0 + ii) * c + j0, piece, 64);
+                }
+                else if (sz == 2) {
+                    uint16_t *d = (uint16_t *)dst + (i0 + ii) * c + j0;
+                    for (npy_intp jj = 0; jj < nj; jj++) {
+                        d[jj] = t2[jj][ii];
+                    }
+                }
+                else if (nj == 32) {
+                    uint8_t piece[32];
+                    for (int jj = 0; jj < 32; jj++) {
+                        piece[jj] = t1[jj][ii];
+                    }
+                    memcpy((uint8_t *)dst + (i0 + ii) * c + j0, piece, 32);
+                }
+                else {
+                    uint8_t *d = (uint8_t *)dst + (i0 + ii) * c + j0;
+                    for (npy_intp jj = 0; jj < nj; jj++) {
+                        d[jj] = t1[jj][ii];
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* the strips on the pool's threads: each takes the next TRANSPOSE_STRIP
+ * columns (every element is a copy: any split gives the same bytes) */
+#define TRANSPOSE_STRIP 128
+typedef struct {
+    npy_intp sz, cs, r, c;
+    const char *src;
+    char *dst;
+    npy_intp next;
+} transpose_job;
+
+static void
+transpose_worker(void *ctx, int w)
+{
+    (void)w;
+    transpose_job *J = (transpose_job *)ctx;
+    for (;;) {
+        npy_intp j0 = __atomic_fetch_add(&J->next, TRANSPOSE_STRIP, __ATOMIC_RELAXED);
+        if (j0 >= J->c) {
+            return;
+        }
+        npy_intp j1 = J->c - j0 < TRANSPOSE_STRIP ? J->c : j0 + TRANSPOSE_STRIP;
+        transpose_strip(J->sz, J->src, J->cs, J->r, J->c, j0, j1, J->dst);
+    }
+}
+
 /* copy an (r x c) matrix of codes with element strides into a contiguous one */
 static void
 pack_codes(const mf_format *f, const char *src, npy_intp rs, npy_intp cs,
@@ -22,52 +111,17 @@ pack_codes(const mf_format *f, const char *src, npy_intp rs, npy_intp cs,
     npy_intp sz = f->itemsize;
     if (rs == sz && cs != sz && (sz == 2 || sz == 1) && r >= 16 && c >= 16) {
         /* the transpose of a C-ordered matrix (a @ b.T, a column-major
-         * operand), in 32 x 32 tiles: the tile's 32 column pieces (a cache
-         * line each) are copied to a buffer, then written out as 32 row
-         * pieces, so each line of either matrix is touched once.  (Row by
-         * row, every element was a line of its own: 1024^2 took 2 ms; tiles
-         * written in place revisited 32 lines that, rows 4 KiB apart, share
-         * one L1 set: 2048^2 12 ms.) */
-        uint16_t t2[32][32];
-        uint8_t t1[32][32];
-        for (npy_intp j0 = 0; j0 < c; j0 += 32) {
-            npy_intp nj = c - j0 < 32 ? c - j0 : 32;
-            for (npy_intp i0 = 0; i0 < r; i0 += 32) {
-                npy_intp ni = r - i0 < 32 ? r - i0 : 32;
-                for (npy_intp jj = 0; jj < nj; jj++) {
-                    const char *piece = src + (j0 + jj) * cs + i0 * sz;
-                    if (sz == 2 && ni == 32) {
-                        memcpy(t2[jj], piece, 64);      /* a fixed size: no call */
-                    }
-                    else if (sz == 2) {
-                        memcpy(t2[jj], piece, (size_t)ni * 2);
-                    }
-                    else {
-                        memcpy(t1[jj], piece, (size_t)ni);
-                    }
-                }
-                for (npy_intp ii = 0; ii < ni; ii++) {
-                    if (sz == 2 && nj == 32) {
-                        uint16_t *d = (uint16_t *)dst + (i0 + ii) * c + j0;
-                        for (int jj = 0; jj < 32; jj++) {
-                            d[jj] = t2[jj][ii];
-                        }
-                    }
-                    else if (sz == 2) {
-                        uint16_t *d = (uint16_t *)dst + (i0 + ii) * c + j0;
-                        for (npy_intp jj = 0; jj < nj; jj++) {
-                            d[jj] = t2[jj][ii];
-                        }
-                    }
-                    else {
-                        uint8_t *d = (uint8_t *)dst + (i0 + ii) * c + j0;
-                        for (npy_intp jj = 0; jj < nj; jj++) {
-                            d[jj] = t1[jj][ii];
-                        }
-                    }
-                }
+         * operand): from 1 MiB on the threads too (on one thread it was
+         * 10% of a 2048^3 product's time, the other threads waiting) */
+        transpose_job J = {sz, cs, r, c, src, dst, 0};
+        int T = mf_get_num_threads();
+        if (T > 1 && r * c * sz >= ((npy_intp)1 << 20)) {
+            npy_intp strips = (c + TRANSPOSE_STRIP - 1) / TRANSPOSE_STRIP;
+            if (mf_pool_run(transpose_worker, &J, T > strips ? (int)strips : T) > 0) {
+                return;
             }
         }
+        transpose_worker(&J, 0);
         return;
     }
     for (npy_intp i = 0; i < r; i++) {

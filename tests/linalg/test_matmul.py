@@ -344,6 +344,30 @@ def test_matmul_layouts(each_level):
     assert_same_codes(out.copy(), want)
 
 
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn"])
+def test_transposed_operand_packed_on_threads(name, threads):
+    """a @ W.T with as many rows in a as in W (no swap): W.T is packed, from 1
+    MiB on the threads in column strips (a ragged last strip and tile here),
+    or inline where a stack's products hold the threads; the same codes as
+    with W.T made C-ordered."""
+    rng = np.random.default_rng(3)
+    k = 1024 if name == "bfloat16" else 2048
+    cases = [((600, k), (530, k)),                # one product: the strips on the threads
+             ((3, 8, 65536 // (2 if name == "bfloat16" else 1)), (3, 8, 0))]   # a stack
+    for (ashape, wshape) in cases:
+        wshape = wshape[:-1] + (ashape[-1],)
+        # finite values: with every code drawn, nearly every output of a long
+        # k is NaN and a misplaced column would not show
+        a = rng.standard_normal(ashape, np.float32).astype(mf_type(name))
+        W = rng.standard_normal(wshape, np.float32).astype(mf_type(name))
+        Wt = np.swapaxes(W, -1, -2)
+        assert not Wt.flags.c_contiguous
+        want = mm(LEVELS[-1], a, np.ascontiguousarray(Wt))
+        for nt in (1, 2, 3):
+            threads(nt)
+            assert_same_codes(mm(LEVELS[-1], a, Wt), want)
+
+
 @pytest.mark.parametrize("name", FLOAT_FORMATS)
 def test_linear_layer_with_a_transposed_weight(name, threads):
     """x @ W.T with W C-ordered (a linear layer): computed as (W @ x.T).T, W's

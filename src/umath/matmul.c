@@ -14,13 +14,6 @@
 #include "../kernels/parallel.h"
 #include "../kernels/scalar_ops.h"
 
-/* columns [j_begin, j_end) of the transpose of a C-ordered matrix (the
- * (r x c) matrix whose column j is src's row j, cs bytes apart) into the
- * contiguous dst, in 32 x 32 tiles: the tile's 32 column pieces (a cache
- * line each) are copied to a buffer, then written out as 32 row pieces, so
- * each line of either matrix is touched once.  (Row by row, every element
- * was a line of its own: 1024^2 took 2 ms; tiles written in place revisited
- * 32 lines that, rows 4 KiB apart, share one L1 set: 2048^2 12 ms.) */
 /* row pieces assembled in 64-bit words need the low-address element in
  * the low bits (every target this project builds for) */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
@@ -29,6 +22,13 @@
 #define TRANSPOSE_WORDS 0
 #endif
 
+/* columns [j_begin, j_end) of the transpose of a C-ordered matrix (the
+ * (r x c) matrix whose column j is src's row j, cs bytes apart) into the
+ * contiguous dst, in 32 x 32 tiles: the tile's 32 column pieces (a cache
+ * line each) are copied to a buffer, then written out as 32 row pieces, so
+ * each line of either matrix is touched once.  (Row by row, every element
+ * was a line of its own: 1024^2 took 2 ms; tiles written in place revisited
+ * 32 lines that, rows 4 KiB apart, share one L1 set: 2048^2 12 ms.) */
 static void
 transpose_strip(npy_intp sz, const char *src, npy_intp cs, npy_intp r, npy_intp c,
                 npy_intp j_begin, npy_intp j_end, char *dst)

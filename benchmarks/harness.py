@@ -157,6 +157,12 @@ def cpu_model():
         isa = [n for n, f in (("AVX2", "avx2"), ("AVX-512", "avx512f"),
                               ("AVX-512 BF16", "avx512_bf16"), ("AMX", "amx_bf16")) if f in have]
         flags = f" ({', '.join(isa)})" if isa else ""
+        fam = re.search(r"^cpu family\s*:\s*(\d+)$", info, re.M)
+        if "AuthenticAMD" in info and fam:
+            # AMD's marketing names share "AMD EPYC": the family tells the core
+            core = {25: "Zen 4" if "avx512f" in have else "Zen 3", 26: "Zen 5"}.get(
+                int(fam.group(1)), f"family {fam.group(1)}")
+            model += f" {core}"
     except OSError:
         pass
     return model + flags

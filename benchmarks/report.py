@@ -131,7 +131,8 @@ def header_lines(rep):
         f"load average at start/end: {' / '.join(f'{x:.2f}' for x in rep.load) or '?'}"
         " (other work on the machine adds noise)",
         f"minifloat {vers['minifloat']} kernel level {_core.get_kernel_level()} (of "
-        f"{', '.join(_core.kernel_levels())}); numpy {vers['numpy']}",
+        f"{', '.join(_core.kernel_levels())}), sum and dot prefetching "
+        f"{getattr(_core, 'get_read_prefetch', lambda: 0)()} bytes ahead; numpy {vers['numpy']}",
         f"ml_dtypes {vers['ml_dtypes']}, torch {vers['torch']}, numkong {vers['numkong']}",
         f"threads: minifloat rows at its {mf.get_num_threads()} (minifloat.get_num_threads(); "
         f"mf 1t: at 1); torch rows at 1 and {o.torch_threads} threads; numpy f32 matmul uses "

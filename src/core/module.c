@@ -174,6 +174,32 @@ py_set_kernel_level(PyObject *NPY_UNUSED(self), PyObject *arg)
     return prev;
 }
 
+/* the largest distance MINIFLOAT_READ_PREFETCH and set_read_prefetch take */
+#define MF_READ_PREFETCH_MAX (1 << 20)
+
+static PyObject *
+py_set_read_prefetch(PyObject *NPY_UNUSED(self), PyObject *arg)
+{
+    Py_ssize_t v = PyNumber_AsSsize_t(arg, PyExc_OverflowError);
+    if (v == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (v < 0 || v > MF_READ_PREFETCH_MAX) {
+        PyErr_Format(PyExc_ValueError, "the read prefetch distance is a byte count from 0 to %d, "
+                     "not %zd", MF_READ_PREFETCH_MAX, v);
+        return NULL;
+    }
+    Py_ssize_t prev = (Py_ssize_t)mf_read_prefetch;
+    mf_read_prefetch = (mf_intp)v;
+    return PyLong_FromSsize_t(prev);
+}
+
+static PyObject *
+py_get_read_prefetch(PyObject *NPY_UNUSED(self), PyObject *NPY_UNUSED(args))
+{
+    return PyLong_FromSsize_t((Py_ssize_t)mf_read_prefetch);
+}
+
 static PyObject *
 py_kernel_levels(PyObject *NPY_UNUSED(self), PyObject *NPY_UNUSED(args))
 {
@@ -400,6 +426,10 @@ static PyMethodDef module_methods[] = {
     {"set_kernel_level", py_set_kernel_level, METH_O,
      "set_kernel_level(name) -> previous: force a kernel level (tests, benchmarks)."},
     {"kernel_levels", py_kernel_levels, METH_NOARGS, "Kernel levels this CPU and build support."},
+    {"get_read_prefetch", py_get_read_prefetch, METH_NOARGS,
+     "How far ahead (bytes) sum and dot prefetch what they read; 0: not at all."},
+    {"set_read_prefetch", py_set_read_prefetch, METH_O,
+     "set_read_prefetch(nbytes) -> previous (tests, benchmarks)."},
     {"get_num_threads", py_get_num_threads, METH_NOARGS,
      "Threads minifloat's kernels use for large arrays and matmul."},
     {"set_num_threads", py_set_num_threads, METH_O,
@@ -468,6 +498,22 @@ PyInit__core(void)
                     env, mf_level_name(mf_active_level)) < 0) {
                 goto fail;
             }
+        }
+    }
+    mf_read_prefetch = mf_default_read_prefetch();
+    env = getenv("MINIFLOAT_READ_PREFETCH");
+    if (env != NULL && env[0] != '\0') {
+        char *end;
+        long v = strtol(env, &end, 10);
+        if (*end != '\0' || v < 0 || v > MF_READ_PREFETCH_MAX) {
+            if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                    "MINIFLOAT_READ_PREFETCH=%s is not a byte count from 0 to %d; using %zd",
+                    env, MF_READ_PREFETCH_MAX, (Py_ssize_t)mf_read_prefetch) < 0) {
+                goto fail;
+            }
+        }
+        else {
+            mf_read_prefetch = (mf_intp)v;
         }
     }
     {

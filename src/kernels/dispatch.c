@@ -172,6 +172,36 @@ mf_best_level(void)
     return MF_LEVEL_SERIAL;
 }
 
+mf_intp mf_read_prefetch = 0;
+
+/*
+ * Software prefetch of the runs sum and dot read, this many bytes ahead.
+ * On an AMD Zen 5 (family 1Ah) one thread summing 32 MiB of bfloat16 from
+ * memory read 42 GB/s on the hardware prefetchers alone and 69 GB/s with a
+ * prefetch 16 KiB ahead (4 KiB: 55, 64 KiB: 62); copies, which also write,
+ * gained nothing.  Other CPUs keep the hardware's alone until measured
+ * (MINIFLOAT_READ_PREFETCH sets it for that).
+ */
+mf_intp
+mf_default_read_prefetch(void)
+{
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+    unsigned int a, b, c, d;
+    if (__get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u && d == 0x69746e65u
+            && c == 0x444d4163u && __get_cpuid(1, &a, &b, &c, &d)) {
+        /* "AuthenticAMD"; the family: base + extended where base is 0Fh */
+        unsigned int family = (a >> 8) & 0xF;
+        if (family == 0xF) {
+            family += (a >> 20) & 0xFF;
+        }
+        if (family >= 0x1A) {
+            return 16384;
+        }
+    }
+#endif
+    return 0;
+}
+
 int
 mf_set_level(mf_level level)
 {

@@ -439,6 +439,11 @@ int mf_level_from_name(const char *name);       /* -1 if unknown */
 int mf_level_supported(mf_level level);         /* CPU and build */
 mf_level mf_best_level(void);
 int mf_set_level(mf_level level);               /* 0 ok, -1 unsupported */
+/* how far ahead (bytes) sum and dot fetch the runs they read, 0: not at all;
+ * the CPU's default (mf_default_read_prefetch: where it was measured to help)
+ * or MINIFLOAT_READ_PREFETCH.  It changes no result. */
+extern mf_intp mf_read_prefetch;
+mf_intp mf_default_read_prefetch(void);
 
 /* 256-entry float32 value table of every 8-bit (or narrower) format,
  * filled from the codec at start-up; shared by the kernels */

@@ -12,6 +12,11 @@ contiguous data: float32 <-> format casts (decode_f32, encode_f32), + - * /
 the public reductions only show rounded to the format).
 """
 
+import contextlib
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -596,6 +601,71 @@ def test_public_sum_and_vecdot(level, name):
         ref, _ = at("serial", lambda: m.view(dt).sum(axis=axis))
         got, _ = at(level, lambda: m.view(dt).sum(axis=axis))
         assert_same_codes(got.view(ct), ref.view(ct), f"{name} axis={axis}")
+
+
+@contextlib.contextmanager
+def read_prefetch(nbytes):
+    """Run a block with sum and dot prefetching nbytes ahead (0: not at all)."""
+    prev = _core.set_read_prefetch(nbytes)
+    try:
+        yield
+    finally:
+        _core.set_read_prefetch(prev)
+
+
+@pytest.mark.parametrize("level", OTHER_LEVELS)
+@pytest.mark.parametrize("name", FLOAT_FORMATS)
+def test_sum_dot_prefetch_changes_nothing(level, name):
+    """sum and dot with and without the software prefetch (the CPU's default
+    is on only where it was measured to help, so both are run everywhere):
+    serial's bits and flags, unaligned runs too."""
+    size = dtype_of(name).itemsize
+    for dist in (0, 64, 16384):
+        with read_prefetch(dist):
+            for n in REDUCE_LENGTHS:
+                a = reduce_data(name, n, "specials", n + 11)
+                b = reduce_data(name, n, "finite", n + 12)
+                assert reduce_at(level, name, a) == reduce_at("serial", name, a), (dist, n)
+                assert reduce_at(level, name, a, b) == reduce_at("serial", name, a, b), (dist, n)
+            n = 4097
+            a = reduce_data(name, n, "finite", 13)
+            ba = bytearray(n * size + 8)
+            ba[3:3 + n * size] = a.tobytes()
+            va = memoryview(ba)[3:3 + n * size]
+            assert reduce_at(level, name, va) == reduce_at("serial", name, a)
+    x = reduce_data(name, 300 * 7, "finite", 14).view(dtype_of(name)).reshape(7, 300)
+    with kernel_level(level):
+        with read_prefetch(0):
+            want = x.sum(axis=1), x.sum()
+        with read_prefetch(16384):
+            got = x.sum(axis=1), x.sum()
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(np.asarray(g).view(code_type(name)),
+                                      np.asarray(w).view(code_type(name)))
+
+
+def test_read_prefetch_setting():
+    """The distance is a byte count from 0 to 1 MiB: the setter says so, and a
+    bad MINIFLOAT_READ_PREFETCH warns and keeps the CPU's default."""
+    prev = _core.get_read_prefetch()
+    for bad in (-1, (1 << 20) + 1):
+        with pytest.raises(ValueError, match="byte count from 0 to 1048576"):
+            _core.set_read_prefetch(bad)
+    assert _core.get_read_prefetch() == prev
+    with read_prefetch(4096):
+        assert _core.get_read_prefetch() == 4096
+    assert _core.get_read_prefetch() == prev
+    code = "from minifloat import _core; print(_core.get_read_prefetch())"
+    env = {k: v for k, v in os.environ.items() if k != "MINIFLOAT_READ_PREFETCH"}
+    default = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, check=True).stdout.strip()
+    assert default in ("0", "16384")
+    for value, want in (("8192", "8192"), ("0", "0"), ("lots", default)):
+        env = dict(os.environ, MINIFLOAT_READ_PREFETCH=value)
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                           text=True, check=True)
+        assert r.stdout.strip() == want
+        assert ("is not a byte count" in r.stderr) == (value == "lots")
 
 
 @pytest.mark.parametrize("level", OTHER_LEVELS)

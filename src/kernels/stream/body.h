@@ -723,12 +723,21 @@ load_tail(const mf_format *f, const void *src, mf_intp i, mf_intp m, float pad, 
 }
 #endif
 
+/* fetch the read run p's bytes pfd ahead (mf_read_prefetch; 0: nothing) */
+#define PF_READ(pfd, p)                                                   \
+    do {                                                                  \
+        if (pfd) {                                                        \
+            __builtin_prefetch((const char *)(p) + (pfd), 0, 3);          \
+        }                                                                 \
+    } while (0)
+
 /* the block sums of R (1 or 2) runs of len codes at once, each in its own
  * lanes (two runs: twice the independent chains) */
 MF_INLINE void
 sum_blocks(const int R, const regs_t *r, mf_simd_path path, const mf_format *f,
            const void *const *src, mf_intp len, float *out)
 {
+    const mf_intp pfd = mf_read_prefetch, sz = f->itemsize;
     vf_t acc[2][NACC], v[NACC];
     for (int k = 0; k < R; k++) {
         for (int q = 0; q < NACC; q++) {
@@ -741,6 +750,7 @@ sum_blocks(const int R, const regs_t *r, mf_simd_path path, const mf_format *f,
         /* the even and odd codes in their own lanes, then in order */
         for (; i + MF_SUM_LANES <= len; i += MF_SUM_LANES) {
             for (int k = 0; k < R; k++) {
+                PF_READ(pfd, (const uint16_t *)src[k] + i);
                 for (int q = 0; q < NACC; q += 2) {
                     dec_bf16_eo((const uint16_t *)src[k] + i + VL * q, v + q);
                     acc[k][q] = add_v(acc[k][q], v[q]);
@@ -755,6 +765,8 @@ sum_blocks(const int R, const regs_t *r, mf_simd_path path, const mf_format *f,
 #endif
     for (; i + MF_SUM_LANES <= len; i += MF_SUM_LANES) {
         for (int k = 0; k < R; k++) {
+            /* 32 codes: one 64-byte line, or half of one */
+            PF_READ(pfd, (const char *)src[k] + i * sz);
             for (int g = 0; g < NACC; g += SUM_VECS) {
                 load_dec_n(r, path, src[k], i + VL * g, v);
                 for (int q = 0; q < SUM_VECS; q++) {
@@ -791,6 +803,7 @@ MF_INLINE float
 dot_block(const regs_t *r, mf_simd_path path, const mf_format *f, const void *a, const void *b,
           mf_intp len)
 {
+    const mf_intp pfd = mf_read_prefetch, sz = f->itemsize;
     vf_t acc[NACC], x[NACC], y[NACC];
     for (int q = 0; q < NACC; q++) {
         acc[q] = splat_f(-0.0f);
@@ -800,6 +813,8 @@ dot_block(const regs_t *r, mf_simd_path path, const mf_format *f, const void *a,
     if (path == MF_SIMD_BF16) {
         /* the even and odd codes in their own lanes, then in order */
         for (; i + MF_SUM_LANES <= len; i += MF_SUM_LANES) {
+            PF_READ(pfd, (const uint16_t *)a + i);
+            PF_READ(pfd, (const uint16_t *)b + i);
             for (int q = 0; q < NACC; q += 2) {
                 dec_bf16_eo((const uint16_t *)a + i + VL * q, x + q);
                 dec_bf16_eo((const uint16_t *)b + i + VL * q, y + q);
@@ -811,6 +826,8 @@ dot_block(const regs_t *r, mf_simd_path path, const mf_format *f, const void *a,
     }
 #endif
     for (; i + MF_SUM_LANES <= len; i += MF_SUM_LANES) {
+        PF_READ(pfd, (const char *)a + i * sz);
+        PF_READ(pfd, (const char *)b + i * sz);
         for (int g = 0; g < NACC; g += SUM_VECS) {
             load_dec_n(r, path, a, i + VL * g, x);
             load_dec_n(r, path, b, i + VL * g, y);

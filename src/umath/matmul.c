@@ -315,6 +315,47 @@ mm_epilogue(void *vctx, mf_intp i0, mf_intp j0, mf_intp rows, mf_intp cols, floa
  * np.vecdot, and matmul products with a single output.  NaN results are the
  * format's canonical NaN (as matmul's); out_f32 stores the float32 result.
  */
+typedef struct {
+    const mf_format *f;
+    int out_f32;
+    npy_intp k, sa, sb, sc;
+    const char *a0, *b0;
+    char *c0;
+    int ovf;
+} dots_job;
+
+/* a dot's result into out: float32, or rounded once into the format (NaN:
+ * the canonical one) */
+static inline void
+store_dot(const mf_format *f, int out_f32, double d, char *c, int *ovf)
+{
+    if (out_f32) {
+        float v = (float)d;
+        memcpy(c, &v, 4);
+    }
+    else if (isnan(d)) {
+        mf_store_code(f, c, mf_nan_code(f, 0));
+    }
+    else {
+        mf_store_code(f, c, mf_encode_f64_ovf(f, d, ovf));
+    }
+}
+
+/* outputs [start, start + len) of contiguous, aligned rows */
+static void
+dots_range(void *ctx, mf_intp start, mf_intp len)
+{
+    dots_job *J = (dots_job *)ctx;
+    int ovf = 0;
+    for (npy_intp o = start; o < start + len; o++) {
+        double d = mf_k->dot(J->f, J->a0 + o * J->sa, J->b0 + o * J->sb, J->k);
+        store_dot(J->f, J->out_f32, d, J->c0 + o * J->sc, &ovf);
+    }
+    if (ovf) {
+        MF_ATOMIC_OR(&J->ovf, 1);
+    }
+}
+
 int
 mf_strided_dots(const mf_format *f, int out_f32, npy_intp N, npy_intp k,
              const char *a0, npy_intp sa, npy_intp sak, const char *b0, npy_intp sb, npy_intp sbk,
@@ -325,6 +366,17 @@ mf_strided_dots(const mf_format *f, int out_f32, npy_intp N, npy_intp k,
     char *pa = NULL, *pb = NULL;
     int pack_a = sak != sz || (uintptr_t)a0 % (uintptr_t)sz || (uintptr_t)sa % (uintptr_t)sz;
     int pack_b = sbk != sz || (uintptr_t)b0 % (uintptr_t)sz || (uintptr_t)sb % (uintptr_t)sz;
+    if (!pack_a && !pack_b && N > 1 && k * sz < MF_PAR_MIN_REDUCE_BYTES) {
+        /* many short rows (np.vecdot of two matrices): the rows on the
+         * threads, each dot the kernel's whole; counted as one operand's
+         * bytes, so that they split from 1 MiB of input, as sums do */
+        dots_job J = {f, out_f32, k, sa, sb, sc, a0, b0, c0, 0};
+        mf_par_range(dots_range, &J, N, 1, k * sz);
+        if (J.ovf) {
+            mf_raise_overflow();
+        }
+        return 0;
+    }
     if ((pack_a && (pa = PyMem_RawMalloc((size_t)(k * sz) + 1)) == NULL)
             || (pack_b && (pb = PyMem_RawMalloc((size_t)(k * sz) + 1)) == NULL)) {
         PyMem_RawFree(pa);
@@ -346,18 +398,7 @@ mf_strided_dots(const mf_format *f, int out_f32, npy_intp N, npy_intp k,
             pack_codes(f, b, 0, sbk, 1, k, pb);
             b = pb;
         }
-        double d = mf_par_dot(f, a, b, k);
-        char *c = c0 + o * sc;
-        if (out_f32) {
-            float v = (float)d;
-            memcpy(c, &v, 4);
-        }
-        else if (isnan(d)) {
-            mf_store_code(f, c, mf_nan_code(f, 0));
-        }
-        else {
-            mf_store_code(f, c, mf_encode_f64_ovf(f, d, &ovf));
-        }
+        store_dot(f, out_f32, mf_par_dot(f, a, b, k), c0 + o * sc, &ovf);
     }
     PyMem_RawFree(pa);
     PyMem_RawFree(pb);

@@ -285,6 +285,39 @@ def test_dot_same_bits_any_thread_count(threads):
     assert bits(np.asarray(r1)) == bits(np.asarray(rN))
 
 
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float6_e2m3fn"])
+def test_row_dots_same_bits_any_thread_count(threads, name):
+    """np.vecdot of two matrices and a stack of vector @ vector products: the
+    rows (short, each below the split of one dot) go to the threads; every
+    row's bits and the flags are one thread's and the serial level's, with
+    NaNs, infinities and rows whose dot overflows the format."""
+    dt = np.dtype(getattr(mf, name))
+    rows, k = 2 * MIN_BYTES // dt.itemsize // 300 + 3, 300
+    rng = np.random.default_rng(14)
+    a = rng.standard_normal((rows, k)).astype(np.float32).astype(dt)
+    b = rng.standard_normal((rows, k)).astype(np.float32).astype(dt)
+    big = np.float32(mf.finfo(dt).max).astype(dt)
+    for r in (rows // 3, rows - 1):              # dots that overflow the format
+        a[r], b[r] = big, big
+    for j, v in enumerate((np.nan, np.inf)):
+        c = np.float32(v).astype(dt)
+        if not np.isfinite(c.astype(np.float32)):     # the format has it
+            a[rows // 2 + j, 7] = c
+    for fn in (lambda: np.vecdot(a, b), lambda: np.matmul(a[:, None, :], b[:, :, None])):
+        with kernel_level("serial"):
+            want, want_flags = at_threads(threads, 1, fn)
+        assert "overflow" in want_flags
+        for t in (1, 2, 3):
+            got, got_flags = at_threads(threads, t, fn)
+            np.testing.assert_array_equal(bits(got), bits(want))
+            assert got_flags == want_flags, t
+    # the output row stride is not the itemsize (an out= view)
+    out = np.zeros(2 * rows, dtype=dt)[::2]
+    threads(2)
+    np.vecdot(a, b, out=out)
+    np.testing.assert_array_equal(bits(out), bits(want.reshape(-1)))
+
+
 def test_matmul_same_bits_any_thread_count(threads):
     rng = np.random.default_rng(8)
     a = rng.standard_normal((300, 257)).astype(mf.bfloat16)

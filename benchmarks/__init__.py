@@ -21,6 +21,12 @@ import sys
 # at 2 threads 1.6x slower).  Put them to sleep soon after a call, before
 # NumPy loads OpenBLAS; the float32 rows themselves barely change.
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+# torch's OpenMP (GNU libgomp) threads do the same: 300,000 spins by default,
+# about 5 ms on a Zen 5, in which minifloat's next two calls of a 32 MiB
+# multiply took 3.4 and 2.9 ms instead of 1.0 (its second thread waiting for
+# the core).  10,000 spins (about 0.2 ms; minifloat's own pool spins 0.1 ms)
+# left torch's rows as they were.
+os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 

@@ -73,12 +73,20 @@ class Timer:
         self.first = self.best = float("inf")
         self.number, self.batches, self.wall, self.cpu = 1, 0, 0.0, 0.0
 
-    def warm_up(self, min_time):
-        """One call (pages, caches); sizes the batches; returns the call's result."""
+    def warm_up(self, min_time, budget=float("inf")):
+        """One call (pages, caches), and a second one unless the first took a tenth of
+        the row's budget; sizes the batches by the faster; returns the first's result.
+        The first call of a preallocated output faults its pages in (39 ms instead of
+        0.95 for 32 MiB): batches sized by it were of one call, each paying for what the
+        rows before it left in the caches (writing back their dirty lines)."""
         with self.context():
             t0 = time.perf_counter()
             result = self.fn()
             self.first = time.perf_counter() - t0
+            if self.first < budget / 10:
+                t0 = time.perf_counter()
+                self.fn()
+                self.first = min(self.first, time.perf_counter() - t0)
         self.number = max(1, math.ceil(min_time / max(self.first, 1e-9)))
         return result
 
@@ -255,7 +263,7 @@ def run_case(case, env, opts, exact=None):
                 timer = Timer(run.fn, context,
                               settle or (plan.flops > 0 and who.startswith("minifloat")))
                 try:
-                    result = timer.warm_up(opts.min_time)
+                    result = timer.warm_up(opts.min_time, opts.budget)
                 except Exception as e:
                     row.note = join_notes(f"fails: {type(e).__name__}", row.note)
                     continue

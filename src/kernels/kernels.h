@@ -206,6 +206,13 @@ typedef struct {
     void (*gemm_f32acc)(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                         const void *A, mf_intp lda, const void *B, mf_intp ldb,
                         float *C, mf_intp ldc, const struct mf_gemm_epilogue *ep);
+    /* Optional (may be NULL): the same with B given as its transpose, B[p][j]
+     * at Bt + (j * ldbt + p) * itemsize (a @ b.T of a C-ordered b), the
+     * same bits; returns 0 when done, -1 when it did nothing (the product is
+     * for another path: the caller transposes B and calls gemm_f32acc) */
+    int (*gemm_f32acc_bt)(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
+                          const void *A, mf_intp lda, const void *Bt, mf_intp ldbt,
+                          float *C, mf_intp ldc, const struct mf_gemm_epilogue *ep);
     /* inspect's statistics of n <= MF_STATS_BLOCK float32 values (above) */
     void (*stats_f32)(mf_stats_block *s, const float *x, const float *y, double rel,
                       mf_intp n, int moments);
@@ -313,6 +320,9 @@ void mf_avx2_dot_cols(const mf_format *f, const float *v, const void *B, mf_intp
 void mf_avx2_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                            const void *A, mf_intp lda, const void *B, mf_intp ldb,
                            float *C, mf_intp ldc, const mf_gemm_epilogue *ep);
+int mf_avx2_gemm_f32acc_bt(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
+                           const void *A, mf_intp lda, const void *Bt, mf_intp ldbt,
+                           float *C, mf_intp ldc, const mf_gemm_epilogue *ep);
 void mf_avx512_decode_f32(const mf_format *f, const void *src, float *dst, mf_intp n);
 void mf_avx512_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n);
 void mf_avx512_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b,
@@ -337,6 +347,9 @@ void mf_avx512_dot_cols(const mf_format *f, const float *v, const void *B, mf_in
 void mf_avx512_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                            const void *A, mf_intp lda, const void *B, mf_intp ldb,
                            float *C, mf_intp ldc, const mf_gemm_epilogue *ep);
+int mf_avx512_gemm_f32acc_bt(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
+                             const void *A, mf_intp lda, const void *Bt, mf_intp ldbt,
+                             float *C, mf_intp ldc, const mf_gemm_epilogue *ep);
 void mf_avx512bf16_decode_f32(const mf_format *f, const void *src, float *dst, mf_intp n);
 void mf_avx512bf16_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n);
 void mf_avx512bf16_binary(mf_binary_op op, const mf_format *f, const void *a, const void *b,
@@ -348,6 +361,9 @@ extern int mf_avx512bf16_gemm_dp;
 void mf_avx512bf16_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                            const void *A, mf_intp lda, const void *B, mf_intp ldb,
                            float *C, mf_intp ldc, const mf_gemm_epilogue *ep);
+int mf_avx512bf16_gemm_f32acc_bt(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
+                                 const void *A, mf_intp lda, const void *Bt, mf_intp ldbt,
+                                 float *C, mf_intp ldc, const mf_gemm_epilogue *ep);
 
 void mf_neon_decode_f32(const mf_format *f, const void *src, float *dst, mf_intp n);
 void mf_neon_encode_f32(const mf_format *f, const float *src, void *dst, mf_intp n);

@@ -453,11 +453,11 @@ mm_item(mm_job *J, npy_intp o, npy_intp nx, char *apack, char *bpack, int *raise
         A = apack;
         lda = k;
     }
-    if (!J->b_direct && !J->swap) {
-        pack_codes(f, B0, b_k, b_m, k, m, bpack);
-        B = bpack;
-        ldb = m;
-    }
+    /* B the transpose of a C-ordered matrix (a @ b.T, as many rows in a as
+     * in b or more): the gemm packs its panels from b's rows, where it has
+     * a way to (gemm_f32acc_bt); else B is transposed first, below */
+    const int bt = !J->b_direct && !J->swap && b_k == sz && b_m % sz == 0
+                   && (uintptr_t)B0 % (uintptr_t)sz == 0 && mf_k->gemm_f32acc_bt != NULL;
     mm_out out = {f, J->data[2] + o * strides[2], oc_n, oc_m, 0, 0, 0, J->out_f32};
     int bf16_flags = 0;
     mf_gemm_epilogue ep = {mm_epilogue, &out, NULL, 0, &bf16_flags, {NULL, NULL}, {0, 0}};
@@ -476,7 +476,14 @@ mm_item(mm_job *J, npy_intp o, npy_intp nx, char *apack, char *bpack, int *raise
         ep.bf16_out = out.C;
         ep.bf16_rs = oc_n;
     }
-    mf_k->gemm_f32acc(f, rows, cols, k, A, lda, B, ldb, NULL, 0, &ep);
+    if (!bt || mf_k->gemm_f32acc_bt(f, rows, cols, k, A, lda, B0, b_m / sz, NULL, 0, &ep) != 0) {
+        if (!J->b_direct && !J->swap) {
+            pack_codes(f, B0, b_k, b_m, k, m, bpack);
+            B = bpack;
+            ldb = m;
+        }
+        mf_k->gemm_f32acc(f, rows, cols, k, A, lda, B, ldb, NULL, 0, &ep);
+    }
     out.nan |= (bf16_flags & 1) != 0;
     out.inf |= (bf16_flags & 2) != 0;
     out.ovf |= (bf16_flags & 4) != 0;

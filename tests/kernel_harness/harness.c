@@ -893,6 +893,8 @@ check_gemm_one(const char *lv, const mf_kernels *k, const mf_format *f, long m, 
                 : t == 1 ? 0.0f : u2f((rnd() & 0x807FFFFFu) | ((100u + rnd() % 40) << 23));
         if (mode == 1 && t >= 2) C0[i] = u2f((rnd() & 0x807FFFFFu) | ((1u + rnd() % 6) << 23));
     }
+    float *Cin = malloc(sizeof(float) * m * n + 4);
+    memcpy(Cin, C0, sizeof(float) * m * n);
     memcpy(C1, C0, sizeof(float) * m * n);
     mf_serial_gemm_f32acc(f, m, n, kk, A, kk, B, n, C0, n, NULL);
     k->gemm_f32acc(f, m, n, kk, A, kk, B, n, C1, n, NULL);
@@ -904,6 +906,29 @@ check_gemm_one(const char *lv, const mf_kernels *k, const mf_format *f, long m, 
             break;
         }
     }
+    if (k->gemm_f32acc_bt != NULL) {
+        /* B given transposed (the panels packed from its rows, where the
+         * level takes the product): the same chains */
+        char *Bt = malloc(kk * n * sz + 1);
+        for (long p = 0; p < kk; p++) {
+            for (long j = 0; j < n; j++) {
+                memcpy(Bt + (j * kk + p) * sz, B + (p * n + j) * sz, sz);
+            }
+        }
+        memcpy(C1, Cin, sizeof(float) * m * n);
+        if (k->gemm_f32acc_bt(f, m, n, kk, A, kk, Bt, kk, C1, n, NULL) == 0) {
+            for (long i = 0; i < m * n; i++) {
+                if (!same_f32(C0[i], C1[i])) {
+                    char what[96];
+                    snprintf(what, sizeof what, "gemm B.T %ldx%ldx%ld mode %d", m, n, kk, mode);
+                    fail(lv, f->name, what, i, f2u(C1[i]), f2u(C0[i]));
+                    break;
+                }
+            }
+        }
+        free(Bt);
+    }
+    free(Cin);
     /* the epilogue (chains from +0) and the bfloat16 shortcut */
     ep_sink s0 = {C0, n}, s1 = {C1, n};
     mf_gemm_epilogue e0 = {ep_fn, &s0, NULL, 0, NULL}, e1 = {ep_fn, &s1, NULL, 0, NULL};

@@ -369,6 +369,42 @@ def test_transposed_operand_packed_on_threads(name, threads):
 
 
 @pytest.mark.parametrize("name", FLOAT_FORMATS)
+def test_transposed_operand_read_in_place(name, threads):
+    """a @ W.T with W C-ordered and as many rows in a as in W or more: the
+    blocked kernels pack their B panels straight from W's rows (the x86
+    levels; others transpose W first).  The serial oracle's codes (and
+    float32 results), at every level and 1-3 threads, for k below one
+    16-pair transpose, odd, over several k blocks, B's columns not a whole
+    panel, and (bfloat16, float8_e4m3fn) a B that all threads pack together."""
+    rng = np.random.default_rng(23)
+    shapes = [(40, 31, 40), (64, 1027, 48), (70, 64, 33)]
+    big = name in ("bfloat16", "float8_e4m3fn")
+    if big:
+        shapes += [(300, 600, 257), (600, 2048, 530)]
+    for (t, k, m) in shapes:
+        # finite values: a misplaced element shows
+        x = rng.standard_normal((t, k), np.float32).astype(mf_type(name))
+        W = rng.standard_normal((m, k), np.float32).astype(mf_type(name))
+        want = mm("serial", x, np.ascontiguousarray(W.T))
+        want_f32 = mm("serial", x, np.ascontiguousarray(W.T), dtype=np.float32).view(np.uint32)
+        counts = (1, 2, 3) if t * k * m >= (1 << 23) else (1,)
+        if EMULATED and len(counts) > 1:
+            counts = (1, 3)
+        for lv in LEVELS:
+            for nt in counts:
+                threads(nt)
+                assert_same_codes(mm(lv, x, W.T), want)
+                np.testing.assert_array_equal(mm(lv, x, W.T, dtype=np.float32).view(np.uint32),
+                                              want_f32)
+    # specials: NaN and inf codes where the format has them, and the warnings
+    x = as_format(format_codes(rng, name, (48, 96)).astype(code_dtype(name)), name)
+    W = as_format(format_codes(rng, name, (40, 96)).astype(code_dtype(name)), name)
+    want = mm("serial", x, np.ascontiguousarray(W.T))
+    for lv in LEVELS:
+        assert_same_codes(mm(lv, x, W.T), want)
+
+
+@pytest.mark.parametrize("name", FLOAT_FORMATS)
 def test_linear_layer_with_a_transposed_weight(name, threads):
     """x @ W.T with W C-ordered (a linear layer): computed as (W @ x.T).T, W's
     rows read in place (fewer rows in x than in W), else W.T packed in tiles;

@@ -181,6 +181,8 @@ static const mf_gemm_ops f32_ops = {
     .pair_bytes = 8,
     .pack_a = mf_gemm_pack_a_f32,
     .pack_b = mf_gemm_pack_b_f32,
+    /* the A packer's [q][slot][MR] panels with MR := NR are pack_b's */
+    .pack_bt = mf_gemm_pack_a_f32,
     .kernel = kernel_12x32,
     .store_bf16 = mf_gemm_store_bf16,
     .small = mf_gemm_small,
@@ -195,4 +197,12 @@ mf_avx512_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                       float *C, mf_intp ldc, const mf_gemm_epilogue *ep)
 {
     mf_gemm_run(&f32_ops, f, m, n, k, A, lda, B, ldb, C, ldc, ep);
+}
+
+int
+mf_avx512_gemm_f32acc_bt(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
+                         const void *A, mf_intp lda, const void *Bt, mf_intp ldbt,
+                         float *C, mf_intp ldc, const mf_gemm_epilogue *ep)
+{
+    return mf_gemm_run_bt(&f32_ops, f, m, n, k, A, lda, Bt, ldbt, C, ldc, ep);
 }

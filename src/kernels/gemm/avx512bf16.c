@@ -255,6 +255,57 @@ pack_a_bf16(const mf_gemm_ctx *c, const void *src, mf_intp ld, mf_intp r0, mf_in
     }
 }
 
+/* B panels from B's transpose (driver.h, pack_bt): the rows of src are B's
+ * columns and their pairs already dwords, so a panel is 32 rows' pairs
+ * transposed, 16 x 16 at a time; c->MR is BF_NR here.  Sixteen rows go
+ * through all of k, then the other sixteen (16 streams at a time, not 32),
+ * each fetching its line PACK_BT_PF bytes ahead: a 4096^3 a @ b.T took
+ * 188-198 ms with the 32 rows together and no prefetch, 173-179 ms so (Zen
+ * 5, two threads; a @ b 172-184 in the same runs) */
+#ifndef PACK_BT_PF
+#define PACK_BT_PF 256
+#endif
+static void
+pack_bt_bf16(const mf_gemm_ctx *c, const void *src, mf_intp ld, mf_intp r0, mf_intp cnt,
+             mf_intp p0, mf_intp kc, mf_intp k, void *dst)
+{
+    const mf_intp kq = (kc + 1) / 2, qfull = kc / 2;
+    if (c->f->itemsize != 2 || qfull < 16) {
+        mf_gemm_pack_a_pairs(c, src, ld, r0, cnt, p0, kc, k, dst);
+        return;
+    }
+    uint32_t *d = (uint32_t *)dst;
+    for (mf_intp jr = 0; jr < cnt; jr += BF_NR, d += kq * BF_NR) {
+        if (cnt - jr < BF_NR) {
+            mf_gemm_pack_a_pairs(c, src, ld, r0 + jr, cnt - jr, p0, kc, k, d);
+            break;
+        }
+        const uint16_t *rows = (const uint16_t *)src + (r0 + jr) * ld + p0;
+        const mf_intp qv = qfull / 16 * 16;
+        for (int h = 0; h < BF_NR; h += 16) {
+            for (mf_intp q = 0; q < qv; q += 16) {
+                __m512i r[16];
+                for (int i = 0; i < 16; i++) {
+                    _mm_prefetch((const char *)(rows + (h + i) * ld + 2 * q) + PACK_BT_PF, _MM_HINT_T0);
+                    r[i] = _mm512_loadu_si512(rows + (h + i) * ld + 2 * q);
+                }
+                mf_transpose16(r);
+                for (int j = 0; j < 16; j++) {
+                    _mm512_store_si512(d + (q + j) * BF_NR + h, r[j]);
+                }
+            }
+        }
+        for (mf_intp q = qv; q < kq; q++) {
+            for (int i = 0; i < BF_NR; i++) {
+                const uint16_t *row = rows + i * ld;
+                uint32_t lo = row[2 * q];
+                uint32_t hi = (p0 + 2 * q + 1 < k) ? row[2 * q + 1] : 0;
+                d[q * BF_NR + i] = lo | (hi << 16);
+            }
+        }
+    }
+}
+
 /*
  * A few columns (the driver's thin path): rows of A times B's pairs
  * (driver.h), R rows at a time, each row's chains in one register of 16
@@ -371,6 +422,7 @@ static const mf_gemm_ops bf16_ops = {
     .pair_bytes = 4,
     .pack_a = pack_a_bf16,
     .pack_b = pack_b_bf16,
+    .pack_bt = pack_bt_bf16,
     .kernel = kernel_12x32,
     .kernel_rows = kernel_12x32_rows,
     .kernel_rows_bf16 = kernel_12x32_rows_bf16,
@@ -518,4 +570,15 @@ mf_avx512bf16_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
         return;
     }
     mf_gemm_run(&bf16_ops, f, m, n, k, A, lda, B, ldb, C, ldc, ep);
+}
+
+int
+mf_avx512bf16_gemm_f32acc_bt(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
+                             const void *A, mf_intp lda, const void *Bt, mf_intp ldbt,
+                             float *C, mf_intp ldc, const mf_gemm_epilogue *ep)
+{
+    if (!use_vdpbf16ps()) {
+        return mf_avx512_gemm_f32acc_bt(f, m, n, k, A, lda, Bt, ldbt, C, ldc, ep);
+    }
+    return mf_gemm_run_bt(&bf16_ops, f, m, n, k, A, lda, Bt, ldbt, C, ldc, ep);
 }

@@ -79,6 +79,10 @@ static inline int mf_fpenv_flushed(void) { return (mf_get_fpsr() & MF_FPSR_UFC) 
 typedef struct {
     const mf_gemm_ops *ops;
     const mf_gemm_ctx *ctx;    /* passed to the packers (format, tables) */
+    /* B's packer and its context: ops->pack_b and ctx, or ops->pack_bt and a
+     * context whose MR is NR (B given transposed: mf_gemm_run_bt) */
+    mf_gemm_pack_fn pack_b;
+    const mf_gemm_ctx *bctx;
     mf_intp m, n, k;
     const void *A;
     mf_intp lda;
@@ -185,7 +189,7 @@ mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, 
         for (mf_intp pc = 0; pc < k; pc += o->KC) {
             mf_intp kc = mf_gemm_min(o->KC, k - pc);
             char *bb = (char *)job->bbuf + (size_t)(pc / o->KC) * kqb * ncp * o->pair_bytes;
-            o->pack_b(g->ctx, g->B, g->ldb, jc, nc, pc, kc, k, bb);
+            g->pack_b(g->bctx, g->B, g->ldb, jc, nc, pc, kc, k, bb);
         }
         job->b_j0 = jc;
         job->b_nc = nc;
@@ -275,7 +279,8 @@ mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, 
         if (o->ftz_daz && mf_fpenv_flushed()) {
             /* aarch64: a result was flushed before rounding (see the
              * floating-point environment above): this block again, by the
-             * oracle */
+             * oracle (which reads B as it is: the aarch64 levels have no
+             * pack_bt) */
             const mf_intp sz = g->ctx->f->itemsize;
             mf_gemm_scratch_init(g, cs, lds, ic, mc, mcp, jc, nc, ncp);
             mf_fpenv_plain(csr);
@@ -338,7 +343,7 @@ mf_gemm_packb_worker(void *ctx, int w)
         mf_intp cnt = mf_gemm_min(J->panels * o->NR, g->n - j0);
         char *dst = J->bbuf + (size_t)(pc / o->KC) * kqb * ncp * o->pair_bytes
                     + (size_t)(j0 / o->NR) * ((kc + 1) / 2) * o->NR * o->pair_bytes;
-        o->pack_b(g->ctx, g->B, g->ldb, j0, cnt, pc, kc, g->k, dst);
+        g->pack_b(g->bctx, g->B, g->ldb, j0, cnt, pc, kc, g->k, dst);
         __atomic_fetch_add(&J->done, 1, __ATOMIC_RELEASE);
     }
 }
@@ -467,9 +472,10 @@ mf_gemm_rows_spread(mf_intp lda_bytes, int MR)
 static int
 mf_gemm_drive(const mf_gemm_ops *o, const mf_gemm_ctx *ctx, mf_intp m, mf_intp n, mf_intp k,
               const void *A, mf_intp lda, const void *B, mf_intp ldb, float *C, mf_intp ldc,
-              const mf_gemm_epilogue *ep)
+              const mf_gemm_epilogue *ep, const mf_gemm_ctx *ctx_bt)
 {
-    mf_gemm_args g = {o, ctx, m, n, k, A, lda, B, ldb, C, ldc, ep, o->NC, 0, 0, 0, NULL, 0, 0, 0, 0, 0, 0};
+    mf_gemm_args g = {o, ctx, ctx_bt ? o->pack_bt : o->pack_b, ctx_bt ? ctx_bt : ctx,
+                      m, n, k, A, lda, B, ldb, C, ldc, ep, o->NC, 0, 0, 0, NULL, 0, 0, 0, 0, 0, 0};
     mf_gemm_job jobs[MF_GEMM_MAX_JOBS];
     mf_gemm_packb_job P = {NULL, NULL, 0, 0, 0, 0, 0};
     pthread_t tids[MF_GEMM_MAX_JOBS];
@@ -909,11 +915,31 @@ mf_gemm_run(const mf_gemm_ops *ops, const mf_format *f, mf_intp m, mf_intp n, mf
     }
     mf_gemm_ctx ctx;
     mf_gemm_ctx_init(&ctx, f, ops->MR, ops->NR);
-    int r = mf_gemm_drive(ops, &ctx, m, n, k, A, lda, B, ldb, C, ldc, ep);
+    int r = mf_gemm_drive(ops, &ctx, m, n, k, A, lda, B, ldb, C, ldc, ep, NULL);
     if (r == -2) {
         ops->small(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
     }
     else if (r < 0) {
         mf_serial_gemm_f32acc(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
     }
+}
+
+int
+mf_gemm_run_bt(const mf_gemm_ops *ops, const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
+               const void *A, mf_intp lda, const void *Bt, mf_intp ldbt,
+               float *C, mf_intp ldc, const mf_gemm_epilogue *ep)
+{
+    /* only the products mf_gemm_run gives the blocked kernels */
+    const int bf16 = f == mf_fmt(MF_BFLOAT16);
+    if (ops->pack_bt == NULL || m <= 0 || n <= 0 || k <= 0
+            || (double)m * (double)n * (double)k <= MF_GEMM_SMALL_WORK
+            || (n <= MF_GEMV_MAX_COLS && ops->gemv != NULL && bf16)
+            || (m <= MF_GEVM_MAX_ROWS && ops->gevm != NULL && bf16)) {
+        return -1;
+    }
+    mf_gemm_ctx ctx, ctx_bt;
+    mf_gemm_ctx_init(&ctx, f, ops->MR, ops->NR);
+    ctx_bt = ctx;
+    ctx_bt.MR = ops->NR;       /* B's columns are the rows the A packers take */
+    return mf_gemm_drive(ops, &ctx, m, n, k, A, lda, Bt, ldbt, C, ldc, ep, &ctx_bt) == 0 ? 0 : -1;
 }

@@ -137,6 +137,9 @@ typedef struct {
     size_t pair_bytes;         /* bytes of one packed k pair of one row/column */
     mf_gemm_pack_fn pack_a;    /* A panel: [q][MR] */
     mf_gemm_pack_fn pack_b;    /* B panel: [q][NR] */
+    /* NULL, or pack_b's panels from B's transpose (its rows are B's columns),
+     * called with a context whose MR is NR (mf_gemm_run_bt) */
+    mf_gemm_pack_fn pack_bt;
     mf_gemm_kernel_fn kernel;
     mf_gemm_kernel_rows_fn kernel_rows;   /* NULL, or bfloat16 A in place */
     mf_gemm_kernel_rows_bf16_fn kernel_rows_bf16;   /* NULL, or that into bf16_out */
@@ -167,5 +170,16 @@ static inline mf_intp mf_gemm_max(mf_intp a, mf_intp b) { return a > b ? a : b; 
 void mf_gemm_run(const mf_gemm_ops *ops, const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                  const void *A, mf_intp lda, const void *B, mf_intp ldb,
                  float *C, mf_intp ldc, const mf_gemm_epilogue *ep);
+
+/*
+ * The same product with B given as its transpose: B[p][j] at Bt[j * ldbt + p]
+ * (a @ b.T with b C-ordered).  The blocked kernels pack their B panels from
+ * Bt's rows (ops->pack_bt), so the bits are mf_gemm_run's.  Returns 0 when
+ * done, -1 when it did nothing (no pack_bt, a product for another path, no
+ * memory): the caller then transposes B and calls mf_gemm_run.
+ */
+int mf_gemm_run_bt(const mf_gemm_ops *ops, const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
+                   const void *A, mf_intp lda, const void *Bt, mf_intp ldbt,
+                   float *C, mf_intp ldc, const mf_gemm_epilogue *ep);
 
 #endif

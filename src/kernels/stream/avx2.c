@@ -744,6 +744,7 @@ const mf_kernels mf_kernels_avx2 = {
     .dot = mf_avx2_dot,
     .dot_cols = mf_avx2_dot_cols,
     .gemm_f32acc = mf_avx2_gemm_f32acc,
+    .gemm_f32acc_bt = mf_avx2_gemm_f32acc_bt,
     .stats_f32 = mf_avx2_stats_f32,
     .cast_err = mf_avx2_cast_err,
 };

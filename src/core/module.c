@@ -411,6 +411,7 @@ py_kernel_reduce(PyObject *NPY_UNUSED(self), PyObject *args)
 
 /* matmul.c: test hook */
 PyObject *mf_py_gemm_f32acc(PyObject *self, PyObject *args);
+PyObject *mf_py_set_gemm_bpack_limit(PyObject *self, PyObject *arg);
 PyObject *mf_py_stats(PyObject *self, PyObject *args);
 /* umath/reduce.c: whole reductions for the Python entry points */
 PyObject *mf_py_reduce(PyObject *self, PyObject *args);
@@ -447,6 +448,8 @@ static PyMethodDef module_methods[] = {
      "_kernel_reduce(name, a[, b]) -> (result, fp_flags): the active level's sum(a) or dot(a, b) kernel (tests)."},
     {"_gemm_f32acc", mf_py_gemm_f32acc, METH_VARARGS,
      "_gemm_f32acc(format, A, B, C): C += A @ B (codes, float32 C) at the active level."},
+    {"_set_gemm_bpack_limit", mf_py_set_gemm_bpack_limit, METH_O,
+     "_set_gemm_bpack_limit(nbytes) -> previous: packed B per GEMM job (tests)."},
     {"_stats", mf_py_stats, METH_VARARGS,
      "_stats(acc, x, target, rel, y=None, out=None, moments=True, fd=-1, data=None): inspect's statistics "
      "of chunk x into acc (float64[14]; minifloat/io/checkpoint.py); moments=False: the error sums (err2, ref2) "

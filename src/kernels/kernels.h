@@ -459,6 +459,8 @@ int mf_set_level(mf_level level);               /* 0 ok, -1 unsupported */
  * the CPU's default (mf_default_read_prefetch: where it was measured to help)
  * or MINIFLOAT_READ_PREFETCH.  It changes no result. */
 extern mf_intp mf_read_prefetch;
+/* the most bytes of packed B one GEMM job holds (16 MiB; tests lower it) */
+extern size_t mf_gemm_max_bpack;
 mf_intp mf_default_read_prefetch(void);
 
 /* 256-entry float32 value table of every 8-bit (or narrower) format,

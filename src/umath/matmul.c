@@ -408,6 +408,10 @@ mf_strided_dots(const mf_format *f, int out_f32, npy_intp N, npy_intp k,
     return 0;
 }
 
+/* x @ W.T with at most this many rows in x is computed as (W @ x.T).T on
+ * every level (the thin kernels read W in place) */
+#define MM_SWAP_ROWS 16
+
 /* one np.matmul loop call: N products of (n x k) @ (k x m) */
 typedef struct {
     const mf_format *f;
@@ -567,9 +571,14 @@ matmul_loop(PyArrayMethod_Context *context, char *const data[],
      * place (the thin products' kernels for up to 16 rows of x) and x.T
      * packed, n * k codes instead of B's k * m gathered down its columns
      * (4096x4096: 120 ms).  Every gemm path computes each output as the
-     * same chain, so the bits do not change. */
+     * same chain, so the bits do not change.  Past MM_SWAP_ROWS rows the
+     * levels with gemm_f32acc_bt pack W's panels from its rows instead
+     * (mm_item): the swap packed all of x.T first and wrote C through
+     * swapped strides ((2048, 8192) @ (4096, 8192).T, Zen 5, two threads:
+     * 179-187 ms swapped, 145-149 as a @ b). */
     J.swap = !J.b_direct && b_k == sz && b_m % sz == 0 && k > 1 && n < m
-             && (uintptr_t)data[1] % (uintptr_t)sz == 0 && strides[1] % sz == 0;
+             && (uintptr_t)data[1] % (uintptr_t)sz == 0 && strides[1] % sz == 0
+             && (n <= MM_SWAP_ROWS || mf_k->gemm_f32acc_bt == NULL);
     if (J.swap) {
         J.a_direct = 1;         /* A is read by the packing of A.T */
     }
@@ -671,6 +680,24 @@ mf_py_gemm_f32acc(PyObject *NPY_UNUSED(self), PyObject *args)
                       (float *)PyArray_DATA(c), n, NULL);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
+}
+
+/* _core._set_gemm_bpack_limit(nbytes) -> previous: the most packed B one
+ * GEMM job holds (tests: the paths of a B wider than one packing) */
+PyObject *
+mf_py_set_gemm_bpack_limit(PyObject *NPY_UNUSED(self), PyObject *arg)
+{
+    Py_ssize_t v = PyNumber_AsSsize_t(arg, PyExc_OverflowError);
+    if (v == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (v < 4096) {
+        PyErr_SetString(PyExc_ValueError, "_set_gemm_bpack_limit: at least 4096 bytes");
+        return NULL;
+    }
+    size_t prev = mf_gemm_max_bpack;
+    mf_gemm_max_bpack = (size_t)v;
+    return PyLong_FromSize_t(prev);
 }
 
 static int

@@ -404,6 +404,44 @@ def test_transposed_operand_read_in_place(name, threads):
         assert_same_codes(mm(lv, x, W.T), want)
 
 
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn"])
+def test_b_wider_than_one_packing(name, threads):
+    """A B wider than one packing: with an epilogue (matmul) its column blocks
+    go one after the other, each packed once by all threads; accumulating
+    into C (_gemm_f32acc) each thread packs for itself.  The packing limit
+    is lowered so that small products take those paths: serial's codes and
+    float32 results at every level and 1-3 threads, B C-ordered and
+    transposed."""
+    rng = np.random.default_rng(29)
+    prev = _core._set_gemm_bpack_limit(64 << 10)
+    try:
+        for (t, k, m) in ((300, 300, 300), (250, 1000, 203)):
+            x = rng.standard_normal((t, k), np.float32).astype(mf_type(name))
+            W = rng.standard_normal((k, m), np.float32).astype(mf_type(name))
+            Wt = np.ascontiguousarray(W.T)
+            want = mm("serial", x, W)
+            want_f32 = mm("serial", x, W, dtype=np.float32).view(np.uint32)
+            c0 = rng.standard_normal((t, m)).astype(np.float32)
+            want_c = c0.copy()
+            with kernel_level("serial"):
+                _core._gemm_f32acc(name, codes_of(x), codes_of(W), want_c)
+            for lv in LEVELS:
+                for nt in (1, 3) if EMULATED else (1, 2, 3):
+                    threads(nt)
+                    assert_same_codes(mm(lv, x, W), want)
+                    assert_same_codes(mm(lv, x, Wt.T), want)
+                    np.testing.assert_array_equal(
+                        mm(lv, x, W, dtype=np.float32).view(np.uint32), want_f32)
+                    c = c0.copy()
+                    with kernel_level(lv):
+                        _core._gemm_f32acc(name, codes_of(x), codes_of(W), c)
+                    np.testing.assert_array_equal(c.view(np.uint32), want_c.view(np.uint32))
+    finally:
+        _core._set_gemm_bpack_limit(prev)
+    with pytest.raises(ValueError, match="at least 4096"):
+        _core._set_gemm_bpack_limit(100)
+
+
 @pytest.mark.parametrize("name", FLOAT_FORMATS)
 def test_linear_layer_with_a_transposed_weight(name, threads):
     """x @ W.T with W C-ordered (a linear layer): computed as (W @ x.T).T, W's

@@ -116,7 +116,10 @@ typedef struct {
 #define MF_GEMM_ALIGN 64
 /* m*n*k per extra thread: a product of MF_GEMM_THREADED_WORK gets two */
 #define MF_GEMM_MIN_THREAD_WORK (MF_GEMM_THREADED_WORK / 2)
-#define MF_GEMM_MAX_BPACK ((size_t)16 << 20)          /* bytes of packed B per job */
+/* bytes of packed B per job (mf_gemm_max_bpack: tests lower it to reach the
+ * paths of a B wider than one packing with small products) */
+#define MF_GEMM_MAX_BPACK mf_gemm_max_bpack
+size_t mf_gemm_max_bpack = (size_t)16 << 20;
 #define MF_GEMM_MAX_APACK ((size_t)4 << 20)           /* packed A for all of k, per job */
 #define MF_GEMM_C_CHUNK ((size_t)128 << 10)           /* scratch bytes kept in L2 */
 #define MF_GEMM_OWN_B_MAX ((size_t)2 << 20)           /* packed B a thread may keep alone */
@@ -464,10 +467,28 @@ mf_gemm_rows_spread(mf_intp lda_bytes, int MR)
     return 1;
 }
 
+/* an epilogue for columns [j0, ...) of a product, as a block of columns of
+ * a wider one: the block's (i, j) is the product's (i, j0 + j) */
+typedef struct {
+    const mf_gemm_epilogue *ep;
+    mf_intp j0;
+} mf_gemm_ep_shift;
+
+static void
+mf_gemm_ep_shifted(void *ctx, mf_intp i0, mf_intp j0, mf_intp rows, mf_intp cols, float *vals,
+                   mf_intp ldv)
+{
+    const mf_gemm_ep_shift *sh = (const mf_gemm_ep_shift *)ctx;
+    sh->ep->fn(sh->ep->ctx, i0, sh->j0 + j0, rows, cols, vals, ldv);
+}
+
 /*
  * C[m x n] += A * B (or, with ep, A * B to the epilogue) by the blocked
  * kernels; k >= 1.  Returns 0, -1 if buffers could not be allocated or -2
- * if k is too deep for packing (nothing written: the caller falls back).
+ * if k is too deep for packing (nothing written: the caller falls back;
+ * with an epilogue, blocks of columns may have been handed to it already,
+ * and the fallback hands them again).  ctx_bt: B given transposed
+ * (mf_gemm_run_bt), the context of its packer; else NULL.
  */
 static int
 mf_gemm_drive(const mf_gemm_ops *o, const mf_gemm_ctx *ctx, mf_intp m, mf_intp n, mf_intp k,
@@ -546,6 +567,34 @@ mf_gemm_drive(const mf_gemm_ops *o, const mf_gemm_ctx *ctx, mf_intp m, mf_intp n
     g.nthreads = T;
     if (!g.split_n && n <= nc_fit) {
         g.nc = n;      /* row tasks: all of B packed once per thread */
+    }
+    else if (!g.split_n && T > 1 && ep != NULL) {
+        /* row tasks, B wider than one packing: each thread packed each
+         * column block of B again for each of its row tasks (a 4096^3
+         * product packed its 32 MiB about 14 times).  Instead the column
+         * blocks one after the other, each a product of its own whose B
+         * all threads pack once, together (Zen 5, two threads, 4096^3:
+         * 170-182 -> 153-157 ms).  Only with an epilogue: a block that
+         * finds no memory leaves the whole product to the caller's
+         * fallback, which hands every block to the epilogue again (C
+         * accumulated in place would be added to twice). */
+        for (mf_intp jc = 0; jc < n; jc += nc_fit) {
+            mf_intp nb = mf_gemm_min(nc_fit, n - jc);
+            mf_gemm_ep_shift sh = {ep, jc};
+            mf_gemm_epilogue sub = *ep;
+            sub.fn = ep->fn != NULL ? mf_gemm_ep_shifted : NULL;
+            sub.ctx = &sh;
+            sub.bf16_out = ep->bf16_out != NULL ? ep->bf16_out + 2 * jc : NULL;
+            sub.next[0] = sub.next[1] = NULL;
+            sub.next_bytes[0] = sub.next_bytes[1] = 0;
+            const mf_intp sz = ctx->f->itemsize;
+            const char *Bj = (const char *)B + (ctx_bt != NULL ? jc * ldb : jc) * sz;
+            int r = mf_gemm_drive(o, ctx, m, nb, k, A, lda, Bj, ldb, NULL, 0, &sub, ctx_bt);
+            if (r != 0) {
+                return r;
+            }
+        }
+        return 0;
     }
 
     /* buffers of one job (all jobs alike) */

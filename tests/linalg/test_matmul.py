@@ -378,9 +378,10 @@ def test_transposed_operand_read_in_place(name, threads):
     panel, and (bfloat16, float8_e4m3fn) a B that all threads pack together."""
     rng = np.random.default_rng(23)
     shapes = [(40, 31, 40), (64, 1027, 48), (70, 64, 33)]
-    big = name in ("bfloat16", "float8_e4m3fn")
-    if big:
-        shapes += [(300, 600, 257), (600, 2048, 530)]
+    if name in ("bfloat16", "float8_e4m3fn"):
+        shapes.append((300, 600, 257))
+        if not EMULATED:        # (the Arm levels transpose first: the small shapes say it)
+            shapes.append((600, 2048, 530))
     for (t, k, m) in shapes:
         # finite values: a misplaced element shows
         x = rng.standard_normal((t, k), np.float32).astype(mf_type(name))

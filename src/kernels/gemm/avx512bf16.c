@@ -212,98 +212,74 @@ pack_b_bf16(const mf_gemm_ctx *c, const void *src, mf_intp ld, mf_intp r0, mf_in
     }
 }
 
-/* A panels of bfloat16 codes: each row's pairs are already dwords, so a
- * panel is a transpose (12 rows x 16 pairs at a time) */
-static void
-pack_a_bf16(const mf_gemm_ctx *c, const void *src, mf_intp ld, mf_intp r0, mf_intp cnt,
-            mf_intp p0, mf_intp kc, mf_intp k, void *dst)
+/* Panels of P rows' pairs: A's (P = BF_MR) and B's from its transpose (P =
+ * BF_NR, driver.h: pack_bt; the rows of src are B's columns).  A bfloat16
+ * row's pairs are already dwords, so a panel is a transpose, 16 x 16 dwords
+ * at a time (a group of fewer rows filled with zeros); c->MR is P.  The
+ * groups of 16 rows go through all of k one after the other (16 streams at
+ * a time, not 32), each row's line fetched PACK_PF bytes ahead: a 4096^3
+ * a @ b.T took 188-198 ms with B's 32 rows together and no prefetch,
+ * 173-179 ms so (Zen 5, two threads; a @ b 172-184 in the same runs). */
+#ifndef PACK_PF
+#define PACK_PF 256
+#endif
+static inline __attribute__((always_inline)) void
+pack_rows_bf16(const int P, const mf_gemm_ctx *c, const void *src, mf_intp ld, mf_intp r0,
+               mf_intp cnt, mf_intp p0, mf_intp kc, mf_intp k, void *dst)
 {
-    const mf_intp kq = (kc + 1) / 2, qfull = kc / 2;
+    const mf_intp kq = (kc + 1) / 2, qfull = kc / 2, qv = qfull / 16 * 16;
     if (c->f->itemsize != 2 || qfull < 16) {
         mf_gemm_pack_a_pairs(c, src, ld, r0, cnt, p0, kc, k, dst);
         return;
     }
     uint32_t *d = (uint32_t *)dst;
-    for (mf_intp ir = 0; ir < cnt; ir += BF_MR, d += kq * BF_MR) {
-        if (cnt - ir < BF_MR) {
+    for (mf_intp ir = 0; ir < cnt; ir += P, d += kq * P) {
+        if (cnt - ir < P) {
             mf_gemm_pack_a_pairs(c, src, ld, r0 + ir, cnt - ir, p0, kc, k, d);
             break;
         }
         const uint16_t *rows = (const uint16_t *)src + (r0 + ir) * ld + p0;
-        mf_intp q = 0;
-        for (; q + 16 <= qfull; q += 16) {
-            __m512i r[16];
-            for (int i = 0; i < BF_MR; i++) {
-                r[i] = _mm512_loadu_si512(rows + i * ld + 2 * q);
-            }
-            for (int i = BF_MR; i < 16; i++) {
-                r[i] = _mm512_setzero_si512();
-            }
-            mf_transpose16(r);
-            for (int j = 0; j < 16; j++) {
-                _mm512_mask_storeu_epi32(d + (q + j) * BF_MR, 0x0FFF, r[j]);
+        for (int h = 0; h < P; h += 16) {
+            const int g = P - h < 16 ? P - h : 16;
+            for (mf_intp q = 0; q < qv; q += 16) {
+                __m512i r[16];
+                for (int i = 0; i < g; i++) {
+                    const uint16_t *at = rows + (h + i) * ld + 2 * q;
+                    _mm_prefetch((const char *)at + PACK_PF, _MM_HINT_T0);
+                    r[i] = _mm512_loadu_si512(at);
+                }
+                for (int i = g; i < 16; i++) {
+                    r[i] = _mm512_setzero_si512();
+                }
+                mf_transpose16(r);
+                for (int j = 0; j < 16; j++) {
+                    _mm512_mask_storeu_epi32(d + (q + j) * P + h, (__mmask16)((1u << g) - 1), r[j]);
+                }
             }
         }
-        for (; q < kq; q++) {
-            for (int i = 0; i < BF_MR; i++) {
+        for (mf_intp q = qv; q < kq; q++) {
+            for (int i = 0; i < P; i++) {
                 const uint16_t *row = rows + i * ld;
                 uint32_t lo = row[2 * q];
                 uint32_t hi = (p0 + 2 * q + 1 < k) ? row[2 * q + 1] : 0;
-                d[q * BF_MR + i] = lo | (hi << 16);
+                d[q * P + i] = lo | (hi << 16);
             }
         }
     }
 }
 
-/* B panels from B's transpose (driver.h, pack_bt): the rows of src are B's
- * columns and their pairs already dwords, so a panel is 32 rows' pairs
- * transposed, 16 x 16 at a time; c->MR is BF_NR here.  Sixteen rows go
- * through all of k, then the other sixteen (16 streams at a time, not 32),
- * each fetching its line PACK_BT_PF bytes ahead: a 4096^3 a @ b.T took
- * 188-198 ms with the 32 rows together and no prefetch, 173-179 ms so (Zen
- * 5, two threads; a @ b 172-184 in the same runs) */
-#ifndef PACK_BT_PF
-#define PACK_BT_PF 256
-#endif
+static void
+pack_a_bf16(const mf_gemm_ctx *c, const void *src, mf_intp ld, mf_intp r0, mf_intp cnt,
+            mf_intp p0, mf_intp kc, mf_intp k, void *dst)
+{
+    pack_rows_bf16(BF_MR, c, src, ld, r0, cnt, p0, kc, k, dst);
+}
+
 static void
 pack_bt_bf16(const mf_gemm_ctx *c, const void *src, mf_intp ld, mf_intp r0, mf_intp cnt,
              mf_intp p0, mf_intp kc, mf_intp k, void *dst)
 {
-    const mf_intp kq = (kc + 1) / 2, qfull = kc / 2;
-    if (c->f->itemsize != 2 || qfull < 16) {
-        mf_gemm_pack_a_pairs(c, src, ld, r0, cnt, p0, kc, k, dst);
-        return;
-    }
-    uint32_t *d = (uint32_t *)dst;
-    for (mf_intp jr = 0; jr < cnt; jr += BF_NR, d += kq * BF_NR) {
-        if (cnt - jr < BF_NR) {
-            mf_gemm_pack_a_pairs(c, src, ld, r0 + jr, cnt - jr, p0, kc, k, d);
-            break;
-        }
-        const uint16_t *rows = (const uint16_t *)src + (r0 + jr) * ld + p0;
-        const mf_intp qv = qfull / 16 * 16;
-        for (int h = 0; h < BF_NR; h += 16) {
-            for (mf_intp q = 0; q < qv; q += 16) {
-                __m512i r[16];
-                for (int i = 0; i < 16; i++) {
-                    _mm_prefetch((const char *)(rows + (h + i) * ld + 2 * q) + PACK_BT_PF, _MM_HINT_T0);
-                    r[i] = _mm512_loadu_si512(rows + (h + i) * ld + 2 * q);
-                }
-                mf_transpose16(r);
-                for (int j = 0; j < 16; j++) {
-                    _mm512_store_si512(d + (q + j) * BF_NR + h, r[j]);
-                }
-            }
-        }
-        for (mf_intp q = qv; q < kq; q++) {
-            for (int i = 0; i < BF_NR; i++) {
-                const uint16_t *row = rows + i * ld;
-                uint32_t lo = row[2 * q];
-                uint32_t hi = (p0 + 2 * q + 1 < k) ? row[2 * q + 1] : 0;
-                d[q * BF_NR + i] = lo | (hi << 16);
-            }
-        }
-    }
+    pack_rows_bf16(BF_NR, c, src, ld, r0, cnt, p0, kc, k, dst);
 }
 
 /*

@@ -309,12 +309,6 @@ mm_epilogue(void *vctx, mf_intp i0, mf_intp j0, mf_intp rows, mf_intp cols, floa
  * when an inf comes out of inf-free operands or the rounding into the format
  * overflows.
  */
-/*
- * out[o] = dot(a[o, :], b[o, :]) for o < N, k terms each, in the dot kernels'
- * order; a[o, p] at a0 + o*sa + p*sak, likewise b and out[o] at c0 + o*sc.
- * np.vecdot, and matmul products with a single output.  NaN results are the
- * format's canonical NaN (as matmul's); out_f32 stores the float32 result.
- */
 typedef struct {
     const mf_format *f;
     int out_f32;
@@ -356,6 +350,12 @@ dots_range(void *ctx, mf_intp start, mf_intp len)
     }
 }
 
+/*
+ * out[o] = dot(a[o, :], b[o, :]) for o < N, k terms each, in the dot kernels'
+ * order; a[o, p] at a0 + o*sa + p*sak, likewise b and out[o] at c0 + o*sc.
+ * np.vecdot, and matmul products with a single output.  NaN results are the
+ * format's canonical NaN (as matmul's); out_f32 stores the float32 result.
+ */
 int
 mf_strided_dots(const mf_format *f, int out_f32, npy_intp N, npy_intp k,
              const char *a0, npy_intp sa, npy_intp sak, const char *b0, npy_intp sb, npy_intp sbk,

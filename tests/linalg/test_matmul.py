@@ -405,6 +405,7 @@ def test_transposed_operand_read_in_place(name, threads):
         assert_same_codes(mm(lv, x, W.T), want)
 
 
+@pytest.mark.thread_unsafe      # sets and restores the process-wide packing limit
 @pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn"])
 def test_b_wider_than_one_packing(name, threads):
     """A B wider than one packing: with an epilogue (matmul) its column blocks

@@ -644,6 +644,7 @@ def test_sum_dot_prefetch_changes_nothing(level, name):
                                       np.asarray(w).view(code_type(name)))
 
 
+@pytest.mark.thread_unsafe      # reads back the process-wide distance it set
 def test_read_prefetch_setting():
     """The distance is a byte count from 0 to 1 MiB: the setter says so, and a
     bad MINIFLOAT_READ_PREFETCH warns and keeps the CPU's default."""

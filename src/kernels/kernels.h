@@ -57,6 +57,11 @@ typedef enum {
  * threads (fewer: on the calling thread) */
 #define MF_GEMM_THREADED_WORK ((double)(1 << 23))
 
+/* gemm_thin_cols (below) of the levels: the thin kernels of gemm/<isa>.c
+ * (ops->gemv up to 16 columns; avx512bf16's gemv_pairs up to 64) */
+#define MF_GEMM_THIN_COLS 16
+#define MF_GEMM_THIN_COLS_MAX 64
+
 typedef struct mf_gemm_epilogue {
     void (*fn)(void *ctx, mf_intp i0, mf_intp j0, mf_intp rows, mf_intp cols,
                float *vals, mf_intp ldv);
@@ -213,6 +218,10 @@ typedef struct {
     int (*gemm_f32acc_bt)(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                           const void *A, mf_intp lda, const void *Bt, mf_intp ldbt,
                           float *C, mf_intp ldc, const struct mf_gemm_epilogue *ep);
+    /* the most columns of a bfloat16 B for which gemm_f32acc reads A in
+     * place (its thin kernels), 0 for none: x @ W.T with up to this many
+     * rows of x is computed as (W @ x.T).T (umath/matmul.c) */
+    int gemm_thin_cols;
     /* inspect's statistics of n <= MF_STATS_BLOCK float32 values (above) */
     void (*stats_f32)(mf_stats_block *s, const float *x, const float *y, double rel,
                       mf_intp n, int moments);

@@ -190,6 +190,9 @@ typedef struct {
     int f32;                   /* the output is float32: no rounding */
 } mm_out;
 
+/* the side of the blocks the epilogue transposes */
+#define MM_TB 64
+
 /* finished float32 results -> codes; runs in the gemm's threads */
 static void
 mm_epilogue(void *vctx, mf_intp i0, mf_intp j0, mf_intp rows, mf_intp cols, float *vals,
@@ -200,7 +203,35 @@ mm_epilogue(void *vctx, mf_intp i0, mf_intp j0, mf_intp rows, mf_intp cols, floa
     const npy_intp sz = f->itemsize;
     const uint32_t qnan = 0x7FC00000u;
     int nan = 0, inf = 0, ovf = 0;
-    if (o->f32) {
+    const npy_intp osz = o->f32 ? 4 : sz;
+    if (o->c_n == osz && o->c_m != osz && rows > 1) {
+        /* the gemm's columns are the output's rows (x @ W.T computed as
+         * (W @ x.T).T): the block goes through transposed, MM_TB x MM_TB at
+         * a time, so that the rows below are written whole (element by
+         * element through the strides: 0.3-0.6 ms of a 64-row product with
+         * a (4096, 4096) W, Zen 4) */
+        float t[MM_TB * MM_TB];
+        mm_out to = *o;
+        to.c_n = o->c_m;
+        to.c_m = o->c_n;
+        to.nan = to.inf = to.ovf = 0;
+        for (mf_intp ib = 0; ib < rows; ib += MM_TB) {
+            const mf_intp rb = rows - ib < MM_TB ? rows - ib : MM_TB;
+            for (mf_intp jb = 0; jb < cols; jb += MM_TB) {
+                const mf_intp cb = cols - jb < MM_TB ? cols - jb : MM_TB;
+                for (mf_intp j = 0; j < cb; j++) {
+                    for (mf_intp i = 0; i < rb; i++) {
+                        t[j * MM_TB + i] = vals[(ib + i) * ldv + jb + j];
+                    }
+                }
+                mm_epilogue(&to, j0 + jb, i0 + ib, cb, rb, t, MM_TB);
+            }
+        }
+        nan = to.nan;
+        inf = to.inf;
+        ovf = to.ovf;
+    }
+    else if (o->f32) {
         /* float32 output: the chains themselves, NaNs made +qNaN */
         for (mf_intp i = 0; i < rows; i++) {
             char *crow = o->C + (i0 + i) * o->c_n + j0 * o->c_m;
@@ -408,8 +439,9 @@ mf_strided_dots(const mf_format *f, int out_f32, npy_intp N, npy_intp k,
     return 0;
 }
 
-/* x @ W.T with at most this many rows in x is computed as (W @ x.T).T on
- * every level (the thin kernels read W in place) */
+/* x @ W.T with at most this many rows in x (or the level's
+ * gemm_thin_cols, where more) is computed as (W @ x.T).T on every level
+ * (the thin kernels read W in place) */
 #define MM_SWAP_ROWS 16
 
 /* one np.matmul loop call: N products of (n x k) @ (k x m) */
@@ -440,13 +472,17 @@ mm_item(mm_job *J, npy_intp o, npy_intp nx, char *apack, char *bpack, int *raise
     const char *A = A0, *B = B0;
     npy_intp lda = a_n / sz, ldb = b_k / sz;
     npy_intp rows = n, cols = m, oc_n = c_n, oc_m = c_m;     /* the gemm's C */
+    /* with swap, the thin kernels take A.T as its transpose (A's rows,
+     * where they are contiguous); else it is packed below (float8 through
+     * gemm_f32acc_bt's blocked path: 7.5 -> 9.9 ms for 8 rows @ (4096,
+     * 4096).T, Zen 4, two threads) */
+    const int swap_bt = J->swap && f->id == MF_BFLOAT16 && n <= mf_k->gemm_thin_cols
+                        && a_k == sz && a_n % sz == 0 && (uintptr_t)A0 % (uintptr_t)sz == 0
+                        && mf_k->gemm_f32acc_bt != NULL;
     if (J->swap) {
-        /* C.T (m x n) = B.T (m x k, rows in place) @ A.T (k x n, packed) */
-        pack_codes(f, A0, a_k, a_n, k, n, bpack);
+        /* C.T (m x n) = B.T (m x k, rows in place) @ A.T (k x n) */
         A = B0;
         lda = b_m / sz;
-        B = bpack;
-        ldb = n;
         rows = m;
         cols = n;
         oc_n = c_m;
@@ -480,8 +516,15 @@ mm_item(mm_job *J, npy_intp o, npy_intp nx, char *apack, char *bpack, int *raise
         ep.bf16_out = out.C;
         ep.bf16_rs = oc_n;
     }
-    if (!bt || mf_k->gemm_f32acc_bt(f, rows, cols, k, A, lda, B0, b_m / sz, NULL, 0, &ep) != 0) {
-        if (!J->b_direct && !J->swap) {
+    if (!(bt && mf_k->gemm_f32acc_bt(f, rows, cols, k, A, lda, B0, b_m / sz, NULL, 0, &ep) == 0)
+            && !(swap_bt
+                 && mf_k->gemm_f32acc_bt(f, rows, cols, k, A, lda, A0, a_n / sz, NULL, 0, &ep) == 0)) {
+        if (J->swap) {
+            pack_codes(f, A0, a_k, a_n, k, n, bpack);
+            B = bpack;
+            ldb = n;
+        }
+        else if (!J->b_direct) {
             pack_codes(f, B0, b_k, b_m, k, m, bpack);
             B = bpack;
             ldb = m;
@@ -568,17 +611,19 @@ matmul_loop(PyArrayMethod_Context *context, char *const data[],
                  && (uintptr_t)data[1] % (uintptr_t)sz == 0 && strides[1] % sz == 0;
     /* B the transpose of a C-ordered matrix (x @ W.T: a linear layer) with
      * fewer rows in A than columns in B: C.T = W @ x.T, W's rows read in
-     * place (the thin products' kernels for up to 16 rows of x) and x.T
-     * packed, n * k codes instead of B's k * m gathered down its columns
-     * (4096x4096: 120 ms).  Every gemm path computes each output as the
-     * same chain, so the bits do not change.  Past MM_SWAP_ROWS rows the
+     * place (the thin products' kernels for up to 16 rows of x, 64 at
+     * avx512bf16) and x.T taken from x's rows (mm_item), not B's k * m
+     * codes gathered down its columns (4096x4096: 120 ms).  Every gemm path
+     * computes each output as the same chain, so the bits do not change.
+     * Past those rows the
      * levels with gemm_f32acc_bt pack W's panels from its rows instead
      * (mm_item): the swap packed all of x.T first and wrote C through
      * swapped strides ((2048, 8192) @ (4096, 8192).T, Zen 5, two threads:
      * 179-187 ms swapped, 145-149 as a @ b). */
     J.swap = !J.b_direct && b_k == sz && b_m % sz == 0 && k > 1 && n < m
              && (uintptr_t)data[1] % (uintptr_t)sz == 0 && strides[1] % sz == 0
-             && (n <= MM_SWAP_ROWS || mf_k->gemm_f32acc_bt == NULL);
+             && (n <= MM_SWAP_ROWS || (n <= mf_k->gemm_thin_cols && f->id == MF_BFLOAT16)
+                 || mf_k->gemm_f32acc_bt == NULL);
     if (J.swap) {
         J.a_direct = 1;         /* A is read by the packing of A.T */
     }

@@ -963,6 +963,10 @@ check_gemm(const char *lv, const mf_kernels *k, const mf_format *f)
         /* a few rows or columns: the vector-matrix and matrix-vector kernels */
         {1, 300, 257}, {2, 300, 99}, {3, 130, 129}, {4, 41, 600}, {300, 1, 257}, {70, 16, 99},
         {37, 16, 1001}, {300, 7, 258}, {131, 12, 64}, {64, 8, 130},
+        /* 17-64 columns (VDPBF16PS's thin kernel: 1-4 vectors of 16 a row
+         * and one of 8) */
+        {300, 17, 257}, {130, 32, 200}, {77, 40, 1001}, {200, 64, 130}, {61, 50, 64},
+        {99, 45, 300}, {50, 57, 129},
     };
     int ns = (int)(sizeof shapes / sizeof shapes[0]);
     for (int s = 0; s < ns; s++) {

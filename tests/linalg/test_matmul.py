@@ -112,6 +112,10 @@ SHAPES = sorted(set(
     # ragged pair blocks, odd k
     + [(m, n, k) for m in (16, 40, 300) for n in (1, 3) for k in (31, 32, 33, 64, 100, 257)]
     + [(m, n, 257) for m in (23, 130) for n in (2, 4, 5, 8, 9, 13, 16, 17)]
+    # 7-64 columns (the VDPBF16PS thin kernel's vectors of 16 and 8 a row,
+    # rows in groups of 16, 12, 8 or 6, of 4 and alone)
+    + [(m, n, k) for m in (29, 300) for n in (7, 8, 18, 24, 31, 32, 40, 47, 57, 64)
+       for k in (33, 256, 257)]
 ))
 
 
@@ -449,11 +453,11 @@ def test_linear_layer_with_a_transposed_weight(name, threads):
     """x @ W.T with W C-ordered (a linear layer): computed as (W @ x.T).T, W's
     rows read in place (fewer rows in x than in W), else W.T packed in tiles;
     the same codes as x @ W.T made C-ordered (the serial oracle), for 1-16
-    rows (the thin kernels) and more, stacks of x, a strided out=, at every
+    rows (the thin kernels; 1-32 at avx512bf16) and more, stacks of x, a strided out=, at every
     level and thread count, with the same warnings."""
     rng = np.random.default_rng(17)
     shapes = [(1, 301, 40), (3, 64, 300), (16, 257, 130), (17, 96, 200), (40, 130, 64),
-              (64, 64, 64), (80, 70, 50), (5, 2048, 24)]
+              (64, 64, 64), (80, 70, 50), (5, 2048, 24), (24, 257, 300), (32, 1000, 53)]
     if name in ("bfloat16", "float8_e4m3fn"):
         shapes.append((12, 1024, 700))      # the gemm's own threads
     for (t, k, m) in shapes:
@@ -473,6 +477,9 @@ def test_linear_layer_with_a_transposed_weight(name, threads):
                 threads(nt)
                 assert_same_codes(mm(lv, x, W.T), want)
                 assert_same_codes(mm(lv, xs, W.T), want_s)
+                # rows in reverse (negative strides), of x and of W
+                assert_same_codes(mm(lv, x[::-1], W.T), want[::-1])
+                assert_same_codes(mm(lv, x, W[::-1].T), want[:, ::-1])
                 out = np.zeros((m, t), mf_type(name)).T
                 mm(lv, x, W.T, out=out)
                 assert_same_codes(out.copy(), want)
@@ -522,14 +529,16 @@ def test_thin_products_at_every_row_offset(each_level):
     base = bf16_codes(rng, (53, 33 * 64), "cancel")           # rows 4224 bytes apart
     base[5, 100], base[40, 700] = 0x7FC0, 0xFF80
     vec = bf16_codes(rng, (33 * 64,), "normal")
-    cols = bf16_codes(rng, (33 * 64, 3), "normal")
+    cols = bf16_codes(rng, (33 * 64, 27), "normal")
     for s in list(range(0, 40)) + [77, 500]:
         for k in (1000, 1001):
             a = as_format(base[:, s:s + k], "bfloat16")
             v = as_format(vec[:k], "bfloat16")
-            b = as_format(cols[:k], "bfloat16")
+            b = as_format(cols[:k, :3], "bfloat16")
+            b27 = as_format(cols[:k], "bfloat16")
             assert_same_codes(mm(each_level, a, v), mm("serial", a, v))
             assert_same_codes(mm(each_level, a, b), mm("serial", a, b))
+            assert_same_codes(mm(each_level, a, b27), mm("serial", a, b27))
             at = as_format(base[:4, s:s + k].T.copy(), "bfloat16")
             assert_same_codes(mm(each_level, v, a.T), mm("serial", v, a.T))
             assert_same_codes(mm(each_level, v[None, :], at), mm("serial", v[None, :], at))

@@ -284,35 +284,73 @@ pack_bt_bf16(const mf_gemm_ctx *c, const void *src, mf_intp ld, mf_intp r0, mf_i
 
 /*
  * A few columns (the driver's thin path): rows of A times B's pairs
- * (driver.h), R rows at a time, each row's chains in one register of 16
- * column lanes, each step one VDPBF16PS a row with A's pair broadcast (its
- * two codes are one dword: nothing of A is transposed).  16 pairs of the R
- * rows are first copied to a small buffer and broadcast from there: rows a
- * multiple of 4 KiB apart share one set of L1, and broadcasting from the
- * rows in place lost each line before its 16 steps were done (Zen 4, one
- * thread, 4096^2 @ 4096x16: 93 GF/s in place, 165 copied, avx512.c's
- * transposing FMA kernel 94).  An odd k's last pair takes a zero high half:
- * the oracle's +0 * +0.
+ * (driver.h), R rows at a time, each row's chains in NV registers of 16
+ * column lanes (up to 64 columns), each step NV VDPBF16PS a row with A's
+ * pair broadcast (its two codes are one dword: nothing of A is transposed).
+ * A is read once, however many columns: x @ W.T of 17-64 rows against a
+ * (4096, 4096) W had packed all of W for the blocked kernel (Zen 4, two
+ * threads: 32 rows 4.2 -> 2.8 ms, 64 rows 7.5 -> 5.6; torch 3.4 and 5.7).
+ * 16 pairs of the R rows are first copied to a small buffer and broadcast
+ * from there: rows a multiple of 4 KiB apart share one set of L1, and
+ * broadcasting from the rows in place lost each line before its 16 steps
+ * were done (Zen 4, one thread, 4096^2 @ 4096x16: 93 GF/s in place, 165
+ * copied, avx512.c's transposing FMA kernel 94).  An odd k's last pair
+ * takes a zero high half: the oracle's +0 * +0.
  */
 /* how far ahead of the copied pairs (codes) a row is fetched into L2 */
 #define GEMV_PF 128
 
-/* c += VDPBF16PS(b, the dword at p in every lane) */
-static inline __attribute__((always_inline)) void
-dp_bcast(__m512 *c, __m512bh b, const int32_t *p)
+/* the two codes at p as one dword (p need not be 4-byte aligned) */
+static inline __attribute__((always_inline)) int32_t
+load_dword(const uint16_t *p)
 {
-    *c = _mm512_dpbf16_ps(*c, b, as_bh(_mm512_set1_epi32(*p)));
+    int32_t w;
+    memcpy(&w, p, 4);
+    return w;
 }
 
 static inline __attribute__((always_inline)) void
-gemv_pairs_rows(const int R, mf_intp k, const uint16_t *a, mf_intp lda, const uint32_t *bp,
-                __mmask16 cm, float *acc, mf_intp nb)
+gemv_pairs_rows(const int R, const int NF, const int H, mf_intp k, const uint16_t *a,
+                mf_intp lda, const uint32_t *bp, __mmask16 cm, float *acc, mf_intp nb)
 {
-    __m512 c[16];
+    /* R rows x NF vectors of 16 columns, and with H one of 8 (the last
+     * vector's lanes cm) */
+    __m512 c[16][4];
+    __m256 ch[16];
     int32_t buf[2][16 * 16] __attribute__((aligned(64)));
+    const mf_intp bw = 16 * (NF + H);   /* dwords of B a pair */
+    const __mmask16 cmz = H ? (__mmask16)0xffff : cm;
     for (int i = 0; i < R; i++) {
-        c[i] = _mm512_maskz_loadu_ps(cm, acc + i * nb);
+        for (int v = 0; v < NF; v++) {
+            c[i][v] = _mm512_maskz_loadu_ps(v + 1 < NF ? (__mmask16)0xffff : cmz,
+                                            acc + i * nb + 16 * v);
+        }
+        if (H) {
+            ch[i] = _mm256_maskz_loadu_ps((__mmask8)cm, acc + i * nb + 16 * NF);
+        }
     }
+#define GEMV_STEP(q_, W_)                                                        \
+    do {                                                                         \
+        __m512bh b_[4];                                                          \
+        __m256bh bh_;                                                            \
+        for (int v = 0; v < NF; v++) {                                           \
+            b_[v] = as_bh(_mm512_load_si512(bp + bw * (q_) + 16 * v));           \
+        }                                                                        \
+        if (H) {                                                                 \
+            bh_ = (__m256bh)_mm256_load_si256((const __m256i *)(bp + bw * (q_) + 16 * NF)); \
+        }                                                                        \
+        for (int i = 0; i < R; i++) {                                            \
+            const __m512i wi_ = _mm512_set1_epi32(W_);                           \
+            const __m512bh w_ = as_bh(wi_);                                      \
+            for (int v = 0; v < NF; v++) {                                       \
+                c[i][v] = _mm512_dpbf16_ps(c[i][v], b_[v], w_);                  \
+            }                                                                    \
+            if (H) {                                                             \
+                ch[i] = _mm256_dpbf16_ps(ch[i], bh_,                             \
+                                         (__m256bh)_mm512_castsi512_si256(wi_)); \
+            }                                                                    \
+        }                                                                        \
+    } while (0)
     const mf_intp qf = k / 2;
     mf_intp q = 0;
     /* rows that start at the same offset in a cache line (NumPy's large
@@ -321,12 +359,7 @@ gemv_pairs_rows(const int R, mf_intp k, const uint16_t *a, mf_intp lda, const ui
     if (((uintptr_t)a & 3) == 0 && (lda * 2) % 64 == 0) {
         mf_intp head = (mf_intp)((64 - ((uintptr_t)a & 63)) & 63) / 4;
         for (; q < head && q < qf; q++) {
-            const __m512bh b = as_bh(_mm512_load_si512(bp + 16 * q));
-            for (int i = 0; i < R; i++) {
-                int32_t w;
-                memcpy(&w, a + i * lda + 2 * q, 4);
-                dp_bcast(&c[i], b, &w);
-            }
+            GEMV_STEP(q, load_dword(a + i * lda + 2 * q));
         }
     }
     /* the next 16 pairs are copied before this 16's steps: a dword loaded
@@ -346,46 +379,67 @@ gemv_pairs_rows(const int R, mf_intp k, const uint16_t *a, mf_intp lda, const ui
         }
         const int32_t *w = buf[h];
         for (int s = 0; s < 16; s++) {
-            const __m512bh b = as_bh(_mm512_load_si512(bp + 16 * (q + s)));
-            for (int i = 0; i < R; i++) {
-                dp_bcast(&c[i], b, w + 16 * i + s);
-            }
+            GEMV_STEP(q + s, w[16 * i + s]);
         }
     }
     for (; q < qf; q++) {
-        const __m512bh b = as_bh(_mm512_load_si512(bp + 16 * q));
-        for (int i = 0; i < R; i++) {
-            int32_t w;
-            memcpy(&w, a + i * lda + 2 * q, 4);
-            dp_bcast(&c[i], b, &w);
-        }
+        GEMV_STEP(q, load_dword(a + i * lda + 2 * q));
     }
     if (k & 1) {
-        const __m512bh b = as_bh(_mm512_load_si512(bp + 16 * qf));
-        for (int i = 0; i < R; i++) {
-            const int32_t w = a[i * lda + k - 1];
-            dp_bcast(&c[i], b, &w);
-        }
+        GEMV_STEP(qf, (int32_t)a[i * lda + k - 1]);
     }
+#undef GEMV_STEP
     for (int i = 0; i < R; i++) {
-        _mm512_mask_storeu_ps(acc + i * nb, cm, c[i]);
+        for (int v = 0; v < NF; v++) {
+            _mm512_mask_storeu_ps(acc + i * nb + 16 * v, v + 1 < NF ? (__mmask16)0xffff : cmz,
+                                  c[i][v]);
+        }
+        if (H) {
+            _mm256_mask_storeu_ps(acc + i * nb + 16 * NF, (__mmask8)cm, ch[i]);
+        }
     }
 }
 
+/* R rows at a time, NF vectors of 16 columns and H of 8 a row: at most 24
+ * accumulators; whole groups of R rows, then 4, then 1 */
+static inline __attribute__((always_inline)) void
+gemv_pairs_nv(const int R, const int NF, const int H, mf_intp rows, mf_intp k,
+              const uint16_t *A, mf_intp lda, const uint32_t *bp, mf_intp nb, float *acc)
+{
+    const __mmask16 cm = (__mmask16)((1u << (nb - 16 * (NF + H - 1))) - 1u);
+    mf_intp r = 0;
+    for (; r + R <= rows; r += R) {
+        gemv_pairs_rows(R, NF, H, k, A + r * lda, lda, bp, cm, acc + r * nb, nb);
+    }
+    for (; r + 4 <= rows; r += 4) {
+        gemv_pairs_rows(4, NF, H, k, A + r * lda, lda, bp, cm, acc + r * nb, nb);
+    }
+    for (; r < rows; r++) {
+        gemv_pairs_rows(1, NF, H, k, A + r * lda, lda, bp, cm, acc + r * nb, nb);
+    }
+}
+
+/* the columns past the last 16 go in a vector of 8 where they fit (its
+ * pair the low half of the 512-bit broadcast: a broadcast of its own
+ * lost the gain): half the VDPBF16PS work on Zen 4, whose 512-bit
+ * instructions take two of its 256-bit units.  x @ W.T against a (4096,
+ * 4096) W, two threads, best of 100: 8 rows 1.60 -> 1.28 ms, 17 rows 2.81
+ * -> 2.25, 24 rows 2.85 -> 2.31, 40 rows 4.01 -> 3.51, 56 rows 5.53 ->
+ * 4.98 */
 static void
 gemv_pairs(mf_intp rows, mf_intp k, const uint16_t *A, mf_intp lda, const uint32_t *bp,
            mf_intp nb, float *acc)
 {
-    const __mmask16 cm = (__mmask16)((1u << nb) - 1u);
-    mf_intp r = 0;
-    for (; r + 16 <= rows; r += 16) {
-        gemv_pairs_rows(16, k, A + r * lda, lda, bp, cm, acc + r * nb, nb);
-    }
-    for (; r + 4 <= rows; r += 4) {
-        gemv_pairs_rows(4, k, A + r * lda, lda, bp, cm, acc + r * nb, nb);
-    }
-    for (; r < rows; r++) {
-        gemv_pairs_rows(1, k, A + r * lda, lda, bp, cm, acc + r * nb, nb);
+    const int half = (nb - 1) % 16 < 8;
+    switch ((nb + 15) / 16 * 2 - half) {
+        case 1: gemv_pairs_nv(16, 0, 1, rows, k, A, lda, bp, nb, acc); break;
+        case 2: gemv_pairs_nv(16, 1, 0, rows, k, A, lda, bp, nb, acc); break;
+        case 3: gemv_pairs_nv(12, 1, 1, rows, k, A, lda, bp, nb, acc); break;
+        case 4: gemv_pairs_nv(12, 2, 0, rows, k, A, lda, bp, nb, acc); break;
+        case 5: gemv_pairs_nv(8, 2, 1, rows, k, A, lda, bp, nb, acc); break;
+        case 6: gemv_pairs_nv(8, 3, 0, rows, k, A, lda, bp, nb, acc); break;
+        case 7: gemv_pairs_nv(6, 3, 1, rows, k, A, lda, bp, nb, acc); break;
+        default: gemv_pairs_nv(6, 4, 0, rows, k, A, lda, bp, nb, acc); break;
     }
 }
 
@@ -409,12 +463,14 @@ static const mf_gemm_ops bf16_ops = {
      * driver runs it under FTZ|DAZ */
     .gemv = mf_avx512_gemv_bf16,
     .gevm = mf_avx512_gevm_bf16,
-    /* from 8 columns: a step costs one VDPBF16PS a row for 1-16 columns, so
-     * fewer columns go to the FMA kernel, which reads A at memory speed
-     * (4096^2 @ 4096xn, two threads on Zen 4: 0.82 ms against 1.50 for n = 1,
-     * 1.25 against 1.51 for 6, 1.51 for both at 8, 2.89 against 1.51 at 16) */
+    /* from 7 columns: a step costs one VDPBF16PS a row (a 256-bit one up to
+     * 8 columns), so fewer columns go to the FMA kernel, which reads A at
+     * memory speed (4096^2 @ 4096xn, two threads on Zen 4, FMA against
+     * pairs: n = 2 1.04 ms against 1.35, 5 1.29 against 1.39, 6 1.43 both,
+     * 7 1.58 against 1.46) */
     .gemv_pairs = gemv_pairs,
-    .gemv_pairs_min = 8,
+    .gemv_pairs_min = 7,
+    .gemv_pairs_max = MF_GEMM_THIN_COLS_MAX,
 };
 
 /*

@@ -789,7 +789,21 @@ mf_thin_finish(const mf_gemm_ops *o, const mf_gemm_epilogue *ep, mf_fpenv csr, m
 }
 
 #define MF_GEMV_ROWS 128           /* rows of a task */
-#define MF_GEMV_MAX_COLS 16        /* widest B taken this way */
+#define MF_GEMV_MAX_COLS 16        /* widest B taken by ops->gemv */
+#define MF_GEMV_ACC_COLS MF_GEMM_THIN_COLS_MAX   /* widest ops->gemv_pairs_max */
+
+/* the product goes to the thin path: B's few bfloat16 columns, A read in
+ * place */
+static int
+mf_gemv_takes(const mf_gemm_ops *ops, const mf_format *f, mf_intp n)
+{
+    if (f != mf_fmt(MF_BFLOAT16)) {
+        return 0;
+    }
+    return (n <= MF_GEMV_MAX_COLS && ops->gemv != NULL)
+           || (ops->gemv_pairs != NULL && n >= ops->gemv_pairs_min && n <= ops->gemv_pairs_max);
+}
+
 
 typedef struct {
     const mf_gemm_ops *ops;
@@ -807,7 +821,7 @@ mf_gemv_worker(void *ctx, int w)
 {
     (void)w;
     mf_gemv_job *J = (mf_gemv_job *)ctx;
-    float acc[MF_GEMV_ROWS * MF_GEMV_MAX_COLS];
+    float acc[MF_GEMV_ROWS * MF_GEMV_ACC_COLS];
     const mf_intp n = J->n;
     mf_fpenv csr = mf_fpenv_enter();
     for (;;) {
@@ -828,16 +842,19 @@ mf_gemv_worker(void *ctx, int w)
     mf_fpenv_leave(csr);
 }
 
-/* 0 when done; -1 (no memory for B's values) leaves it to the caller */
+/* 0 when done; -1 (no memory for B's values) leaves it to the caller.
+ * B's element (p, j) is at B[p * ldb + j], or with bt at B[j * ldb + p]
+ * (B given as its transpose: x @ W.T computed as (W @ x.T).T) */
 static int
 mf_gemv_run(const mf_gemm_ops *ops, mf_intp m, mf_intp n, mf_intp k, const void *A,
-            mf_intp lda, const void *B, mf_intp ldb, float *C, mf_intp ldc,
+            mf_intp lda, const void *B, mf_intp ldb, int bt, float *C, mf_intp ldc,
             const mf_gemm_epilogue *ep)
 {
     const uint16_t *Bc = (const uint16_t *)B;
     const int pairs = ops->gemv_pairs != NULL && n >= ops->gemv_pairs_min;
-    const mf_intp kq = (k + 1) / 2;
-    void *mem = pairs ? aligned_alloc(MF_GEMM_ALIGN, (size_t)kq * 16 * sizeof(uint32_t))
+    const mf_intp kq = (k + 1) / 2, bw = MF_GEMV_PAIRS_WIDTH(n);
+    const mf_intp sp = bt ? 1 : ldb, sj = bt ? ldb : 1;      /* B's strides */
+    void *mem = pairs ? aligned_alloc(MF_GEMM_ALIGN, (size_t)(kq * bw) * sizeof(uint32_t))
                       : malloc((size_t)(k * n) * sizeof(float));
     if (mem == NULL) {
         return -1;
@@ -845,18 +862,23 @@ mf_gemv_run(const mf_gemm_ops *ops, mf_intp m, mf_intp n, mf_intp k, const void 
     float *b = pairs ? NULL : (float *)mem;
     uint32_t *bp = pairs ? (uint32_t *)mem : NULL;
     if (pairs) {
-        for (mf_intp q = 0; q < kq; q++) {
-            for (mf_intp j = 0; j < 16; j++) {
-                uint32_t lo = j < n ? Bc[2 * q * ldb + j] : 0u;
-                uint32_t hi = j < n && 2 * q + 1 < k ? Bc[(2 * q + 1) * ldb + j] : 0u;
-                bp[q * 16 + j] = lo | (hi << 16);
+        /* in the order B lies in memory: row by row, or with bt column by
+         * column (the rows of its transpose) */
+        memset(bp, 0, (size_t)(kq * bw) * sizeof(uint32_t));
+        const mf_intp outer = bt ? n : kq, inner = bt ? kq : n;
+        for (mf_intp o = 0; o < outer; o++) {
+            for (mf_intp i = 0; i < inner; i++) {
+                const mf_intp j = bt ? o : i, q = bt ? i : o;
+                uint32_t lo = Bc[2 * q * sp + j * sj];
+                uint32_t hi = 2 * q + 1 < k ? Bc[(2 * q + 1) * sp + j * sj] : 0u;
+                bp[q * bw + j] = lo | (hi << 16);
             }
         }
     }
     else {
         for (mf_intp p = 0; p < k; p++) {
             for (mf_intp j = 0; j < n; j++) {
-                uint32_t u = (uint32_t)Bc[p * ldb + j] << 16;
+                uint32_t u = (uint32_t)Bc[p * sp + j * sj] << 16;
                 memcpy(b + p * n + j, &u, 4);
             }
         }
@@ -954,8 +976,8 @@ mf_gemm_run(const mf_gemm_ops *ops, const mf_format *f, mf_intp m, mf_intp n, mf
         ops->small(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
         return;
     }
-    if (n <= MF_GEMV_MAX_COLS && ops->gemv != NULL && f == mf_fmt(MF_BFLOAT16)
-            && mf_gemv_run(ops, m, n, k, A, lda, B, ldb, C, ldc, ep) == 0) {
+    if (mf_gemv_takes(ops, f, n)
+            && mf_gemv_run(ops, m, n, k, A, lda, B, ldb, 0, C, ldc, ep) == 0) {
         return;
     }
     if (m <= MF_GEVM_MAX_ROWS && ops->gevm != NULL && f == mf_fmt(MF_BFLOAT16)) {
@@ -978,12 +1000,17 @@ mf_gemm_run_bt(const mf_gemm_ops *ops, const mf_format *f, mf_intp m, mf_intp n,
                const void *A, mf_intp lda, const void *Bt, mf_intp ldbt,
                float *C, mf_intp ldc, const mf_gemm_epilogue *ep)
 {
-    /* only the products mf_gemm_run gives the blocked kernels */
+    /* the products mf_gemm_run gives the blocked kernels, and the thin
+     * path's, whose B's pairs are as easily taken from B's rows as from
+     * its columns */
     const int bf16 = f == mf_fmt(MF_BFLOAT16);
-    if (ops->pack_bt == NULL || m <= 0 || n <= 0 || k <= 0
-            || (double)m * (double)n * (double)k <= MF_GEMM_SMALL_WORK
-            || (n <= MF_GEMV_MAX_COLS && ops->gemv != NULL && bf16)
-            || (m <= MF_GEVM_MAX_ROWS && ops->gevm != NULL && bf16)) {
+    if (m <= 0 || n <= 0 || k <= 0 || (double)m * (double)n * (double)k <= MF_GEMM_SMALL_WORK) {
+        return -1;
+    }
+    if (mf_gemv_takes(ops, f, n)) {
+        return mf_gemv_run(ops, m, n, k, A, lda, Bt, ldbt, 1, C, ldc, ep);
+    }
+    if (ops->pack_bt == NULL || (m <= MF_GEVM_MAX_ROWS && ops->gevm != NULL && bf16)) {
         return -1;
     }
     mf_gemm_ctx ctx, ctx_bt;

@@ -121,9 +121,11 @@ typedef void (*mf_gemm_gevm_fn)(int rows, mf_intp k, const uint16_t *A, mf_intp 
                                 const uint16_t *B, mf_intp ldb, mf_intp n, float *acc,
                                 mf_intp na);
 
-/* the same with B as bfloat16 pairs, the operand of VDPBF16PS: bp[q * 16 +
+/* the same with B as bfloat16 pairs, the operand of VDPBF16PS: bp[q * bw +
  * j] holds column j's codes at k = 2q (low half) and 2q + 1 (high half; +0
- * past an odd k), zeros for j >= nb; called in the kernels' FP environment */
+ * past an odd k), zeros for nb <= j < bw, where bw = MF_GEMV_PAIRS_WIDTH(nb)
+ * dwords; called in the kernels' FP environment */
+#define MF_GEMV_PAIRS_WIDTH(nb) (((nb) + 15) / 16 * 16)
 typedef void (*mf_gemm_gemv_pairs_fn)(mf_intp rows, mf_intp k, const uint16_t *A, mf_intp lda,
                                       const uint32_t *bp, mf_intp nb, float *acc);
 
@@ -147,8 +149,8 @@ typedef struct {
     int ftz_daz;               /* run in the kernels' FP environment (driver.c) */
     mf_gemm_gemv_fn gemv;      /* NULL, or bfloat16 products with few columns */
     mf_gemm_gevm_fn gevm;      /* NULL, or bfloat16 products with few rows */
-    mf_gemm_gemv_pairs_fn gemv_pairs;  /* NULL, or gemv's products of at least */
-    int gemv_pairs_min;                /* this many columns, from B's pairs */
+    mf_gemm_gemv_pairs_fn gemv_pairs;  /* NULL, or gemv's products of */
+    int gemv_pairs_min, gemv_pairs_max;  /* this many columns, from B's pairs */
     /* the epilogue's bfloat16 shortcut (common.h) built with the level's
      * flags: the driver's own copy has only the baseline ISA's vectors */
     void (*store_bf16)(const mf_gemm_epilogue *ep, mf_intp i0, mf_intp j0, mf_intp rows,

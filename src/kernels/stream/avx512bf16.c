@@ -22,6 +22,7 @@ const mf_kernels mf_kernels_avx512bf16 = {
     .dot_cols = mf_avx512_dot_cols,
     .gemm_f32acc = mf_avx512bf16_gemm_f32acc,
     .gemm_f32acc_bt = mf_avx512bf16_gemm_f32acc_bt,
+    .gemm_thin_cols = MF_GEMM_THIN_COLS_MAX,
     .stats_f32 = mf_avx512_stats_f32,
     .stats_f32_2 = mf_avx512_stats_f32_2,
     .cast_err = mf_avx512_cast_err,

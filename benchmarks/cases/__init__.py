@@ -80,6 +80,10 @@ def _register_all():
              "(x @ W.T: a linear layer's decode step), S the large matmul size",
              lambda env: matmul.build_linear(2 * env.mm_sizes[1], 16, env),
              size=lambda env: f"{2 * env.mm_sizes[1]}^2")
+    register("linear bf16 x64", "64 rows @ the transpose of a C-ordered (2S, 2S) bf16 matrix "
+             "(x @ W.T: a linear layer's decode step for a batch of 64), S the large matmul size",
+             lambda env: matmul.build_linear(2 * env.mm_sizes[1], 64, env),
+             size=lambda env: f"{2 * env.mm_sizes[1]}^2")
     register("linear bf16 x512", "512 rows @ the transpose of a C-ordered (2S, 2S) bf16 "
              "matrix (x @ W.T: a linear layer's prefill of 512 tokens), S the large matmul size",
              lambda env: matmul.build_linear(2 * env.mm_sizes[1], 512, env),

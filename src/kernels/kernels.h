@@ -58,9 +58,13 @@ typedef enum {
 #define MF_GEMM_THREADED_WORK ((double)(1 << 23))
 
 /* gemm_thin_cols (below) of the levels: the thin kernels of gemm/<isa>.c
- * (ops->gemv up to 16 columns; avx512bf16's gemv_pairs up to 64) */
+ * (ops->gemv up to 16 columns; avx512bf16's gemv_pairs up to 128, in
+ * blocks of 64), which take more than MF_GEMM_THIN_COLS columns only for
+ * products of MF_GEMM_THIN_MIN_ROWS rows or more (fewer rows leave the
+ * threads' tasks of 128 rows uneven: the blocked kernels are faster) */
 #define MF_GEMM_THIN_COLS 16
-#define MF_GEMM_THIN_COLS_MAX 64
+#define MF_GEMM_THIN_COLS_MAX 128
+#define MF_GEMM_THIN_MIN_ROWS 1024
 
 typedef struct mf_gemm_epilogue {
     void (*fn)(void *ctx, mf_intp i0, mf_intp j0, mf_intp rows, mf_intp cols,
@@ -219,8 +223,9 @@ typedef struct {
                           const void *A, mf_intp lda, const void *Bt, mf_intp ldbt,
                           float *C, mf_intp ldc, const struct mf_gemm_epilogue *ep);
     /* the most columns of a bfloat16 B for which gemm_f32acc reads A in
-     * place (its thin kernels), 0 for none: x @ W.T with up to this many
-     * rows of x is computed as (W @ x.T).T (umath/matmul.c) */
+     * place (its thin kernels; past MF_GEMM_THIN_COLS only with
+     * MF_GEMM_THIN_MIN_ROWS rows of A or more), 0 for none: x @ W.T with up
+     * to this many rows of x is computed as (W @ x.T).T (umath/matmul.c) */
     int gemm_thin_cols;
     /* inspect's statistics of n <= MF_STATS_BLOCK float32 values (above) */
     void (*stats_f32)(mf_stats_block *s, const float *x, const float *y, double rel,

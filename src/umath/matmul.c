@@ -622,8 +622,9 @@ matmul_loop(PyArrayMethod_Context *context, char *const data[],
      * 179-187 ms swapped, 145-149 as a @ b). */
     J.swap = !J.b_direct && b_k == sz && b_m % sz == 0 && k > 1 && n < m
              && (uintptr_t)data[1] % (uintptr_t)sz == 0 && strides[1] % sz == 0
-             && (n <= MM_SWAP_ROWS || (n <= mf_k->gemm_thin_cols && f->id == MF_BFLOAT16)
-                 || mf_k->gemm_f32acc_bt == NULL);
+             && (n <= MM_SWAP_ROWS || mf_k->gemm_f32acc_bt == NULL
+                 || (n <= mf_k->gemm_thin_cols && f->id == MF_BFLOAT16
+                     && m >= MF_GEMM_THIN_MIN_ROWS));
     if (J.swap) {
         J.a_direct = 1;         /* A is read by the packing of A.T */
     }

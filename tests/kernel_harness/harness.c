@@ -967,6 +967,8 @@ check_gemm(const char *lv, const mf_kernels *k, const mf_format *f)
          * and one of 8) */
         {300, 17, 257}, {130, 32, 200}, {77, 40, 1001}, {200, 64, 130}, {61, 50, 64},
         {99, 45, 300}, {50, 57, 129},
+        /* from 1024 rows: 17-128 columns (in blocks of 64) */
+        {1030, 20, 33}, {1100, 64, 70}, {1024, 100, 33}, {1050, 128, 17},
     };
     int ns = (int)(sizeof shapes / sizeof shapes[0]);
     for (int s = 0; s < ns; s++) {

@@ -116,6 +116,8 @@ SHAPES = sorted(set(
     # rows in groups of 16, 12, 8 or 6, of 4 and alone)
     + [(m, n, k) for m in (29, 300) for n in (7, 8, 18, 24, 31, 32, 40, 47, 57, 64)
        for k in (33, 256, 257)]
+    # from 1024 rows, 17-128 columns (in blocks of 64)
+    + [(1030, n, k) for n in (17, 64, 65, 100, 128) for k in (33, 64)]
 ))
 
 
@@ -453,11 +455,12 @@ def test_linear_layer_with_a_transposed_weight(name, threads):
     """x @ W.T with W C-ordered (a linear layer): computed as (W @ x.T).T, W's
     rows read in place (fewer rows in x than in W), else W.T packed in tiles;
     the same codes as x @ W.T made C-ordered (the serial oracle), for 1-16
-    rows (the thin kernels; 1-32 at avx512bf16) and more, stacks of x, a strided out=, at every
+    rows (the thin kernels; 1-64 at avx512bf16) and more, stacks of x, a strided out=, at every
     level and thread count, with the same warnings."""
     rng = np.random.default_rng(17)
     shapes = [(1, 301, 40), (3, 64, 300), (16, 257, 130), (17, 96, 200), (40, 130, 64),
-              (64, 64, 64), (80, 70, 50), (5, 2048, 24), (24, 257, 300), (32, 1000, 53)]
+              (64, 64, 64), (80, 70, 50), (5, 2048, 24), (24, 257, 300), (32, 1000, 53),
+              (40, 64, 1030), (100, 33, 1100)]
     if name in ("bfloat16", "float8_e4m3fn"):
         shapes.append((12, 1024, 700))      # the gemm's own threads
     for (t, k, m) in shapes:

@@ -470,7 +470,7 @@ static const mf_gemm_ops bf16_ops = {
      * 7 1.58 against 1.46) */
     .gemv_pairs = gemv_pairs,
     .gemv_pairs_min = 7,
-    .gemv_pairs_max = MF_GEMM_THIN_COLS_MAX,
+    .gemv_pairs_max = 64,      /* wider B in blocks of 64 (driver.c) */
 };
 
 /*

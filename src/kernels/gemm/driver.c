@@ -790,20 +790,20 @@ mf_thin_finish(const mf_gemm_ops *o, const mf_gemm_epilogue *ep, mf_fpenv csr, m
 
 #define MF_GEMV_ROWS 128           /* rows of a task */
 #define MF_GEMV_MAX_COLS 16        /* widest B taken by ops->gemv */
-#define MF_GEMV_ACC_COLS MF_GEMM_THIN_COLS_MAX   /* widest ops->gemv_pairs_max */
+#define MF_GEMV_ACC_COLS 64        /* widest ops->gemv_pairs_max */
 
 /* the product goes to the thin path: B's few bfloat16 columns, A read in
- * place */
+ * place (kernels.h: MF_GEMM_THIN_COLS) */
 static int
-mf_gemv_takes(const mf_gemm_ops *ops, const mf_format *f, mf_intp n)
+mf_gemv_takes(const mf_gemm_ops *ops, const mf_format *f, mf_intp m, mf_intp n)
 {
     if (f != mf_fmt(MF_BFLOAT16)) {
         return 0;
     }
     return (n <= MF_GEMV_MAX_COLS && ops->gemv != NULL)
-           || (ops->gemv_pairs != NULL && n >= ops->gemv_pairs_min && n <= ops->gemv_pairs_max);
+           || (ops->gemv_pairs != NULL && n >= ops->gemv_pairs_min && n <= MF_GEMM_THIN_COLS_MAX
+               && (n <= MF_GEMM_THIN_COLS || m >= MF_GEMM_THIN_MIN_ROWS));
 }
-
 
 typedef struct {
     const mf_gemm_ops *ops;
@@ -846,9 +846,9 @@ mf_gemv_worker(void *ctx, int w)
  * B's element (p, j) is at B[p * ldb + j], or with bt at B[j * ldb + p]
  * (B given as its transpose: x @ W.T computed as (W @ x.T).T) */
 static int
-mf_gemv_run(const mf_gemm_ops *ops, mf_intp m, mf_intp n, mf_intp k, const void *A,
-            mf_intp lda, const void *B, mf_intp ldb, int bt, float *C, mf_intp ldc,
-            const mf_gemm_epilogue *ep)
+mf_gemv_run_one(const mf_gemm_ops *ops, mf_intp m, mf_intp n, mf_intp k, const void *A,
+                mf_intp lda, const void *B, mf_intp ldb, int bt, float *C, mf_intp ldc,
+                const mf_gemm_epilogue *ep)
 {
     const uint16_t *Bc = (const uint16_t *)B;
     const int pairs = ops->gemv_pairs != NULL && n >= ops->gemv_pairs_min;
@@ -897,6 +897,38 @@ mf_gemv_run(const mf_gemm_ops *ops, mf_intp m, mf_intp n, mf_intp k, const void 
         mf_gemv_worker(&J, 0);
     }
     free(mem);
+    return 0;
+}
+
+/* B wider than the thin kernel's columns: in blocks of them, A read once a
+ * block */
+static int
+mf_gemv_run(const mf_gemm_ops *ops, mf_intp m, mf_intp n, mf_intp k, const void *A,
+            mf_intp lda, const void *B, mf_intp ldb, int bt, float *C, mf_intp ldc,
+            const mf_gemm_epilogue *ep)
+{
+    const mf_intp w = ops->gemv_pairs != NULL ? ops->gemv_pairs_max : n;
+    if (n <= w) {
+        return mf_gemv_run_one(ops, m, n, k, A, lda, B, ldb, bt, C, ldc, ep);
+    }
+    for (mf_intp j0 = 0; j0 < n; j0 += w) {
+        const mf_intp nb = mf_gemm_min(w, n - j0);
+        const uint16_t *Bj = (const uint16_t *)B + (bt ? j0 * ldb : j0);
+        mf_gemm_ep_shift sh = {ep, j0};
+        mf_gemm_epilogue sub;
+        if (ep != NULL) {
+            sub = *ep;
+            sub.fn = ep->fn != NULL ? mf_gemm_ep_shifted : NULL;
+            sub.ctx = &sh;
+            sub.bf16_out = ep->bf16_out != NULL ? ep->bf16_out + 2 * j0 : NULL;
+            sub.next[0] = sub.next[1] = NULL;
+            sub.next_bytes[0] = sub.next_bytes[1] = 0;
+        }
+        if (mf_gemv_run_one(ops, m, nb, k, A, lda, Bj, ldb, bt, C != NULL ? C + j0 : NULL, ldc,
+                            ep != NULL ? &sub : NULL) != 0) {
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -976,7 +1008,7 @@ mf_gemm_run(const mf_gemm_ops *ops, const mf_format *f, mf_intp m, mf_intp n, mf
         ops->small(f, m, n, k, A, lda, B, ldb, C, ldc, ep);
         return;
     }
-    if (mf_gemv_takes(ops, f, n)
+    if (mf_gemv_takes(ops, f, m, n)
             && mf_gemv_run(ops, m, n, k, A, lda, B, ldb, 0, C, ldc, ep) == 0) {
         return;
     }
@@ -1007,7 +1039,7 @@ mf_gemm_run_bt(const mf_gemm_ops *ops, const mf_format *f, mf_intp m, mf_intp n,
     if (m <= 0 || n <= 0 || k <= 0 || (double)m * (double)n * (double)k <= MF_GEMM_SMALL_WORK) {
         return -1;
     }
-    if (mf_gemv_takes(ops, f, n)) {
+    if (mf_gemv_takes(ops, f, m, n)) {
         return mf_gemv_run(ops, m, n, k, A, lda, Bt, ldbt, 1, C, ldc, ep);
     }
     if (ops->pack_bt == NULL || (m <= MF_GEVM_MAX_ROWS && ops->gevm != NULL && bf16)) {

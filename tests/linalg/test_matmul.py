@@ -455,7 +455,7 @@ def test_linear_layer_with_a_transposed_weight(name, threads):
     """x @ W.T with W C-ordered (a linear layer): computed as (W @ x.T).T, W's
     rows read in place (fewer rows in x than in W), else W.T packed in tiles;
     the same codes as x @ W.T made C-ordered (the serial oracle), for 1-16
-    rows (the thin kernels; 1-64 at avx512bf16) and more, stacks of x, a strided out=, at every
+    rows (the thin kernels; 1-128 at avx512bf16 for 1024 rows of W or more) and more, stacks of x, a strided out=, at every
     level and thread count, with the same warnings."""
     rng = np.random.default_rng(17)
     shapes = [(1, 301, 40), (3, 64, 300), (16, 257, 130), (17, 96, 200), (40, 130, 64),

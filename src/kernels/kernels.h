@@ -57,11 +57,12 @@ typedef enum {
  * threads (fewer: on the calling thread) */
 #define MF_GEMM_THREADED_WORK ((double)(1 << 23))
 
-/* gemm_thin_cols (below) of the levels: the thin kernels of gemm/<isa>.c
- * (ops->gemv up to 16 columns; avx512bf16's gemv_pairs up to 128, in
- * blocks of 64), which take more than MF_GEMM_THIN_COLS columns only for
- * products of MF_GEMM_THIN_MIN_ROWS rows or more (fewer rows leave the
- * threads' tasks of 128 rows uneven: the blocked kernels are faster) */
+/* gemm_thin_cols (below): the thin kernels of gemm/<isa>.c take up to
+ * MF_GEMM_THIN_COLS columns (ops->gemv), avx512bf16's up to
+ * MF_GEMM_THIN_COLS_MAX (gemv_pairs, in blocks of 64), past
+ * MF_GEMM_THIN_COLS only for products of MF_GEMM_THIN_MIN_ROWS rows or more
+ * (fewer rows leave the threads' tasks of 128 rows uneven: the blocked
+ * kernels are faster) */
 #define MF_GEMM_THIN_COLS 16
 #define MF_GEMM_THIN_COLS_MAX 128
 #define MF_GEMM_THIN_MIN_ROWS 1024
@@ -222,11 +223,13 @@ typedef struct {
     int (*gemm_f32acc_bt)(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                           const void *A, mf_intp lda, const void *Bt, mf_intp ldbt,
                           float *C, mf_intp ldc, const struct mf_gemm_epilogue *ep);
-    /* the most columns of a bfloat16 B for which gemm_f32acc reads A in
-     * place (its thin kernels; past MF_GEMM_THIN_COLS only with
-     * MF_GEMM_THIN_MIN_ROWS rows of A or more), 0 for none: x @ W.T with up
-     * to this many rows of x is computed as (W @ x.T).T (umath/matmul.c) */
-    int gemm_thin_cols;
+    /* Optional (may be NULL: none): the most columns of a B of format f
+     * for which gemm_f32acc and gemm_f32acc_bt read A in place (the thin
+     * kernels; past MF_GEMM_THIN_COLS only with MF_GEMM_THIN_MIN_ROWS rows
+     * of A or more), 0 for none: x @ W.T with up to this many rows of x is
+     * computed as (W @ x.T).T with x's rows as B's transpose
+     * (umath/matmul.c) */
+    int (*gemm_thin_cols)(const mf_format *f);
     /* inspect's statistics of n <= MF_STATS_BLOCK float32 values (above) */
     void (*stats_f32)(mf_stats_block *s, const float *x, const float *y, double rel,
                       mf_intp n, int moments);
@@ -334,6 +337,7 @@ void mf_avx2_dot_cols(const mf_format *f, const float *v, const void *B, mf_intp
 void mf_avx2_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                            const void *A, mf_intp lda, const void *B, mf_intp ldb,
                            float *C, mf_intp ldc, const mf_gemm_epilogue *ep);
+int mf_avx2_gemm_thin_cols(const mf_format *f);
 int mf_avx2_gemm_f32acc_bt(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                            const void *A, mf_intp lda, const void *Bt, mf_intp ldbt,
                            float *C, mf_intp ldc, const mf_gemm_epilogue *ep);
@@ -361,6 +365,7 @@ void mf_avx512_dot_cols(const mf_format *f, const float *v, const void *B, mf_in
 void mf_avx512_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                            const void *A, mf_intp lda, const void *B, mf_intp ldb,
                            float *C, mf_intp ldc, const mf_gemm_epilogue *ep);
+int mf_avx512_gemm_thin_cols(const mf_format *f);
 int mf_avx512_gemm_f32acc_bt(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                              const void *A, mf_intp lda, const void *Bt, mf_intp ldbt,
                              float *C, mf_intp ldc, const mf_gemm_epilogue *ep);
@@ -375,6 +380,7 @@ extern int mf_avx512bf16_gemm_dp;
 void mf_avx512bf16_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                            const void *A, mf_intp lda, const void *B, mf_intp ldb,
                            float *C, mf_intp ldc, const mf_gemm_epilogue *ep);
+int mf_avx512bf16_gemm_thin_cols(const mf_format *f);
 int mf_avx512bf16_gemm_f32acc_bt(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                                  const void *A, mf_intp lda, const void *Bt, mf_intp ldbt,
                                  float *C, mf_intp ldc, const mf_gemm_epilogue *ep);

@@ -449,6 +449,7 @@ typedef struct {
     const mf_format *f;
     int out_f32, a_direct, b_direct;
     int swap;                   /* C.T = B.T @ A.T (B.T read in place: mm_swap) */
+    int thin_cols;              /* the level's gemm_thin_cols(f), 0 for none */
     npy_intp N, n, k, m;
     char *const *data;
     const npy_intp *strides;
@@ -473,12 +474,11 @@ mm_item(mm_job *J, npy_intp o, npy_intp nx, char *apack, char *bpack, int *raise
     npy_intp lda = a_n / sz, ldb = b_k / sz;
     npy_intp rows = n, cols = m, oc_n = c_n, oc_m = c_m;     /* the gemm's C */
     /* with swap, the thin kernels take A.T as its transpose (A's rows,
-     * where they are contiguous); else it is packed below (float8 through
-     * gemm_f32acc_bt's blocked path: 7.5 -> 9.9 ms for 8 rows @ (4096,
-     * 4096).T, Zen 4, two threads) */
-    const int swap_bt = J->swap && f->id == MF_BFLOAT16 && n <= mf_k->gemm_thin_cols
-                        && a_k == sz && a_n % sz == 0 && (uintptr_t)A0 % (uintptr_t)sz == 0
-                        && mf_k->gemm_f32acc_bt != NULL;
+     * where they are contiguous); else it is packed below (through
+     * gemm_f32acc_bt's blocked path, float8 without a thin kernel had
+     * taken 7.5 -> 9.9 ms for 8 rows @ (4096, 4096).T, Zen 4, two threads) */
+    const int swap_bt = J->swap && n <= J->thin_cols && a_k == sz && a_n % sz == 0
+                        && (uintptr_t)A0 % (uintptr_t)sz == 0 && mf_k->gemm_f32acc_bt != NULL;
     if (J->swap) {
         /* C.T (m x n) = B.T (m x k, rows in place) @ A.T (k x n) */
         A = B0;
@@ -605,6 +605,7 @@ matmul_loop(PyArrayMethod_Context *context, char *const data[],
      * blocks */
     mm_job J = {.f = f, .out_f32 = out_f32, .N = N, .n = n, .k = k, .m = m, .data = data,
                 .strides = strides};
+    J.thin_cols = mf_k->gemm_thin_cols != NULL ? mf_k->gemm_thin_cols(f) : 0;
     J.a_direct = (a_k == sz || k <= 1) && a_n % sz == 0
                  && (uintptr_t)data[0] % (uintptr_t)sz == 0 && strides[0] % sz == 0;
     J.b_direct = (b_m == sz || m <= 1) && b_k % sz == 0
@@ -623,8 +624,7 @@ matmul_loop(PyArrayMethod_Context *context, char *const data[],
     J.swap = !J.b_direct && b_k == sz && b_m % sz == 0 && k > 1 && n < m
              && (uintptr_t)data[1] % (uintptr_t)sz == 0 && strides[1] % sz == 0
              && (n <= MM_SWAP_ROWS || mf_k->gemm_f32acc_bt == NULL
-                 || (n <= mf_k->gemm_thin_cols && f->id == MF_BFLOAT16
-                     && m >= MF_GEMM_THIN_MIN_ROWS));
+                 || (n <= J.thin_cols && m >= MF_GEMM_THIN_MIN_ROWS));
     if (J.swap) {
         J.a_direct = 1;         /* A is read by the packing of A.T */
     }

@@ -547,6 +547,51 @@ def test_thin_products_at_every_row_offset(each_level):
             assert_same_codes(mm(each_level, v[None, :], at), mm("serial", v[None, :], at))
 
 
+def test_thin_products_past_16_columns_at_row_offsets(each_level):
+    # 17-128 columns (the VDPBF16PS thin kernel takes them from 1024 rows)
+    # with rows starting at several offsets within a cache line
+    rng = np.random.default_rng(22)
+    base = bf16_codes(rng, (1030, 1100), "cancel")
+    base[5, 100], base[900, 700] = 0x7FC0, 0xFF80
+    cols = bf16_codes(rng, (1100, 100), "normal")
+    for s in (0, 1, 7, 33):
+        for k in (64, 65):
+            a = as_format(base[:, s:s + k], "bfloat16")
+            for n in (27, 100):
+                b = as_format(cols[:k, :n], "bfloat16")
+                assert_same_codes(mm(each_level, a, b), mm("serial", a, b))
+
+
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+                                  "float8_e8m0fnu"])
+def test_thin_products_of_8bit_codes(name, each_level):
+    # the 8-bit formats' thin kernel (avx512bf16: each row's codes decoded
+    # through the format's table as they are read): every code (NaN, inf,
+    # zeros of both signs), rows at every offset within a cache line, rows
+    # in whole and ragged groups, odd and even k, 1-16 columns and, on 1030
+    # rows, 17-128; x @ W.T read in place; the same bits as serial
+    if each_level == "serial":
+        pytest.skip("the oracle itself")
+    rng = np.random.default_rng(23)
+    base = format_codes(rng, name, (53, 1200))
+    cols = format_codes(rng, name, (1200, 16))
+    for s in ((0, 1, 33) if EMULATED else list(range(0, 66, 5)) + [77]):
+        for k in (1000, 1001):
+            a = as_format(base[:, s:s + k], name)
+            for n in (1, 9, 16):
+                b = as_format(cols[:k, :n], name)
+                assert_same_codes(mm(each_level, a, b), mm("serial", a, b))
+    big = format_codes(rng, name, (1030, 300))
+    wide = format_codes(rng, name, (300, 100))
+    for s in (0, 1, 33):
+        a = as_format(big[:, s:s + 257], name)
+        for n in (27, 64, 100):
+            b = as_format(wide[:257, :n], name)
+            assert_same_codes(mm(each_level, a, b), mm("serial", a, b))
+            x = as_format(np.ascontiguousarray(codes_of(b).T), name)
+            assert_same_codes(mm(each_level, x, a.T), mm("serial", x, np.ascontiguousarray(a.T)))
+
+
 def test_deep_narrow():
     # k too deep to pack: the unpacked path, same chain
     rng = np.random.default_rng(13)

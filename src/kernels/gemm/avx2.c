@@ -189,3 +189,9 @@ mf_avx2_gemm_f32acc_bt(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
 {
     return mf_gemm_run_bt(&f32_ops, f, m, n, k, A, lda, Bt, ldbt, C, ldc, ep);
 }
+
+int
+mf_avx2_gemm_thin_cols(const mf_format *f)
+{
+    return mf_gemm_thin_cols(&f32_ops, f);
+}

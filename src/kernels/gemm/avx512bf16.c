@@ -309,10 +309,44 @@ load_dword(const uint16_t *p)
     return w;
 }
 
-static inline __attribute__((always_inline)) void
-gemv_pairs_rows(const int R, const int NF, const int H, mf_intp k, const uint16_t *a,
-                mf_intp lda, const uint32_t *bp, __mmask16 cm, float *acc, mf_intp nb)
+/* 32 8-bit codes at p -> their bfloat16 bits (16 pairs) through lut: four
+ * 64-entry VPERMT2W lookups, chosen by the codes' two top bits */
+static inline __attribute__((always_inline)) __m512i
+lut8_pairs(const uint8_t *p, const uint16_t *lut)
 {
+    const __m512i idx = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)p));
+    __m512i r[4];
+    for (int t = 0; t < 4; t++) {
+        r[t] = _mm512_permutex2var_epi16(_mm512_loadu_si512(lut + 64 * t), idx,
+                                         _mm512_loadu_si512(lut + 64 * t + 32));
+    }
+    const __mmask32 b6 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(0x40));
+    const __mmask32 b7 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(0x80));
+    return _mm512_mask_blend_epi16(b7, _mm512_mask_blend_epi16(b6, r[0], r[1]),
+                                   _mm512_mask_blend_epi16(b6, r[2], r[3]));
+}
+
+/* the pair at index q of a row (a: its first code), the high half +0 past
+ * k (an odd k's last pair); lut: 8-bit codes' bfloat16 bits, else NULL */
+static inline __attribute__((always_inline)) int32_t
+row_pair(const void *a, mf_intp q, mf_intp k, const uint16_t *lut)
+{
+    if (lut != NULL) {
+        const uint8_t *c = (const uint8_t *)a + 2 * q;
+        return (int32_t)((uint32_t)lut[c[0]] | (2 * q + 1 < k ? (uint32_t)lut[c[1]] << 16 : 0u));
+    }
+    const uint16_t *c = (const uint16_t *)a + 2 * q;
+    return 2 * q + 1 < k ? load_dword(c) : (int32_t)c[0];
+}
+
+static inline __attribute__((always_inline)) void
+gemv_pairs_rows(const int R, const int NF, const int H, mf_intp k, const void *a0,
+                mf_intp lda, const uint32_t *bp, __mmask16 cm, float *acc, mf_intp nb,
+                const uint16_t *lut)
+{
+    /* A's codes: 16-bit, or with lut 8-bit */
+    const mf_intp sz = lut != NULL ? 1 : 2;
+    const char *a = (const char *)a0;
     /* R rows x NF vectors of 16 columns, and with H one of 8 (the last
      * vector's lanes cm) */
     __m512 c[16][4];
@@ -356,25 +390,29 @@ gemv_pairs_rows(const int R, const int NF, const int H, mf_intp k, const uint16_
     /* rows that start at the same offset in a cache line (NumPy's large
      * arrays: 16 bytes past one) take their pairs up to the next line one
      * at a time, so that each 16 pairs below are one line */
-    if (((uintptr_t)a & 3) == 0 && (lda * 2) % 64 == 0) {
-        mf_intp head = (mf_intp)((64 - ((uintptr_t)a & 63)) & 63) / 4;
+    if (((uintptr_t)a & (2 * sz - 1)) == 0 && (lda * sz) % 64 == 0) {
+        mf_intp head = (mf_intp)((64 - ((uintptr_t)a & 63)) & 63) / (2 * sz);
         for (; q < head && q < qf; q++) {
-            GEMV_STEP(q, load_dword(a + i * lda + 2 * q));
+            GEMV_STEP(q, row_pair(a + i * lda * sz, q, k, lut));
         }
     }
     /* the next 16 pairs are copied before this 16's steps: a dword loaded
      * right after its 64-byte store waits for it */
     if (q + 16 <= qf) {
         for (int i = 0; i < R; i++) {
-            _mm512_store_si512(buf[0] + 16 * i, _mm512_loadu_si512(a + i * lda + 2 * q));
+            const char *ai = a + (i * lda + 2 * q) * sz;
+            _mm512_store_si512(buf[0] + 16 * i, lut != NULL ? lut8_pairs((const uint8_t *)ai, lut)
+                                                            : _mm512_loadu_si512(ai));
         }
     }
     for (int h = 0; q + 16 <= qf; q += 16, h ^= 1) {
         if (q + 32 <= qf) {
             for (int i = 0; i < R; i++) {
-                const uint16_t *ai = a + i * lda + 2 * q + 32;
-                _mm_prefetch((const char *)(ai + GEMV_PF), _MM_HINT_T1);
-                _mm512_store_si512(buf[h ^ 1] + 16 * i, _mm512_loadu_si512(ai));
+                const char *ai = a + (i * lda + 2 * q + 32) * sz;
+                _mm_prefetch(ai + GEMV_PF * sz, _MM_HINT_T1);
+                _mm512_store_si512(buf[h ^ 1] + 16 * i,
+                                   lut != NULL ? lut8_pairs((const uint8_t *)ai, lut)
+                                               : _mm512_loadu_si512(ai));
             }
         }
         const int32_t *w = buf[h];
@@ -382,11 +420,8 @@ gemv_pairs_rows(const int R, const int NF, const int H, mf_intp k, const uint16_
             GEMV_STEP(q + s, w[16 * i + s]);
         }
     }
-    for (; q < qf; q++) {
-        GEMV_STEP(q, load_dword(a + i * lda + 2 * q));
-    }
-    if (k & 1) {
-        GEMV_STEP(qf, (int32_t)a[i * lda + k - 1]);
+    for (; q < (k + 1) / 2; q++) {
+        GEMV_STEP(q, row_pair(a + i * lda * sz, q, k, lut));
     }
 #undef GEMV_STEP
     for (int i = 0; i < R; i++) {
@@ -404,18 +439,21 @@ gemv_pairs_rows(const int R, const int NF, const int H, mf_intp k, const uint16_
  * accumulators; whole groups of R rows, then 4, then 1 */
 static inline __attribute__((always_inline)) void
 gemv_pairs_nv(const int R, const int NF, const int H, mf_intp rows, mf_intp k,
-              const uint16_t *A, mf_intp lda, const uint32_t *bp, mf_intp nb, float *acc)
+              const void *A, mf_intp lda, const uint32_t *bp, mf_intp nb, float *acc,
+              const uint16_t *lut)
 {
     const __mmask16 cm = (__mmask16)((1u << (nb - 16 * (NF + H - 1))) - 1u);
+    const mf_intp rs = lda * (lut != NULL ? 1 : 2);     /* bytes a row */
+    const char *a = (const char *)A;
     mf_intp r = 0;
     for (; r + R <= rows; r += R) {
-        gemv_pairs_rows(R, NF, H, k, A + r * lda, lda, bp, cm, acc + r * nb, nb);
+        gemv_pairs_rows(R, NF, H, k, a + r * rs, lda, bp, cm, acc + r * nb, nb, lut);
     }
     for (; r + 4 <= rows; r += 4) {
-        gemv_pairs_rows(4, NF, H, k, A + r * lda, lda, bp, cm, acc + r * nb, nb);
+        gemv_pairs_rows(4, NF, H, k, a + r * rs, lda, bp, cm, acc + r * nb, nb, lut);
     }
     for (; r < rows; r++) {
-        gemv_pairs_rows(1, NF, H, k, A + r * lda, lda, bp, cm, acc + r * nb, nb);
+        gemv_pairs_rows(1, NF, H, k, a + r * rs, lda, bp, cm, acc + r * nb, nb, lut);
     }
 }
 
@@ -426,21 +464,37 @@ gemv_pairs_nv(const int R, const int NF, const int H, mf_intp rows, mf_intp k,
  * 4096) W, two threads, best of 100: 8 rows 1.60 -> 1.28 ms, 17 rows 2.81
  * -> 2.25, 24 rows 2.85 -> 2.31, 40 rows 4.01 -> 3.51, 56 rows 5.53 ->
  * 4.98 */
+static inline __attribute__((always_inline)) void
+gemv_pairs_any(mf_intp rows, mf_intp k, const void *A, mf_intp lda, const uint32_t *bp,
+               mf_intp nb, float *acc, const uint16_t *lut)
+{
+    const int half = (nb - 1) % 16 < 8;
+    switch ((nb + 15) / 16 * 2 - half) {
+        case 1: gemv_pairs_nv(16, 0, 1, rows, k, A, lda, bp, nb, acc, lut); break;
+        case 2: gemv_pairs_nv(16, 1, 0, rows, k, A, lda, bp, nb, acc, lut); break;
+        case 3: gemv_pairs_nv(12, 1, 1, rows, k, A, lda, bp, nb, acc, lut); break;
+        case 4: gemv_pairs_nv(12, 2, 0, rows, k, A, lda, bp, nb, acc, lut); break;
+        case 5: gemv_pairs_nv(8, 2, 1, rows, k, A, lda, bp, nb, acc, lut); break;
+        case 6: gemv_pairs_nv(8, 3, 0, rows, k, A, lda, bp, nb, acc, lut); break;
+        case 7: gemv_pairs_nv(6, 3, 1, rows, k, A, lda, bp, nb, acc, lut); break;
+        default: gemv_pairs_nv(6, 4, 0, rows, k, A, lda, bp, nb, acc, lut); break;
+    }
+}
+
 static void
 gemv_pairs(mf_intp rows, mf_intp k, const uint16_t *A, mf_intp lda, const uint32_t *bp,
            mf_intp nb, float *acc)
 {
-    const int half = (nb - 1) % 16 < 8;
-    switch ((nb + 15) / 16 * 2 - half) {
-        case 1: gemv_pairs_nv(16, 0, 1, rows, k, A, lda, bp, nb, acc); break;
-        case 2: gemv_pairs_nv(16, 1, 0, rows, k, A, lda, bp, nb, acc); break;
-        case 3: gemv_pairs_nv(12, 1, 1, rows, k, A, lda, bp, nb, acc); break;
-        case 4: gemv_pairs_nv(12, 2, 0, rows, k, A, lda, bp, nb, acc); break;
-        case 5: gemv_pairs_nv(8, 2, 1, rows, k, A, lda, bp, nb, acc); break;
-        case 6: gemv_pairs_nv(8, 3, 0, rows, k, A, lda, bp, nb, acc); break;
-        case 7: gemv_pairs_nv(6, 3, 1, rows, k, A, lda, bp, nb, acc); break;
-        default: gemv_pairs_nv(6, 4, 0, rows, k, A, lda, bp, nb, acc); break;
-    }
+    gemv_pairs_any(rows, k, A, lda, bp, nb, acc, NULL);
+}
+
+/* A of 8-bit codes (the float8 formats): each 16 pairs of a row decoded
+ * into the small buffer instead of copied */
+static void
+gemv_pairs8(mf_intp rows, mf_intp k, const uint8_t *A, mf_intp lda, const uint32_t *bp,
+            mf_intp nb, float *acc, const uint16_t *lut)
+{
+    gemv_pairs_any(rows, k, A, lda, bp, nb, acc, lut);
 }
 
 static const mf_gemm_ops bf16_ops = {
@@ -471,6 +525,7 @@ static const mf_gemm_ops bf16_ops = {
     .gemv_pairs = gemv_pairs,
     .gemv_pairs_min = 7,
     .gemv_pairs_max = 64,      /* wider B in blocks of 64 (driver.c) */
+    .gemv_pairs8 = gemv_pairs8,
 };
 
 /*
@@ -602,6 +657,12 @@ mf_avx512bf16_gemm_f32acc(const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
         return;
     }
     mf_gemm_run(&bf16_ops, f, m, n, k, A, lda, B, ldb, C, ldc, ep);
+}
+
+int
+mf_avx512bf16_gemm_thin_cols(const mf_format *f)
+{
+    return use_vdpbf16ps() ? mf_gemm_thin_cols(&bf16_ops, f) : mf_avx512_gemm_thin_cols(f);
 }
 
 int

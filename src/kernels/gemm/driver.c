@@ -792,25 +792,32 @@ mf_thin_finish(const mf_gemm_ops *o, const mf_gemm_epilogue *ep, mf_fpenv csr, m
 #define MF_GEMV_MAX_COLS 16        /* widest B taken by ops->gemv */
 #define MF_GEMV_ACC_COLS 64        /* widest ops->gemv_pairs_max */
 
-/* the product goes to the thin path: B's few bfloat16 columns, A read in
- * place (kernels.h: MF_GEMM_THIN_COLS) */
+int
+mf_gemm_thin_cols(const mf_gemm_ops *ops, const mf_format *f)
+{
+    if (f == mf_fmt(MF_BFLOAT16)) {
+        return ops->gemv_pairs != NULL ? MF_GEMM_THIN_COLS_MAX
+               : ops->gemv != NULL ? MF_GEMV_MAX_COLS : 0;
+    }
+    return f->itemsize == 1 && ops->gemv_pairs8 != NULL ? MF_GEMM_THIN_COLS_MAX : 0;
+}
+
+/* the product goes to the thin path: B's few columns, A read in place
+ * (kernels.h: MF_GEMM_THIN_COLS) */
 static int
 mf_gemv_takes(const mf_gemm_ops *ops, const mf_format *f, mf_intp m, mf_intp n)
 {
-    if (f != mf_fmt(MF_BFLOAT16)) {
-        return 0;
-    }
-    return (n <= MF_GEMV_MAX_COLS && ops->gemv != NULL)
-           || (ops->gemv_pairs != NULL && n >= ops->gemv_pairs_min && n <= MF_GEMM_THIN_COLS_MAX
-               && (n <= MF_GEMM_THIN_COLS || m >= MF_GEMM_THIN_MIN_ROWS));
+    return n <= mf_gemm_thin_cols(ops, f)
+           && (n <= MF_GEMM_THIN_COLS || m >= MF_GEMM_THIN_MIN_ROWS);
 }
 
 typedef struct {
     const mf_gemm_ops *ops;
     mf_intp m, n, k, lda, ldc;
-    const uint16_t *A;
+    const void *A;
     const float *b;            /* B's values [k][n], or NULL: */
     const uint32_t *bp;        /* B's pairs for ops->gemv_pairs */
+    const uint16_t *lut;       /* NULL, or A's 8-bit codes' bfloat16 bits */
     float *C;
     const mf_gemm_epilogue *ep;
     mf_intp ntasks, next;
@@ -832,10 +839,15 @@ mf_gemv_worker(void *ctx, int w)
         mf_intp i0 = t * MF_GEMV_ROWS, rows = mf_gemm_min(MF_GEMV_ROWS, J->m - i0);
         mf_thin_start(J->ep, i0, 0, rows, n, acc, n, J->C, J->ldc);
         if (J->b != NULL) {
-            J->ops->gemv(rows, J->k, J->A + i0 * J->lda, J->lda, J->b, n, acc);
+            J->ops->gemv(rows, J->k, (const uint16_t *)J->A + i0 * J->lda, J->lda, J->b, n, acc);
+        }
+        else if (J->lut != NULL) {
+            J->ops->gemv_pairs8(rows, J->k, (const uint8_t *)J->A + i0 * J->lda, J->lda, J->bp, n,
+                                acc, J->lut);
         }
         else {
-            J->ops->gemv_pairs(rows, J->k, J->A + i0 * J->lda, J->lda, J->bp, n, acc);
+            J->ops->gemv_pairs(rows, J->k, (const uint16_t *)J->A + i0 * J->lda, J->lda, J->bp, n,
+                               acc);
         }
         mf_thin_finish(J->ops, J->ep, csr, i0, 0, rows, n, acc, n, J->C, J->ldc);
     }
@@ -846,12 +858,14 @@ mf_gemv_worker(void *ctx, int w)
  * B's element (p, j) is at B[p * ldb + j], or with bt at B[j * ldb + p]
  * (B given as its transpose: x @ W.T computed as (W @ x.T).T) */
 static int
-mf_gemv_run_one(const mf_gemm_ops *ops, mf_intp m, mf_intp n, mf_intp k, const void *A,
-                mf_intp lda, const void *B, mf_intp ldb, int bt, float *C, mf_intp ldc,
-                const mf_gemm_epilogue *ep)
+mf_gemv_run_one(const mf_gemm_ops *ops, const mf_gemm_ctx *ctx, mf_intp m, mf_intp n, mf_intp k,
+                const void *A, mf_intp lda, const void *B, mf_intp ldb, int bt, float *C,
+                mf_intp ldc, const mf_gemm_epilogue *ep)
 {
     const uint16_t *Bc = (const uint16_t *)B;
-    const int pairs = ops->gemv_pairs != NULL && n >= ops->gemv_pairs_min;
+    const uint8_t *B8 = (const uint8_t *)B;
+    const int e8 = ctx->f->itemsize == 1;
+    const int pairs = e8 || (ops->gemv_pairs != NULL && n >= ops->gemv_pairs_min);
     const mf_intp kq = (k + 1) / 2, bw = MF_GEMV_PAIRS_WIDTH(n);
     const mf_intp sp = bt ? 1 : ldb, sj = bt ? ldb : 1;      /* B's strides */
     void *mem = pairs ? aligned_alloc(MF_GEMM_ALIGN, (size_t)(kq * bw) * sizeof(uint32_t))
@@ -869,8 +883,9 @@ mf_gemv_run_one(const mf_gemm_ops *ops, mf_intp m, mf_intp n, mf_intp k, const v
         for (mf_intp o = 0; o < outer; o++) {
             for (mf_intp i = 0; i < inner; i++) {
                 const mf_intp j = bt ? o : i, q = bt ? i : o;
-                uint32_t lo = Bc[2 * q * sp + j * sj];
-                uint32_t hi = 2 * q + 1 < k ? Bc[(2 * q + 1) * sp + j * sj] : 0u;
+                const mf_intp at = 2 * q * sp + j * sj;
+                uint32_t lo = e8 ? ctx->bf16[B8[at]] : Bc[at];
+                uint32_t hi = 2 * q + 1 >= k ? 0u : e8 ? ctx->bf16[B8[at + sp]] : Bc[at + sp];
                 bp[q * bw + j] = lo | (hi << 16);
             }
         }
@@ -883,7 +898,7 @@ mf_gemv_run_one(const mf_gemm_ops *ops, mf_intp m, mf_intp n, mf_intp k, const v
             }
         }
     }
-    mf_gemv_job J = {ops, m, n, k, lda, ldc, (const uint16_t *)A, b, bp, C, ep,
+    mf_gemv_job J = {ops, m, n, k, lda, ldc, A, b, bp, e8 ? ctx->bf16 : NULL, C, ep,
                      (m + MF_GEMV_ROWS - 1) / MF_GEMV_ROWS, 0};
     double work = (double)m * (double)n * (double)k;
     int T = mf_get_num_threads();
@@ -903,17 +918,20 @@ mf_gemv_run_one(const mf_gemm_ops *ops, mf_intp m, mf_intp n, mf_intp k, const v
 /* B wider than the thin kernel's columns: in blocks of them, A read once a
  * block */
 static int
-mf_gemv_run(const mf_gemm_ops *ops, mf_intp m, mf_intp n, mf_intp k, const void *A,
-            mf_intp lda, const void *B, mf_intp ldb, int bt, float *C, mf_intp ldc,
-            const mf_gemm_epilogue *ep)
+mf_gemv_run(const mf_gemm_ops *ops, const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
+            const void *A, mf_intp lda, const void *B, mf_intp ldb, int bt, float *C,
+            mf_intp ldc, const mf_gemm_epilogue *ep)
 {
+    mf_gemm_ctx ctx;
+    mf_gemm_ctx_init(&ctx, f, ops->MR, ops->NR);
+    const mf_intp sz = f->itemsize;
     const mf_intp w = ops->gemv_pairs != NULL ? ops->gemv_pairs_max : n;
     if (n <= w) {
-        return mf_gemv_run_one(ops, m, n, k, A, lda, B, ldb, bt, C, ldc, ep);
+        return mf_gemv_run_one(ops, &ctx, m, n, k, A, lda, B, ldb, bt, C, ldc, ep);
     }
     for (mf_intp j0 = 0; j0 < n; j0 += w) {
         const mf_intp nb = mf_gemm_min(w, n - j0);
-        const uint16_t *Bj = (const uint16_t *)B + (bt ? j0 * ldb : j0);
+        const char *Bj = (const char *)B + (bt ? j0 * ldb : j0) * sz;
         mf_gemm_ep_shift sh = {ep, j0};
         mf_gemm_epilogue sub;
         if (ep != NULL) {
@@ -924,8 +942,8 @@ mf_gemv_run(const mf_gemm_ops *ops, mf_intp m, mf_intp n, mf_intp k, const void 
             sub.next[0] = sub.next[1] = NULL;
             sub.next_bytes[0] = sub.next_bytes[1] = 0;
         }
-        if (mf_gemv_run_one(ops, m, nb, k, A, lda, Bj, ldb, bt, C != NULL ? C + j0 : NULL, ldc,
-                            ep != NULL ? &sub : NULL) != 0) {
+        if (mf_gemv_run_one(ops, &ctx, m, nb, k, A, lda, Bj, ldb, bt, C != NULL ? C + j0 : NULL,
+                            ldc, ep != NULL ? &sub : NULL) != 0) {
             return -1;
         }
     }
@@ -1009,7 +1027,7 @@ mf_gemm_run(const mf_gemm_ops *ops, const mf_format *f, mf_intp m, mf_intp n, mf
         return;
     }
     if (mf_gemv_takes(ops, f, m, n)
-            && mf_gemv_run(ops, m, n, k, A, lda, B, ldb, 0, C, ldc, ep) == 0) {
+            && mf_gemv_run(ops, f, m, n, k, A, lda, B, ldb, 0, C, ldc, ep) == 0) {
         return;
     }
     if (m <= MF_GEVM_MAX_ROWS && ops->gevm != NULL && f == mf_fmt(MF_BFLOAT16)) {
@@ -1040,7 +1058,7 @@ mf_gemm_run_bt(const mf_gemm_ops *ops, const mf_format *f, mf_intp m, mf_intp n,
         return -1;
     }
     if (mf_gemv_takes(ops, f, m, n)) {
-        return mf_gemv_run(ops, m, n, k, A, lda, Bt, ldbt, 1, C, ldc, ep);
+        return mf_gemv_run(ops, f, m, n, k, A, lda, Bt, ldbt, 1, C, ldc, ep);
     }
     if (ops->pack_bt == NULL || (m <= MF_GEVM_MAX_ROWS && ops->gevm != NULL && bf16)) {
         return -1;

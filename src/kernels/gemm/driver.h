@@ -129,6 +129,12 @@ typedef void (*mf_gemm_gevm_fn)(int rows, mf_intp k, const uint16_t *A, mf_intp 
 typedef void (*mf_gemm_gemv_pairs_fn)(mf_intp rows, mf_intp k, const uint16_t *A, mf_intp lda,
                                       const uint32_t *bp, mf_intp nb, float *acc);
 
+/* the same with A of 8-bit codes, lut[code] their bfloat16 bits
+ * (mf_gemm_ctx.bf16) */
+typedef void (*mf_gemm_gemv_pairs8_fn)(mf_intp rows, mf_intp k, const uint8_t *A, mf_intp lda,
+                                       const uint32_t *bp, mf_intp nb, float *acc,
+                                       const uint16_t *lut);
+
 /* the AVX-512 ones (gemm/avx512.c), which the AVX512_BF16 level uses too */
 void mf_avx512_gemv_bf16(mf_intp rows, mf_intp k, const uint16_t *A, mf_intp lda,
                          const float *b, mf_intp nb, float *acc);
@@ -151,6 +157,9 @@ typedef struct {
     mf_gemm_gevm_fn gevm;      /* NULL, or bfloat16 products with few rows */
     mf_gemm_gemv_pairs_fn gemv_pairs;  /* NULL, or gemv's products of */
     int gemv_pairs_min, gemv_pairs_max;  /* this many columns, from B's pairs */
+    mf_gemm_gemv_pairs8_fn gemv_pairs8;  /* NULL, or the same for the 8-bit
+                                          * formats (any 1 to gemv_pairs_max
+                                          * columns) */
     /* the epilogue's bfloat16 shortcut (common.h) built with the level's
      * flags: the driver's own copy has only the baseline ISA's vectors */
     void (*store_bf16)(const mf_gemm_epilogue *ep, mf_intp i0, mf_intp j0, mf_intp rows,
@@ -180,6 +189,8 @@ void mf_gemm_run(const mf_gemm_ops *ops, const mf_format *f, mf_intp m, mf_intp 
  * done, -1 when it did nothing (no pack_bt, a product for another path, no
  * memory): the caller then transposes B and calls mf_gemm_run.
  */
+/* what the level's gemm_thin_cols reports for these ops (kernels.h) */
+int mf_gemm_thin_cols(const mf_gemm_ops *ops, const mf_format *f);
 int mf_gemm_run_bt(const mf_gemm_ops *ops, const mf_format *f, mf_intp m, mf_intp n, mf_intp k,
                    const void *A, mf_intp lda, const void *Bt, mf_intp ldbt,
                    float *C, mf_intp ldc, const mf_gemm_epilogue *ep);

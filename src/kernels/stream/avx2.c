@@ -745,7 +745,7 @@ const mf_kernels mf_kernels_avx2 = {
     .dot_cols = mf_avx2_dot_cols,
     .gemm_f32acc = mf_avx2_gemm_f32acc,
     .gemm_f32acc_bt = mf_avx2_gemm_f32acc_bt,
-    .gemm_thin_cols = MF_GEMM_THIN_COLS,
+    .gemm_thin_cols = mf_avx2_gemm_thin_cols,
     .stats_f32 = mf_avx2_stats_f32,
     .cast_err = mf_avx2_cast_err,
 };

@@ -612,11 +612,11 @@ matmul_loop(PyArrayMethod_Context *context, char *const data[],
                  && (uintptr_t)data[1] % (uintptr_t)sz == 0 && strides[1] % sz == 0;
     /* B the transpose of a C-ordered matrix (x @ W.T: a linear layer) with
      * fewer rows in A than columns in B: C.T = W @ x.T, W's rows read in
-     * place (the thin products' kernels for up to 16 rows of x, 64 at
-     * avx512bf16) and x.T taken from x's rows (mm_item), not B's k * m
-     * codes gathered down its columns (4096x4096: 120 ms).  Every gemm path
-     * computes each output as the same chain, so the bits do not change.
-     * Past those rows the
+     * place (the thin products' kernels for up to 16 rows of x; at
+     * avx512bf16 up to 128 where W has MF_GEMM_THIN_MIN_ROWS rows) and x.T
+     * taken from x's rows (mm_item), not B's k * m codes gathered down its
+     * columns (4096x4096: 120 ms).  Every gemm path computes each output as
+     * the same chain, so the bits do not change.  Past those rows the
      * levels with gemm_f32acc_bt pack W's panels from its rows instead
      * (mm_item): the swap packed all of x.T first and wrote C through
      * swapped strides ((2048, 8192) @ (4096, 8192).T, Zen 5, two threads:

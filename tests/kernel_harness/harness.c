@@ -972,7 +972,9 @@ check_gemm(const char *lv, const mf_kernels *k, const mf_format *f)
     };
     int ns = (int)(sizeof shapes / sizeof shapes[0]);
     for (int s = 0; s < ns; s++) {
-        if (quick && s % 3 != 0) continue;
+        /* --quick (CI, and under qemu) leaves out the 1024-row shapes:
+         * the thin blocks past 64 columns are x86's, and pytest checks them */
+        if (quick && (s % 3 != 0 || shapes[s][0] >= 1024)) continue;
         for (int mode = 0; mode < 3; mode++) {
             if (f->id != MF_BFLOAT16 && mode > 0) break;
             check_gemm_one(lv, k, f, shapes[s][0], shapes[s][1], shapes[s][2], mode);

@@ -482,6 +482,19 @@ mf_gemm_ep_shifted(void *ctx, mf_intp i0, mf_intp j0, mf_intp rows, mf_intp cols
     sh->ep->fn(sh->ep->ctx, i0, sh->j0 + j0, rows, cols, vals, ldv);
 }
 
+/* sub: ep for the block of columns at sh->j0 (sh's fields set) */
+static void
+mf_gemm_ep_block(const mf_gemm_ep_shift *sh, mf_gemm_epilogue *sub)
+{
+    const mf_gemm_epilogue *ep = sh->ep;
+    *sub = *ep;
+    sub->fn = ep->fn != NULL ? mf_gemm_ep_shifted : NULL;
+    sub->ctx = (void *)sh;
+    sub->bf16_out = ep->bf16_out != NULL ? ep->bf16_out + 2 * sh->j0 : NULL;
+    sub->next[0] = sub->next[1] = NULL;
+    sub->next_bytes[0] = sub->next_bytes[1] = 0;
+}
+
 /*
  * C[m x n] += A * B (or, with ep, A * B to the epilogue) by the blocked
  * kernels; k >= 1.  Returns 0, -1 if buffers could not be allocated or -2
@@ -581,12 +594,8 @@ mf_gemm_drive(const mf_gemm_ops *o, const mf_gemm_ctx *ctx, mf_intp m, mf_intp n
         for (mf_intp jc = 0; jc < n; jc += nc_fit) {
             mf_intp nb = mf_gemm_min(nc_fit, n - jc);
             mf_gemm_ep_shift sh = {ep, jc};
-            mf_gemm_epilogue sub = *ep;
-            sub.fn = ep->fn != NULL ? mf_gemm_ep_shifted : NULL;
-            sub.ctx = &sh;
-            sub.bf16_out = ep->bf16_out != NULL ? ep->bf16_out + 2 * jc : NULL;
-            sub.next[0] = sub.next[1] = NULL;
-            sub.next_bytes[0] = sub.next_bytes[1] = 0;
+            mf_gemm_epilogue sub;
+            mf_gemm_ep_block(&sh, &sub);
             const mf_intp sz = ctx->f->itemsize;
             const char *Bj = (const char *)B + (ctx_bt != NULL ? jc * ldb : jc) * sz;
             int r = mf_gemm_drive(o, ctx, m, nb, k, A, lda, Bj, ldb, NULL, 0, &sub, ctx_bt);
@@ -929,21 +938,20 @@ mf_gemv_run(const mf_gemm_ops *ops, const mf_format *f, mf_intp m, mf_intp n, mf
     if (n <= w) {
         return mf_gemv_run_one(ops, &ctx, m, n, k, A, lda, B, ldb, bt, C, ldc, ep);
     }
+    /* only with an epilogue: a block that finds no memory leaves the
+     * whole product to the caller's fallback, which hands the done blocks
+     * to the epilogue again (C accumulated in place would be added to
+     * twice), as in mf_gemm_drive */
+    if (ep == NULL) {
+        return -1;
+    }
     for (mf_intp j0 = 0; j0 < n; j0 += w) {
         const mf_intp nb = mf_gemm_min(w, n - j0);
         const char *Bj = (const char *)B + (bt ? j0 * ldb : j0) * sz;
         mf_gemm_ep_shift sh = {ep, j0};
         mf_gemm_epilogue sub;
-        if (ep != NULL) {
-            sub = *ep;
-            sub.fn = ep->fn != NULL ? mf_gemm_ep_shifted : NULL;
-            sub.ctx = &sh;
-            sub.bf16_out = ep->bf16_out != NULL ? ep->bf16_out + 2 * j0 : NULL;
-            sub.next[0] = sub.next[1] = NULL;
-            sub.next_bytes[0] = sub.next_bytes[1] = 0;
-        }
-        if (mf_gemv_run_one(ops, &ctx, m, nb, k, A, lda, Bj, ldb, bt, C != NULL ? C + j0 : NULL,
-                            ldc, ep != NULL ? &sub : NULL) != 0) {
+        mf_gemm_ep_block(&sh, &sub);
+        if (mf_gemv_run_one(ops, &ctx, m, nb, k, A, lda, Bj, ldb, bt, NULL, 0, &sub) != 0) {
             return -1;
         }
     }

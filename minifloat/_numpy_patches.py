@@ -9,7 +9,9 @@ patch calls NumPy's own on a minifloat operand and keeps it when it works
 formats through their dotfunc).  docs/design.md
 lists each hole, what NumPy does, and why the patch is the smallest fix; the
 patches can be switched off with the environment variable
-MINIFLOAT_NO_NUMPY_PATCHES=1 (the holes then come back).
+MINIFLOAT_NO_NUMPY_PATCHES=1 (the holes then come back), all but iinfo: without
+it ``import numpy.ma`` raises once the integer formats are in np.sctypeDict
+(numpy.ma asks np.iinfo of each integer type there), and np.unique imports it.
 
     arrayprint   the format's printing rule (exact up to 6 significant
                  digits, else the shortest digits of the *format*: 0.1, not
@@ -39,6 +41,11 @@ MINIFLOAT_NO_NUMPY_PATCHES=1 (the holes then come back).
                  its _real_types_map
     iinfo        np.iinfo(int4) would give int8's limits (NumPy derives them
                  from the storage size); it gives minifloat.iinfo's
+    kind_f       three NumPy functions that test ``dtype.kind == 'f'`` (the
+                 formats' descriptors say 'V'): np.unique collapses the
+                 NaNs into one (equal_nan), np.sinc(0) is 1 in every format
+                 (not 0/0 where 1e-20 rounds to zero), np.asarray_chkfinite
+                 refuses NaN and inf
 """
 import functools
 import os
@@ -582,6 +589,114 @@ def _patch_iinfo():
     applied.append(("iinfo", "numpy.iinfo.__init__"))
 
 
+# ------------------------------------------------------------------ kind_f
+#
+# NumPy tells its floats by ``dtype.kind == 'f'`` (or ``dtype.char in
+# typecodes['AllFloat']``) in a few Python functions; a legacy user dtype's
+# kind is 'V' here (docs/design.md, "Which dtype API": 'f' would make a
+# bfloat16 array's typestr read back as float16).  Each wrapper below runs
+# NumPy's function and only adds what the kind test left out, for the float
+# formats.
+
+def _collapse_nans(ret, return_index, return_inverse, return_counts):
+    """_unique1d's result with its NaNs (sorted last, each its own entry as
+    NaN != NaN) made one, as NumPy's equal_nan does for float16: the first
+    NaN's value and index, every NaN's inverse pointing at it, their counts
+    summed"""
+    vals = ret[0]
+    nans = np.flatnonzero(np.isnan(vals))
+    if nans.size < 2 or nans[0] + nans.size != vals.size:
+        return ret
+    first = int(nans[0])
+    out = [vals[:first + 1]]
+    pos = 1
+    if return_index:
+        out.append(ret[pos][:first + 1])
+        pos += 1
+    if return_inverse:
+        out.append(np.minimum(ret[pos], first))
+        pos += 1
+    if return_counts:
+        counts = ret[pos][:first + 1].copy()
+        counts[first] = ret[pos][first:].sum()
+        out.append(counts)
+    return tuple(out)
+
+
+def _patch_unique():
+    from numpy.lib import _arraysetops_impl as aso
+
+    orig = getattr(aso, "_unique1d", None)
+    if orig is None:
+        return                 # a NumPy without it: np.unique as it is
+    nan2 = np.array([np.nan, np.nan], np.float32)
+    # (return_counts: the sorting path, the one with the kind test)
+    if not _numpy_fails(lambda: np.unique(nan2.astype(_core.bfloat16),
+                                          return_counts=True)[0].size == 1):
+        not_needed.append(("kind_f", f"{aso.__name__}._unique1d"))
+        return
+
+    @functools.wraps(orig)
+    def _unique1d(ar, return_index=False, return_inverse=False, return_counts=False, *,
+                  equal_nan=True, axis=None, **kwargs):
+        ret = orig(ar, return_index, return_inverse, return_counts, equal_nan=equal_nan,
+                   axis=axis, **kwargs)
+        if equal_nan and axis is None and _is_mf_float(ar):
+            return _collapse_nans(ret, return_index, return_inverse, return_counts)
+        return ret
+
+    _replace(aso, "_unique1d", _unique1d, "kind_f")
+
+
+def _patch_sinc():
+    orig = np.sinc
+
+    def sinc0():
+        with np.errstate(all="ignore"):
+            return float(orig(np.zeros(1, _core.float8_e4m3fn))[0]) == 1.0
+
+    if not _numpy_fails(sinc0):
+        not_needed.append(("kind_f", "numpy.sinc"))
+        return
+
+    @functools.wraps(orig)
+    def sinc(x):
+        if not _is_mf_float(x):
+            return orig(x)
+        # NumPy's own steps, with the format's epsilon where x is 0 (NumPy
+        # takes 1e-20 for a kind it does not know: zero in the 8-bit formats,
+        # and sinc(0) was 0/0)
+        x = np.pi * np.asanyarray(x)
+        y = np.where(x, x, np.finfo(x.dtype).eps)
+        return np.sin(y) / y
+
+    _replace(np, "sinc", sinc, "kind_f")
+
+
+def _patch_chkfinite():
+    orig = np.asarray_chkfinite
+
+    def refuses():
+        try:
+            orig(np.full(1, np.nan, np.float32).astype(_core.bfloat16))
+        except ValueError:
+            return True
+        return False
+
+    if not _numpy_fails(refuses):
+        not_needed.append(("kind_f", "numpy.asarray_chkfinite"))
+        return
+
+    @functools.wraps(orig)
+    def asarray_chkfinite(a, dtype=None, order=None):
+        a = orig(a, dtype=dtype, order=order)
+        if _is_mf_float(a) and not np.isfinite(a).all():
+            raise ValueError("array must not contain infs or NaNs")
+        return a
+
+    _replace(np, "asarray_chkfinite", asarray_chkfinite, "kind_f")
+
+
 # ------------------------------------------------ NumPy's type registries
 #
 # Not wrappers: NumPy keeps tables of the scalar types it knows, keyed by
@@ -629,9 +744,13 @@ def _register_linalg():
 
 
 def apply():
-    if os.environ.get("MINIFLOAT_NO_NUMPY_PATCHES", "") not in ("", "0"):
-        return
     if applied:
+        return
+    if os.environ.get("MINIFLOAT_NO_NUMPY_PATCHES", "") not in ("", "0"):
+        # all but iinfo: numpy.ma asks np.iinfo of every integer type in
+        # np.sctypeDict when it is imported (which np.unique does, for any
+        # array), and NumPy's own raises for the integer formats there
+        _patch_iinfo()
         return
     _register_isdtype()
     _register_linalg()
@@ -642,3 +761,6 @@ def apply():
     _patch_reductions()
     _patch_fast_reductions()
     _patch_iinfo()
+    _patch_unique()
+    _patch_sinc()
+    _patch_chkfinite()

@@ -195,8 +195,12 @@ def test_integer_format_sums_default_to_int64():
 
 
 def test_patches_can_be_switched_off():
+    # all but iinfo, without which numpy.ma (imported by np.unique of any
+    # array) fails to import once the integer formats are in np.sctypeDict
     code = ("import numpy as np, minifloat as mf\n"
-            "assert mf._numpy_patches.applied == []\n"
+            "assert [p for p, _ in mf._numpy_patches.applied] == ['iinfo']\n"
+            "assert np.unique(np.array([2.0, 1.0, 2.0])).tolist() == [1.0, 2.0]\n"
+            "assert np.ma.masked_equal(np.arange(3), 1).sum() == 2\n"
             "a = np.ones((2, 2), mf.bfloat16)\n"
             "try:\n    np.einsum('ij->j', a)\nexcept TypeError:\n    print('hole')\n")
     env = dict(os.environ, MINIFLOAT_NO_NUMPY_PATCHES="1")
@@ -204,3 +208,87 @@ def test_patches_can_be_switched_off():
                          cwd="/")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "hole"
+
+
+# ---- the functions that test dtype.kind == 'f' (the kind_f patches) --------
+
+FLOAT_TYPES = [f["type"] for f in mf._core.formats() if f["kind"] == "float"]
+
+
+def _holds(t, v):
+    """Does format t hold the float32 value v exactly (NaN as NaN)?"""
+    with np.errstate(all="ignore"):
+        back = np.float32(v).astype(t).astype(np.float32)
+    return bool(np.isnan(back)) if np.isnan(v) else back == v and np.signbit(back) == np.signbit(v)
+
+
+@pytest.mark.parametrize("t", FLOAT_TYPES, ids=lambda t: t.__name__)
+def test_unique_collapses_nans_as_for_float16(t):
+    # NumPy's float16 (the oracle) on the values both hold: one NaN, its
+    # first index, every NaN's inverse pointing at it, the NaNs counted
+    rng = np.random.default_rng(3)
+    pool = [v for v in (-2.0, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, 2.0, np.inf, -np.inf, np.nan)
+            if _holds(t, np.float32(v))]
+    for n in (0, 1, 2, 7, 40):
+        x = rng.choice(np.array(pool, np.float32), n)
+        if n >= 2 and np.nan in pool:
+            x[:2] = np.nan
+        for flags in [(False, False, False), (True, True, True), (False, False, True),
+                      (True, False, False), (False, True, False)]:
+            for equal_nan in (True, False):
+                kw = dict(zip(("return_index", "return_inverse", "return_counts"), flags))
+                want = np.unique(x.astype(np.float16), equal_nan=equal_nan, **kw)
+                got = np.unique(x.astype(t), equal_nan=equal_nan, **kw)
+                want, got = (want, got) if isinstance(want, tuple) else ((want,), (got,))
+                assert got[0].dtype == t
+                np.testing.assert_array_equal(got[0].astype(np.float32),
+                                              want[0].astype(np.float32))
+                for what, g, w in zip([k for k, v in kw.items() if v], got[1:], want[1:]):
+                    if what == "return_inverse":
+                        # each element's own value (which of several NaNs
+                        # kept apart it points at follows the sort's order)
+                        np.testing.assert_array_equal(got[0][g].astype(np.float32), x)
+                        if not equal_nan:
+                            continue
+                    np.testing.assert_array_equal(g, w)
+
+
+def test_unique_nan_payloads_are_one_nan():
+    codes = np.array([0x7FC1, 0x3F80, 0xFFC0, 0x7FC0, 0x7F81], np.uint16)   # NaNs, 1.0
+    vals, inv, cnt = np.unique(codes.view(BF), return_inverse=True, return_counts=True)
+    assert vals.size == 2 and np.isnan(vals[1].astype(np.float32))
+    np.testing.assert_array_equal(inv, [1, 0, 1, 1, 1])
+    np.testing.assert_array_equal(cnt, [1, 4])
+    # the array API's unique_* keep NaNs apart, as for float16
+    assert np.unique_values(codes.view(BF)).size == 5
+
+
+@pytest.mark.parametrize("t", FLOAT_TYPES, ids=lambda t: t.__name__)
+def test_sinc_of_zero_is_one(t):
+    if not _holds(t, np.float32(0)):
+        pytest.skip("no zero")
+    x = np.array([0.0, -0.0, 0.5, 1.0, 2.0], np.float32).astype(t)
+    with np.errstate(all="ignore"):
+        got = np.sinc(x)
+        px = np.pi * x
+        rest = np.sin(px[2:]) / px[2:]     # NumPy's formula where x is not 0
+    assert got.dtype == t
+    np.testing.assert_array_equal(got[:2].astype(np.float32), [1, 1])
+    np.testing.assert_array_equal(got[2:].view(np.uint8 if t(0).itemsize == 1 else np.uint16),
+                                  rest.view(np.uint8 if t(0).itemsize == 1 else np.uint16))
+    assert np.sinc(np.float32(0)) == 1 and np.sinc([0.0, 0.5]).dtype == np.float64
+
+
+@pytest.mark.parametrize("t", FLOAT_TYPES, ids=lambda t: t.__name__)
+def test_asarray_chkfinite_refuses_nan_and_inf(t):
+    a = np.array([0.5, 1.0, 2.0], np.float32).astype(t)
+    assert np.shares_memory(np.asarray_chkfinite(a), a)
+    for v in (np.nan, np.inf, -np.inf):
+        with np.errstate(all="ignore"):
+            b = np.array([1.0, v], np.float32).astype(t)
+        if np.isfinite(b.astype(np.float32)).all():
+            continue                       # no NaN or inf in this format
+        with pytest.raises(ValueError, match="infs or NaNs"):
+            np.asarray_chkfinite(b)
+    with pytest.raises(ValueError, match="infs or NaNs"):
+        np.asarray_chkfinite(np.array([np.nan], np.float32))   # NumPy's own, as before

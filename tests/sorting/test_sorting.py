@@ -195,8 +195,6 @@ def test_lexsort_and_sort_by_key():
 # --------------------------------------------------------------------------
 # unique and set operations
 # --------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="KNOWN GAP (docs/design.md): np.unique collapses NaNs "
-                   "only for dtypes of kind 'f'; the formats' kind is 'V' (legacy-compatible)")
 def test_unique_all_outputs():
     codes = _data(5000, 16)
     x = R.as_bf16(codes)
@@ -215,8 +213,6 @@ def test_unique_all_outputs():
     assert np.array_equal(_vals(u2), np.unique(f, equal_nan=False), equal_nan=True)
 
 
-@pytest.mark.xfail(strict=True, reason="KNOWN GAP (docs/design.md): np.unique collapses NaNs "
-                   "only for dtypes of kind 'f'; the formats' kind is 'V' (legacy-compatible)")
 def test_unique_named():
     x = np.array([3, np.nan, 1, -0.0, 0.0, -np.inf, np.inf, -np.nan, 2, 1], bf16)
     u = np.unique(x)
@@ -331,18 +327,9 @@ def test_sort_argsort_nan_last(name):
     np.testing.assert_array_equal(b.astype(np.float32), np.sort(a32[:4000].reshape(40, 100), axis=1))
 
 
-# np.unique collapses NaNs only for dtypes of kind 'f': a format with several
-# NaN codes keeps one NaN per code there, where float32 keeps one.  The
-# formats with at most one NaN code (fnuz, e8m0: one; float6/float4: none)
-# meet their NaN once in the data below, so they agree with float32.
-UNIQUE_GAP = pytest.mark.xfail(strict=True, reason="KNOWN GAP (docs/design.md): np.unique "
-                               "collapses NaNs only for dtypes of kind 'f'; the formats' kind "
-                               "is 'V' (legacy-compatible)")
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=UNIQUE_GAP)
-                                  if np.isnan(FR.fmt(n).decode_f64()).sum() > 1 else n
-                                  for n in FR.FLOAT_NAMES])
+# np.unique makes the NaNs one (float32's result) also for the formats with
+# several NaN codes (NumPy tests the kind, 'V' here: patch "kind_f")
+@pytest.mark.parametrize("name", FR.FLOAT_NAMES)
 def test_unique_searchsorted_partition(name):
     t = mf_type(name)
     codes = FR.all_codes(name)

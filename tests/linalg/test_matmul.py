@@ -451,6 +451,35 @@ def test_b_wider_than_one_packing(name, threads):
         _core._set_gemm_bpack_limit(100)
 
 
+@pytest.mark.thread_unsafe      # sets and restores the process-wide packing limit
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn"])
+def test_column_tasks_share_one_packing_of_a(name, threads):
+    """Column tasks on several threads with A packed for all of k: all of A
+    is packed once, by all threads, before the tasks.  Two row blocks (the
+    second ragged), three k blocks (the last ragged; bfloat16's odd k keeps
+    A from being read in place), B C-ordered and transposed, 1-3 threads:
+    serial's codes.  (The packing limit is lowered so that 700 columns are
+    wider than one packing: column tasks.)"""
+    rng = np.random.default_rng(41)
+    m, k, n = 250, 1031, 700
+    x = rng.standard_normal((m, k), np.float32).astype(mf_type(name))
+    W = rng.standard_normal((k, n), np.float32).astype(mf_type(name))
+    Wt = np.ascontiguousarray(W.T)
+    want = mm("serial", x, W)
+    want_f32 = mm("serial", x, W, dtype=np.float32).view(np.uint32)
+    prev = _core._set_gemm_bpack_limit(1 << 20)
+    try:
+        for lv in SIMD_LEVELS:
+            for nt in (1, 2, 3):
+                threads(nt)
+                assert_same_codes(mm(lv, x, W), want)
+                assert_same_codes(mm(lv, x, Wt.T), want)
+                np.testing.assert_array_equal(mm(lv, x, W, dtype=np.float32).view(np.uint32),
+                                              want_f32)
+    finally:
+        _core._set_gemm_bpack_limit(prev)
+
+
 @pytest.mark.parametrize("name", FLOAT_FORMATS)
 def test_linear_layer_with_a_transposed_weight(name, threads):
     """x @ W.T with W C-ordered (a linear layer): computed as (W @ x.T).T, W's

@@ -97,6 +97,12 @@ typedef struct {
     mf_intp cw;                /* then: columns of tiles that go through all of k */
     /* row tasks on several threads: B packed first, by all of them */
     struct mf_gemm_packb_job *packb;
+    /* column tasks on several threads: all of A packed first, by all of
+     * them (a_shared: the row block at ic starts at (ic / MC) * a_region
+     * bytes, laid out as a job's abuf with a_all); NULL: each job packs */
+    struct mf_gemm_packa_job *packa;
+    char *a_shared;
+    size_t a_region;
     /* tasks: column chunks of width tw (split_n) or row chunks of height th */
     int split_n;
     mf_intp tw, th, ntasks;
@@ -123,6 +129,7 @@ size_t mf_gemm_max_bpack = (size_t)16 << 20;
 #define MF_GEMM_MAX_APACK ((size_t)4 << 20)           /* packed A for all of k, per job */
 #define MF_GEMM_C_CHUNK ((size_t)128 << 10)           /* scratch bytes kept in L2 */
 #define MF_GEMM_OWN_B_MAX ((size_t)2 << 20)           /* packed B a thread may keep alone */
+#define MF_GEMM_SHARED_A_MAX ((size_t)16 << 20)       /* all of A packed once for column tasks */
 #define MF_GEMM_HINT_B_MAX ((size_t)256 << 10)        /* packed B that leaves the prefetch to the hint */
 
 static inline mf_intp mf_gemm_roundup(mf_intp a, mf_intp b) { return (a + b - 1) / b * b; }
@@ -216,7 +223,9 @@ mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, 
          * (g->a_rows), the tiles of g->cw columns go through all of k
          * before the next ones: that much of the scratch stays in L2
          * between k blocks */
-        if (g->a_all) {
+        const char *abase = g->a_shared != NULL ? g->a_shared + (size_t)(ic / o->MC) * g->a_region
+                                                : (const char *)job->abuf;
+        if (g->a_all && g->a_shared == NULL) {
             for (mf_intp pc = 0; pc < k; pc += o->KC) {
                 o->pack_a(g->ctx, g->A, g->lda, ic, mc, pc, mf_gemm_min(o->KC, k - pc), k,
                           (char *)job->abuf + (size_t)(pc / o->KC) * kqb * mcp * o->pair_bytes);
@@ -229,7 +238,7 @@ mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, 
                 mf_intp kc = mf_gemm_min(o->KC, k - pc);
                 mf_intp kq = (kc + 1) / 2;
                 const char *bb = (const char *)job->bbuf + (size_t)(pc / o->KC) * kqb * ncp * o->pair_bytes;
-                const char *ab = (const char *)job->abuf;   /* (unused with A in place) */
+                const char *ab = abase;   /* (unused with A in place) */
                 if (g->a_all) {
                     ab += (size_t)(pc / o->KC) * kqb * mcp * o->pair_bytes;
                 }
@@ -351,19 +360,59 @@ mf_gemm_packb_worker(void *ctx, int w)
     }
 }
 
-/* the pieces of B until none are left, then wait for the other threads'
- * (the same pool run as the row tasks: one wake-up of the threads a call) */
+/* wait until *done reaches n (the other threads' pieces) */
 static void
-mf_gemm_packb_all(mf_gemm_packb_job *J)
+mf_gemm_wait_pieces(const mf_intp *done, mf_intp n)
 {
-    mf_gemm_packb_worker(J, 0);
-    while (__atomic_load_n(&J->done, __ATOMIC_ACQUIRE) < J->npieces) {
+    while (__atomic_load_n(done, __ATOMIC_ACQUIRE) < n) {
 #if defined(__x86_64__) || defined(__i386__)
         _mm_pause();
 #elif defined(__aarch64__)
         __asm__ __volatile__("yield");
 #endif
     }
+}
+
+/* the pieces of B until none are left, then wait for the other threads'
+ * (the same pool run as the row tasks: one wake-up of the threads a call) */
+static void
+mf_gemm_packb_all(mf_gemm_packb_job *J)
+{
+    mf_gemm_packb_worker(J, 0);
+    mf_gemm_wait_pieces(&J->done, J->npieces);
+}
+
+/* All of A packed once for the column tasks (mf_gemm_drive), by all
+ * threads: a piece is one k block of one row block of MC rows.  Each column
+ * task packed all of A for itself: x @ W.T of 512 rows against a (4096,
+ * 4096) W, eight tasks of 512 columns, packed x eight times (pack_a 4.2% of
+ * the profile, more than W's packing). */
+typedef struct mf_gemm_packa_job {
+    const mf_gemm_args *g;
+    mf_intp npieces, kblocks, next;
+    mf_intp done;
+} mf_gemm_packa_job;
+
+static void
+mf_gemm_packa_all(mf_gemm_packa_job *J)
+{
+    const mf_gemm_args *g = J->g;
+    const mf_gemm_ops *o = g->ops;
+    const mf_intp kqb = o->KC / 2;
+    for (;;) {
+        mf_intp t = __atomic_fetch_add(&J->next, 1, __ATOMIC_RELAXED);
+        if (t >= J->npieces) {
+            break;
+        }
+        mf_intp ic = (t / J->kblocks) * o->MC, pc = (t % J->kblocks) * o->KC;
+        mf_intp mc = mf_gemm_min(o->MC, g->m - ic), kc = mf_gemm_min(o->KC, g->k - pc);
+        mf_intp mcp = mf_gemm_roundup(mc, o->MR);
+        char *dst = g->a_shared + (size_t)(ic / o->MC) * g->a_region
+                    + (size_t)(pc / o->KC) * kqb * mcp * o->pair_bytes;
+        o->pack_a(g->ctx, g->A, g->lda, ic, mc, pc, kc, g->k, dst);
+        __atomic_fetch_add(&J->done, 1, __ATOMIC_RELEASE);
+    }
+    mf_gemm_wait_pieces(&J->done, J->npieces);
 }
 
 /* take tasks until none are left: threads that get more of the CPU do more */
@@ -376,6 +425,9 @@ mf_gemm_run_job(mf_gemm_job *job)
     memset(&csr, 0, sizeof(csr));
     if (g->packb != NULL) {
         mf_gemm_packb_all(g->packb);
+    }
+    if (g->packa != NULL) {
+        mf_gemm_packa_all(g->packa);
     }
     if (o->ftz_daz) {
         csr = mf_fpenv_enter();
@@ -508,10 +560,12 @@ mf_gemm_drive(const mf_gemm_ops *o, const mf_gemm_ctx *ctx, mf_intp m, mf_intp n
               const void *A, mf_intp lda, const void *B, mf_intp ldb, float *C, mf_intp ldc,
               const mf_gemm_epilogue *ep, const mf_gemm_ctx *ctx_bt)
 {
-    mf_gemm_args g = {o, ctx, ctx_bt ? o->pack_bt : o->pack_b, ctx_bt ? ctx_bt : ctx,
-                      m, n, k, A, lda, B, ldb, C, ldc, ep, o->NC, 0, 0, 0, NULL, 0, 0, 0, 0, 0, 0};
+    mf_gemm_args g = {.ops = o, .ctx = ctx, .pack_b = ctx_bt ? o->pack_bt : o->pack_b,
+                      .bctx = ctx_bt ? ctx_bt : ctx, .m = m, .n = n, .k = k, .A = A, .lda = lda,
+                      .B = B, .ldb = ldb, .C = C, .ldc = ldc, .ep = ep, .nc = o->NC};
     mf_gemm_job jobs[MF_GEMM_MAX_JOBS];
     mf_gemm_packb_job P = {NULL, NULL, 0, 0, 0, 0, 0};
+    mf_gemm_packa_job PA = {NULL, 0, 0, 0, 0};
     pthread_t tids[MF_GEMM_MAX_JOBS];
     int started[MF_GEMM_MAX_JOBS];
 
@@ -642,12 +696,23 @@ mf_gemm_drive(const mf_gemm_ops *o, const mf_gemm_ctx *ctx, mf_intp m, mf_intp n
      * them in the last call (Zen 4, two threads: 512^3 0.68 -> 0.65-0.66 ms,
      * 1024^3 5.67 -> 5.28; 1536^3 and 2048^3 were 1-3% faster shared) */
     int shared_b = T > 1 && !g.split_n && g.nc == n && need[1] > MF_GEMM_OWN_B_MAX;
+    /* column tasks on several threads, A packed for all of k: all of A
+     * packed once, by all threads, before the tasks (each task packed it
+     * all again) */
+    const mf_intp nic = (m + o->MC - 1) / o->MC;
+    const size_t a_region = (size_t)mf_gemm_roundup(o->MC, o->MR) * kpairs * o->pair_bytes;
+    int shared_a = T > 1 && g.split_n && g.a_all && g.ntasks > 1
+                   && (size_t)nic * a_region <= MF_GEMM_SHARED_A_MAX;
+    if (shared_a) {
+        need[0] = 0;
+    }
     size_t per_job = 0;
     for (int b = 0; b < 3; b++) {
         need[b] = (need[b] + MF_GEMM_ALIGN - 1) / MF_GEMM_ALIGN * MF_GEMM_ALIGN;
         per_job += (b == 1 && shared_b) ? 0 : need[b];
     }
-    size_t total = per_job * (size_t)T + (shared_b ? need[1] : 0);
+    size_t total = per_job * (size_t)T + (shared_b ? need[1] : 0)
+                   + (shared_a ? (size_t)nic * a_region : 0);
     /* the caller's hint, on one thread whose packed B stays in L2 (the
      * next-panel prefetch has nothing to fetch): spread over the tiles */
     if (T == 1 && ep != NULL && need[1] <= MF_GEMM_HINT_B_MAX) {
@@ -695,6 +760,14 @@ mf_gemm_drive(const mf_gemm_ops *o, const mf_gemm_ctx *ctx, mf_intp m, mf_intp n
             jobs[t].b_j0 = 0;
             jobs[t].b_nc = shared_b ? n : 0;
             jobs[t].hint_at = 0;
+        }
+        if (shared_a) {
+            g.a_shared = shared;
+            g.a_region = a_region;
+            PA.g = &g;
+            PA.kblocks = (k + o->KC - 1) / o->KC;
+            PA.npieces = nic * PA.kblocks;
+            g.packa = &PA;
         }
         if (shared_b) {
             mf_intp npanels = mf_gemm_roundup(n, o->NR) / o->NR, kblocks = (k + o->KC - 1) / o->KC;

@@ -645,7 +645,7 @@ def _patch_unique():
             return _collapse_nans(ret, return_index, return_inverse, return_counts)
         return ret
 
-    _replace(aso, "_unique1d", _unique1d, "kind_f")
+    _replace(aso, "_unique1d", _unique1d, "kind_f", fast=0)
 
 
 def _patch_sinc():
@@ -670,7 +670,7 @@ def _patch_sinc():
         y = np.where(x, x, np.finfo(x.dtype).eps)
         return np.sin(y) / y
 
-    _replace(np, "sinc", sinc, "kind_f")
+    _replace(np, "sinc", sinc, "kind_f", fast=0)
 
 
 def _patch_chkfinite():
@@ -694,7 +694,8 @@ def _patch_chkfinite():
             raise ValueError("array must not contain infs or NaNs")
         return a
 
-    _replace(np, "asarray_chkfinite", asarray_chkfinite, "kind_f")
+    # (kind 1: a dtype= that names a format goes to the wrapper)
+    _replace(np, "asarray_chkfinite", asarray_chkfinite, "kind_f", fast=1)
 
 
 # ------------------------------------------------ NumPy's type registries

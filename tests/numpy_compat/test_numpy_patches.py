@@ -292,3 +292,12 @@ def test_asarray_chkfinite_refuses_nan_and_inf(t):
             np.asarray_chkfinite(b)
     with pytest.raises(ValueError, match="infs or NaNs"):
         np.asarray_chkfinite(np.array([np.nan], np.float32))   # NumPy's own, as before
+    # a NumPy array cast to the format on the way (the C front sends dtype= to the check)
+    with np.errstate(all="ignore"):
+        big = np.array([1.0, np.inf], np.float64)
+        if not np.isfinite(big.astype(t).astype(np.float32)).all():
+            with pytest.raises(ValueError, match="infs or NaNs"):
+                np.asarray_chkfinite(big, dtype=t)
+            with pytest.raises(ValueError, match="infs or NaNs"):
+                np.asarray_chkfinite(big, t)
+    assert np.asarray_chkfinite(np.array([1.0, 2.0]), dtype=t).dtype == t

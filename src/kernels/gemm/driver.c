@@ -83,6 +83,7 @@ typedef struct {
      * context whose MR is NR (B given transposed: mf_gemm_run_bt) */
     mf_gemm_pack_fn pack_b;
     const mf_gemm_ctx *bctx;
+    int b_t;                   /* B given transposed (pack_bt) */
     mf_intp m, n, k;
     const void *A;
     mf_intp lda;
@@ -182,6 +183,34 @@ mf_gemm_hint(const mf_gemm_args *g, mf_gemm_job *job, const char **pf, mf_intp *
     job->hint_at += cnt;
 }
 
+/* part `part` of `parts` of the lines B's packer reads for columns [col,
+ * col + cnt) and k [pc, pc + kc), fetched into L2: the panel packed after
+ * this one, while this one's tiles run (B from memory is then read while
+ * the kernel computes, not in a stall before it) */
+static void
+mf_gemm_prefetch_b(const mf_gemm_args *g, mf_intp col, mf_intp cnt, mf_intp pc, mf_intp kc,
+                   const char *dst, size_t dbytes, mf_intp part, mf_intp parts)
+{
+    /* the packed panel's lines too, for writing (each store would read its
+     * line first) */
+    const mf_intp dl = (mf_intp)((dbytes + 63) / 64);
+    for (mf_intp l = dl * part / parts; l < dl * (part + 1) / parts; l++) {
+        __builtin_prefetch(dst + 64 * l, 1, 2);
+    }
+    const mf_intp sz = g->ctx->f->itemsize;
+    /* transposed: a line run of kc elements per column; else per k */
+    const mf_intp runs = g->b_t ? cnt : kc, len = (g->b_t ? kc : cnt) * sz;
+    const mf_intp r0 = runs * part / parts, r1 = runs * (part + 1) / parts;
+    for (mf_intp r = r0; r < r1; r++) {
+        const char *p = (const char *)g->B
+                        + (g->b_t ? (col + r) * g->ldb + pc : (pc + r) * g->ldb + col) * sz;
+        const char *end = p + len;
+        for (p = (const char *)((uintptr_t)p & ~(uintptr_t)63); p < end; p += 64) {
+            __builtin_prefetch(p, 0, 2);
+        }
+    }
+}
+
 /* rows [i0, i1) x columns [j0, j1) of C, j1 - j0 <= g->nc */
 static void
 mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, mf_fpenv csr)
@@ -194,9 +223,15 @@ mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, 
     mf_intp nc = j1 - jc;
     mf_intp ncp = mf_gemm_roundup(nc, NR);
     mf_intp lds = mf_gemm_scratch_ld(o, nc);
+    /* B for these columns, all k blocks.  Given transposed (rows of W in
+     * x @ W.T), packed panel by panel just before the first row block's
+     * tiles use it (lazy_b), the next panel's lines fetched during them;
+     * else all at once, its rows read in order (a panel of B's columns
+     * takes a line from each of kc rows a stride apart) */
+    int lazy_b = 0;
     if (job->b_nc != nc || job->b_j0 != jc) {
-        /* B for these columns, all k blocks */
-        for (mf_intp pc = 0; pc < k; pc += o->KC) {
+        lazy_b = g->b_t;
+        for (mf_intp pc = 0; pc < k && !lazy_b; pc += o->KC) {
             mf_intp kc = mf_gemm_min(o->KC, k - pc);
             char *bb = (char *)job->bbuf + (size_t)(pc / o->KC) * kqb * ncp * o->pair_bytes;
             g->pack_b(g->bctx, g->B, g->ldb, jc, nc, pc, kc, k, bb);
@@ -209,7 +244,7 @@ mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, 
      * ftz_daz, whose redo below needs the scratch) */
     const int direct = g->a_rows && o->kernel_rows_bf16 != NULL && !o->ftz_daz && k <= o->KC
                        && g->ep != NULL && g->ep->bf16_out != NULL;
-    for (mf_intp ic = i0; ic < i1; ic += o->MC) {
+    for (mf_intp ic = i0; ic < i1; lazy_b = 0, ic += o->MC) {
         mf_intp mc = mf_gemm_min(o->MC, i1 - ic);
         mf_intp mcp = mf_gemm_roundup(mc, MR);
         float *cs = job->cbuf;
@@ -249,6 +284,22 @@ mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, 
                 const mf_intp pf_lines = (mf_intp)((bpanel / 64 + mcp / MR - 1) / (mcp / MR));
                 for (mf_intp jr = j0; jr < j1; jr += NR) {
                     const char *bp = bb + (size_t)(jr / NR) * bpanel;
+                    /* lazy_b: this panel packed now, the next one's
+                     * source fetched during its tiles */
+                    mf_intp npc = -1, njr = 0;
+                    if (lazy_b) {
+                        g->pack_b(g->bctx, g->B, g->ldb, jc + jr, mf_gemm_min(NR, nc - jr), pc, kc, k,
+                                  (char *)bp);
+                        if (jr + NR < j1) {
+                            npc = pc, njr = jr + NR;
+                        }
+                        else if (pc + o->KC < k) {
+                            npc = pc + o->KC, njr = j0;
+                        }
+                        else if (j1 < ncp) {
+                            npc = 0, njr = j1;
+                        }
+                    }
                     /* the next panel of B comes from memory: fetch it a
                      * piece before each tile of this one (the hardware
                      * prefetchers stop at each page) */
@@ -264,6 +315,15 @@ mf_gemm_block(mf_gemm_job *job, mf_intp i0, mf_intp i1, mf_intp jc, mf_intp j1, 
                         bn = (const char *)job->bbuf + (size_t)(j1 / NR) * mf_gemm_min(kqb, (k + 1) / 2) * NR * o->pair_bytes;
                     }
                     for (mf_intp ir = 0, l = 0; ir < mcp; ir += MR, l += pf_lines) {
+                        if (npc >= 0) {
+                            const mf_intp nkc = mf_gemm_min(o->KC, k - npc);
+                            const size_t nbp = (size_t)((nkc + 1) / 2) * NR * o->pair_bytes;
+                            mf_gemm_prefetch_b(g, jc + njr, mf_gemm_min(NR, nc - njr), npc, nkc,
+                                               (const char *)job->bbuf
+                                               + (size_t)(npc / o->KC) * kqb * ncp * o->pair_bytes
+                                               + (size_t)(njr / NR) * nbp,
+                                               nbp, ir / MR, mcp / MR);
+                        }
                         mf_intp npf = mf_gemm_min(pf_lines, mf_gemm_max(0, (mf_intp)(bpanel / 64) - l));
                         const char *pf = bn != NULL ? bn + l * 64 : NULL;
                         if (g->hint_per_tile > 0) {
@@ -561,7 +621,7 @@ mf_gemm_drive(const mf_gemm_ops *o, const mf_gemm_ctx *ctx, mf_intp m, mf_intp n
               const mf_gemm_epilogue *ep, const mf_gemm_ctx *ctx_bt)
 {
     mf_gemm_args g = {.ops = o, .ctx = ctx, .pack_b = ctx_bt ? o->pack_bt : o->pack_b,
-                      .bctx = ctx_bt ? ctx_bt : ctx, .m = m, .n = n, .k = k, .A = A, .lda = lda,
+                      .bctx = ctx_bt ? ctx_bt : ctx, .b_t = ctx_bt != NULL, .m = m, .n = n, .k = k, .A = A, .lda = lda,
                       .B = B, .ldb = ldb, .C = C, .ldc = ldc, .ep = ep, .nc = o->NC};
     mf_gemm_job jobs[MF_GEMM_MAX_JOBS];
     mf_gemm_packb_job P = {NULL, NULL, 0, 0, 0, 0, 0};

@@ -70,6 +70,8 @@ from . import _numpy_patches
 _numpy_patches.apply()
 # zarr's data types once the user imports zarr (see _neighbours)
 _neighbours.install_zarr()
+# loops on scipy.special's unary ufuncs once the user imports it (see _neighbours)
+_neighbours.install_scipy_special()
 
 from ._lazy import attach as _attach
 

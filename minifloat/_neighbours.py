@@ -32,6 +32,14 @@ finder); the names rule still holds.
 * zarr.  The same kind of finder, for "zarr": when zarr is imported (before or
   after minifloat), it imports minifloat.io.zarr, which registers minifloat's
   zarr v3 data types (see there why that needs no user code).
+
+* scipy.special.  The same kind of finder, for "scipy.special": once it is
+  imported (before or after minifloat), each of its unary ufuncs gets a loop
+  for the float formats (``_core._add_special_loops``), built on the loop
+  NumPy runs for float16 (float64 out, the same bits), that looks large calls
+  up in a table of every code's result on all threads while
+  ``scipy.special.geterr()`` is all "ignore" (docs/design.md, "scipy.special's
+  ufuncs").  minifloat never imports scipy.
 """
 import os
 import sys
@@ -205,6 +213,24 @@ def install(scalar_types):
         _watch(_ML_EXT, _link_casts)
     if sys.modules.get(_ML) is not None or not link_disabled():
         _watch(_ML, lambda ml: _link(ml, scalar_types))
+
+
+def _scipy_special_imported(special):
+    try:
+        geterr = getattr(special, "geterr", None)
+        for obj in list(vars(special).values()):   # vars: no module __getattr__ (deprecations)
+            if isinstance(obj, np.ufunc) and obj.nin == 1 and obj.nout == 1:
+                _core._add_special_loops(obj, geterr)
+    except Exception as err:   # never fail `import scipy.special` (nor minifloat's import)
+        import warnings
+        warnings.warn(f"minifloat could not add its loops to scipy.special's ufuncs ({err!r}); "
+                      f"they run NumPy's route, as for float16", RuntimeWarning, stacklevel=2)
+
+
+def install_scipy_special():
+    """At the end of minifloat's import: loops on scipy.special's unary ufuncs
+    now if it is loaded, else once it is."""
+    _watch("scipy.special", _scipy_special_imported)
 
 
 def install_zarr():

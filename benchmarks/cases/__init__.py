@@ -102,6 +102,8 @@ def _register_all():
              lambda env: arrays.build_unary("log", env))
     register("tanh bf16", "tanh of a bf16 array into a preallocated array",
              lambda env: arrays.build_unary("tanh", env))
+    register("erf bf16", "scipy.special.erf of a bf16 array (float64 out, as for float16)",
+             arrays.build_special_erf)
     register("dlpack import bf16", "DLPack import of a 1024-element bf16 tensor (torch's, "
              "else JAX's)",
              arrays.build_dlpack, available=arrays.dlpack_producer, size=lambda env: "")

@@ -291,6 +291,29 @@ def build_exp(env):
     return build_unary("exp", env)
 
 
+def build_special_erf(env):
+    """scipy.special.erf of a bf16 array: float64 out, as for float16 (scipy's
+    float64 loop on the widened values; minifloat: its table of every code)."""
+    try:
+        import scipy.special as sp
+    except ImportError:
+        return Plan([Run("minifloat", "scipy is not installed", None)])
+    n = env.n
+    a = env.coded("x", n, "bfloat16")
+    runs = [Run("minifloat", "scipy.special.erf(a)", lambda: sp.erf(a))]
+    if env.ml is not None:
+        am = env.as_ml(a)
+        runs.append(Run("ml_dtypes", "scipy.special.erf(a)", lambda: sp.erf(am)))
+    if env.torch is not None:
+        ta = env.as_torch(a)
+        runs.append(Run("torch", "torch.erf(a) (bf16 out)", lambda: env.torch.erf(ta)))
+    a32 = a.astype(np.float32)
+    runs.append(Run("numpy", "float32 scipy.special.erf(a)", lambda: sp.erf(a32)))
+    if env.nk is not None:
+        runs.append(Run("numkong", "no erf", None))
+    return Plan(runs, nbytes=n * 10)
+
+
 def dlpack_producer():
     """The DLPack case needs a producer of bf16 tensors: torch or JAX."""
     import importlib.util

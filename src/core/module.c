@@ -461,6 +461,11 @@ static PyMethodDef module_methods[] = {
      "_sum_f32(a, axis, keepdims, mean=None): np.add.reduce(a.astype(np.float32), axis, "
      "keepdims=keepdims) bit for bit, without the copy, or NotImplemented; with mean (float32, one "
      "per output), the sum of np.square(a.astype(np.float32) - mean) (src/umath/pairwise.c)."},
+    {"_add_special_loops", mf_py_add_special_loops, METH_VARARGS,
+     "_add_special_loops(ufunc, geterr) -> count: the float formats' loops on another package's "
+     "unary ufunc (scipy.special), built on the loop NumPy would run for float16."},
+    {"_special_ufuncs", mf_py_special_ufuncs, METH_NOARGS,
+     "_special_ufuncs() -> the ufuncs _add_special_loops gave loops."},
     {"_link_ml_dtypes", mf_py_link_ml_dtypes, METH_O,
      "_link_ml_dtypes(ml_dtypes) -> names: casts and promoters with ml_dtypes' DTypes (once)."},
     {NULL, NULL, 0, NULL},

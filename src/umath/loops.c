@@ -245,15 +245,15 @@ independent_elements(const mf_loop_aux *aux, int nin, int nargs, char *const dat
 typedef uint32_t mf_lut;
 #define LUT_FLAGS (FE_DIVBYZERO | FE_OVERFLOW | FE_UNDERFLOW | FE_INVALID)
 
-static uint32_t
-lut_flag_bits(int fe)
+uint32_t
+mf_lut_flag_bits(int fe)
 {
     return ((fe & FE_DIVBYZERO) ? 1u << 16 : 0) | ((fe & FE_OVERFLOW) ? 1u << 17 : 0)
            | ((fe & FE_UNDERFLOW) ? 1u << 18 : 0) | ((fe & FE_INVALID) ? 1u << 19 : 0);
 }
 
-static int
-lut_fe(uint32_t bits)
+int
+mf_lut_fe(uint32_t bits)
 {
     return ((bits & (1u << 16)) ? FE_DIVBYZERO : 0) | ((bits & (1u << 17)) ? FE_OVERFLOW : 0)
            | ((bits & (1u << 18)) ? FE_UNDERFLOW : 0) | ((bits & (1u << 19)) ? FE_INVALID : 0);
@@ -293,10 +293,26 @@ lut_flags(const mf_loop_aux *aux, const char *codes, npy_intp start, npy_intp le
         (void)mf_enc1_ovf(f, r, &ovf);
         int fe = fetestexcept(LUT_FLAGS) | (ovf ? FE_OVERFLOW : 0);
         if (fe) {
-            L[c] = lut_flag_bits(fe);
+            L[c] = mf_lut_flag_bits(fe);
             feclearexcept(FE_ALL_EXCEPT);
         }
     }
+}
+
+char *
+mf_every_code(npy_intp sz)
+{
+    const npy_intp ncodes = (npy_intp)1 << (8 * sz);
+    char *codes = (char *)malloc((size_t)(ncodes * sz));
+    for (npy_intp c = 0; codes != NULL && c < ncodes; c++) {
+        if (sz == 2) {
+            ((uint16_t *)codes)[c] = (uint16_t)c;
+        }
+        else {
+            ((uint8_t *)codes)[c] = (uint8_t)c;
+        }
+    }
+    return codes;
 }
 
 static mf_lut *
@@ -304,21 +320,13 @@ lut_build(const mf_loop_aux *aux)
 {
     npy_intp sz = aux->fmt->itemsize, ncodes = (npy_intp)1 << (8 * sz);
     mf_lut *L = (mf_lut *)calloc((size_t)ncodes, sizeof(mf_lut));
-    char *codes = (char *)malloc((size_t)(ncodes * sz));
+    char *codes = mf_every_code(sz);
     char *res = (char *)malloc((size_t)(ncodes * sz));
     if (L == NULL || codes == NULL || res == NULL) {
         free(L);
         free(codes);
         free(res);
         return NULL;
-    }
-    for (npy_intp c = 0; c < ncodes; c++) {
-        if (sz == 2) {
-            ((uint16_t *)codes)[c] = (uint16_t)c;
-        }
-        else {
-            ((uint8_t *)codes)[c] = (uint8_t)c;
-        }
     }
     /* the caller's flags are kept aside: the table's making raises none */
     fenv_t saved;
@@ -340,8 +348,8 @@ lut_build(const mf_loop_aux *aux)
 
 /* round-to-nearest and no flush of subnormals (inputs or results) to zero:
  * the mode the tables are made and valid in */
-static int
-default_fp_mode(void)
+int
+mf_default_fp_mode(void)
 {
     if (fegetround() != FE_TONEAREST) {
         return 0;
@@ -373,7 +381,7 @@ lut_for(const mf_loop_aux *aux, int def_index, npy_intp n)
     const mf_format *f = aux->fmt;
     int bits = 8 * f->itemsize;
     if (f->itemsize > 2 || def_index < 0 || def_index >= LUT_DEFS
-            || n < ((npy_intp)4 << bits) || !default_fp_mode()) {
+            || n < ((npy_intp)4 << bits) || !mf_default_fp_mode()) {
         return NULL;
     }
     mf_lut **slot = &luts[def_index][f->id];
@@ -443,7 +451,7 @@ lut_range(void *ctx, mf_intp start, mf_intp len)
         LUT_LOOKUP(uint8_t)
     }
     if (hit >> 16) {
-        feraiseexcept(lut_fe(hit));
+        feraiseexcept(mf_lut_fe(hit));
     }
 }
 

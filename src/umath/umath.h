@@ -88,6 +88,16 @@ int mf_generic_get_loop(int def_index, PyArrayMethod_Context *context, int align
                         PyArrayMethod_StridedLoop **out_loop, NpyAuxData **out_transferdata,
                         NPY_ARRAYMETHOD_FLAGS *flags);
 int mf_find_f32_loops(void);
+/* round-to-nearest without flush-to-zero: the mode value tables are made in */
+int mf_default_fp_mode(void);
+/* FE_* flags <-> bits 16-19 of a table entry */
+uint32_t mf_lut_flag_bits(int fe);
+int mf_lut_fe(uint32_t bits);
+/* every code of an sz-byte format in order (0, 1, ..., 2^(8 sz) - 1), or NULL; free() it */
+char *mf_every_code(npy_intp sz);
+/* special.c: loops for other packages' unary ufuncs (scipy.special) */
+PyObject *mf_py_add_special_loops(PyObject *self, PyObject *args);
+PyObject *mf_py_special_ufuncs(PyObject *self, PyObject *args);
 int mf_get_reduction_initial(int def_index, PyArrayMethod_Context *context,
                              npy_bool reduction_is_empty, void *initial);
 extern _Thread_local PyArrayMethod_Context *mf_reduction_context;

@@ -35,6 +35,12 @@ it ``import numpy.ma`` raises once the integer formats are in np.sctypeDict
                  to int64/uint64, NumPy's rule for its small integers; the
                  C core does it with a (None, F, None) promoter, so this
                  applies only where that does not take (never so far)
+    fast_accumulate
+                 np.cumsum/np.cumprod of the float formats along the last
+                 axis of a C-ordered array (or flattened) in one C call
+                 (src/umath/loops.c: several rows' chains at once, threads,
+                 bit-identical to NumPy's route); a FastPath front, so NumPy
+                 arrays pay a type check
     isdtype      (a registry, not a wrapper) np.isdtype knows the types in
                  numerictypes.allTypes/sctypes only (numpy#27545)
     linalg       (a registry, not a wrapper) np.linalg takes the types in
@@ -558,6 +564,30 @@ def _patch_fast_reductions():
         _replace(_methods, name, extremum(getattr(_methods, name), op), "fast_reductions", fast=0)
 
 
+def _patch_fast_accumulate():
+    """NumPy accumulates along the last axis one row per inner-loop call, on
+    one thread, so cumsum's chain latency bounds it; _core._accumulate does
+    all rows in one call, each row as NumPy's route does it.  np.cumsum and
+    np.cumprod only (ndarray's methods are C and stay NumPy's).
+    NotImplemented (another axis or layout) and dtype=/out= run NumPy's
+    route.  Not a hole of NumPy: no check, always applied (docs/design.md,
+    "cumsum and cumprod")."""
+    accumulate = _core._accumulate
+
+    def front(orig, op):
+        @functools.wraps(orig)
+        def cum(a, axis=None, dtype=None, out=None):
+            if dtype is None and out is None and _is_mf_float(a):
+                r = accumulate(op, a, axis)
+                if r is not NotImplemented:
+                    return r
+            return orig(a, axis=axis, dtype=dtype, out=out)
+        return cum
+
+    for name, op in (("cumsum", 0), ("cumprod", 1)):
+        _replace(np, name, front(getattr(np, name), op), "fast_accumulate", fast=0)
+
+
 def _patch_iinfo():
     from numpy._core import getlimits
 
@@ -761,6 +791,7 @@ def apply():
     _patch_statistics()
     _patch_reductions()
     _patch_fast_reductions()
+    _patch_fast_accumulate()
     _patch_iinfo()
     _patch_unique()
     _patch_sinc()

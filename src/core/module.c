@@ -454,6 +454,9 @@ static PyMethodDef module_methods[] = {
      "_stats(acc, x, target, rel, y=None, out=None, moments=True, fd=-1, data=None): inspect's statistics "
      "of chunk x into acc (float64[14]; minifloat/io/checkpoint.py); moments=False: the error sums (err2, ref2) "
      "only; data: bytes written to fd meanwhile (convert's previous chunk).  Returns how many were written."},
+    {"_accumulate", mf_py_accumulate, METH_VARARGS,
+     "_accumulate(op, a, axis): cumsum/cumprod (op 0/1) of a float format along the last axis of "
+     "a C-contiguous array, all rows in one call; NotImplemented for anything else."},
     {"_reduce", mf_py_reduce, METH_VARARGS,
      "_reduce(op, a, axis, out, keepdims, where): sum/prod/max/min (op 0..3) of a float format in one "
      "call, bit-identical to NumPy's route through the ufunc loops, or NotImplemented (src/umath/reduce.c)."},

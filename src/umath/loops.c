@@ -620,6 +620,15 @@ reduce_inner(mf_loop_aux *aux, char *out, const char *in, npy_intp is, npy_intp 
     mf_shadow_put(aux->shadow, f, out, 0, 1, &acc);
 }
 
+/* one step of cumsum's / cumprod's float32 chain: the carry the first
+ * operand, so its NaN is the one kept (nan_order.h) */
+static inline float
+chain_step(int mul, float carry, float x)
+{
+    float r = mul ? carry * x : carry + x;
+    return r == r ? r : mf_ordered2(carry, x, r);
+}
+
 /* out[i] = op(out[i-1], in[i]): an accumulation's inner loop; the running
  * value is kept in float32 and each stored value is rounded once */
 static void
@@ -642,19 +651,8 @@ accumulate_inner(mf_loop_aux *aux, char *prev, const char *in, npy_intp is,
         for (npy_intp start = 0; start < n; start += BLOCK) {
             npy_intp len = n - start < BLOCK ? n - start : BLOCK;
             decode_block(f, in + start * is, is, buf, len);
-            if (mul) {
-                for (npy_intp i = 0; i < len; i++) {
-                    float r = carry * buf[i];
-                    carry = r == r ? r : mf_ordered2(carry, buf[i], r);
-                    buf[i] = carry;
-                }
-            }
-            else {
-                for (npy_intp i = 0; i < len; i++) {
-                    float r = carry + buf[i];
-                    carry = r == r ? r : mf_ordered2(carry, buf[i], r);
-                    buf[i] = carry;
-                }
+            for (npy_intp i = 0; i < len; i++) {
+                buf[i] = carry = chain_step(mul, carry, buf[i]);
             }
             encode_block(f, buf, out + start * os, os, len);
         }
@@ -1193,6 +1191,145 @@ cmp64_loop(PyArrayMethod_Context *NPY_UNUSED(context), char *const data[],
         }
     }
     return 0;
+}
+
+/* ------------------------------------- cumsum / cumprod of many rows */
+
+/*
+ * NumPy accumulates along the last axis of a C-ordered array one row per
+ * inner-loop call, on one thread, and the loop above is bound by its chain's
+ * latency (each step waits for the last).  _accumulate(op, a, axis) does all
+ * rows in one call: ACC_ROWS rows at a time, their chains interleaved (the
+ * CPU runs the independent steps side by side), the groups split between
+ * the threads.  Each row is exactly accumulate_inner's: the first code
+ * copied, then the float32 chain of the decoded values, each result rounded
+ * once (the blocks decoded and encoded by the kernels): the same bits and
+ * flags as NumPy's route (patch "fast_accumulate", minifloat/_numpy_patches.py).
+ */
+#define ACC_ROWS 8
+/* a row's block; rows ACC_PAD floats past a multiple of 4 KiB apart: rows
+ * 4 KiB apart made each load wait for the stores of another row (4K
+ * aliasing) */
+#define ACC_BLOCK 1024
+#define ACC_PAD 16
+
+typedef struct {
+    const mf_format *f;
+    int mul;
+    const char *in;
+    char *out;
+    npy_intp nrows, len;      /* rows of len elements, C order */
+} acc_job;
+
+static void
+acc_range(void *ctx, mf_intp g0, mf_intp ng)
+{
+    const acc_job *J = (const acc_job *)ctx;
+    const mf_format *f = J->f;
+    const npy_intp sz = f->itemsize, L = J->len;
+    float buf[ACC_ROWS][ACC_BLOCK + ACC_PAD];
+    for (mf_intp g = g0; g < g0 + ng; g++) {
+        const npy_intp r0 = g * ACC_ROWS;
+        const int R = (int)(J->nrows - r0 < ACC_ROWS ? J->nrows - r0 : ACC_ROWS);
+        float carry[ACC_ROWS];
+        for (int r = 0; r < R; r++) {
+            const char *in = J->in + (r0 + r) * L * sz;
+            char *out = J->out + (r0 + r) * L * sz;
+            memcpy(out, in, (size_t)sz);             /* the first code, as NumPy copies it */
+            carry[r] = mf_dec_code(f, mf_load_code(f, out));
+        }
+        for (npy_intp s = 1; s < L; s += ACC_BLOCK) {
+            const npy_intp n = L - s < ACC_BLOCK ? L - s : ACC_BLOCK;
+            for (int r = 0; r < R; r++) {
+                decode_block(f, J->in + ((r0 + r) * L + s) * sz, sz, buf[r], n);
+            }
+            if (R == ACC_ROWS) {
+                for (npy_intp i = 0; i < n; i++) {
+                    for (int r = 0; r < ACC_ROWS; r++) {
+                        buf[r][i] = carry[r] = chain_step(J->mul, carry[r], buf[r][i]);
+                    }
+                }
+            }
+            else {
+                for (int r = 0; r < R; r++) {
+                    for (npy_intp i = 0; i < n; i++) {
+                        buf[r][i] = carry[r] = chain_step(J->mul, carry[r], buf[r][i]);
+                    }
+                }
+            }
+            for (int r = 0; r < R; r++) {
+                encode_block(f, buf[r], J->out + ((r0 + r) * L + s) * sz, sz, n);
+            }
+        }
+    }
+}
+
+/*
+ * _accumulate(op, a, axis): op 0 cumsum, 1 cumprod, of a float format
+ * along the last axis of a C-contiguous array (axis None for a 1-D one).  A
+ * new array, or NotImplemented for anything else (NumPy's route runs).
+ */
+PyObject *
+mf_py_accumulate(PyObject *NPY_UNUSED(self), PyObject *args)
+{
+    int op;
+    PyObject *a_obj, *axis;
+    if (!PyArg_ParseTuple(args, "iOO:_accumulate", &op, &a_obj, &axis)) {
+        return NULL;
+    }
+    if (!PyArray_CheckExact(a_obj)) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    PyArrayObject *a = (PyArrayObject *)a_obj;
+    PyArray_Descr *descr = PyArray_DESCR(a);
+    int fid = mf_dtype_index(NPY_DTYPE(descr));
+    int nd = PyArray_NDIM(a);
+    if (fid < 0 || mf_formats[fid].kind != MF_KIND_FLOAT || nd < 1 || (op != 0 && op != 1)
+            || !PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISALIGNED(a)) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    /* axis None: the flattened array (C order), one row */
+    npy_intp size = PyArray_SIZE(a), L;
+    int rnd = nd;
+    if (axis == Py_None) {
+        L = size;
+        rnd = 1;
+    }
+    else {
+        long v = PyLong_Check(axis) ? PyLong_AsLong(axis) : nd;
+        if (v == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+        if ((v < 0 ? v + nd : v) != nd - 1) {
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+        L = PyArray_DIM(a, nd - 1);
+    }
+    if (L < 2 || size == 0) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    Py_INCREF(descr);
+    PyArrayObject *res = (PyArrayObject *)PyArray_NewFromDescr(
+        &PyArray_Type, descr, rnd, rnd == nd ? PyArray_SHAPE(a) : &size, NULL, NULL, 0, NULL);
+    if (res == NULL) {
+        return NULL;
+    }
+    acc_job J = {&mf_formats[fid], op == 1, PyArray_BYTES(a), PyArray_BYTES(res), size / L, L};
+    const mf_intp groups = (J.nrows + ACC_ROWS - 1) / ACC_ROWS;
+    int fl;
+    Py_BEGIN_ALLOW_THREADS
+    feclearexcept(FE_ALL_EXCEPT);
+    mf_par_range(acc_range, &J, groups, 1, (mf_intp)(ACC_ROWS * L * 2 * J.f->itemsize));
+    fl = fetestexcept(FE_ALL_EXCEPT);
+    feclearexcept(FE_ALL_EXCEPT);
+    Py_END_ALLOW_THREADS
+    int fpe = mf_fpe_bits(fl);
+    if (fpe && PyUFunc_GiveFloatingpointErrors("accumulate", fpe) < 0) {
+        Py_DECREF(res);
+        return NULL;
+    }
+    return (PyObject *)res;
 }
 
 /* ------------------------------------------------------- get_loop */

@@ -1027,8 +1027,8 @@ f32_loop_of(int op, PyUFuncGenericFunction *fn, void **data)
     return -1;
 }
 
-static int
-fpe_bits(int fl)
+int
+mf_fpe_bits(int fl)
 {
     return ((fl & FE_DIVBYZERO) ? NPY_FPE_DIVIDEBYZERO : 0) | ((fl & FE_OVERFLOW) ? NPY_FPE_OVERFLOW : 0)
            | ((fl & FE_UNDERFLOW) ? NPY_FPE_UNDERFLOW : 0) | ((fl & FE_INVALID) ? NPY_FPE_INVALID : 0);
@@ -1683,7 +1683,7 @@ mf_py_reduce(PyObject *self, PyObject *args)
         Py_DECREF(res);
         Py_RETURN_NOTIMPLEMENTED;
     }
-    int fpe = fpe_bits(fl);
+    int fpe = mf_fpe_bits(fl);
     if (fpe && PyUFunc_GiveFloatingpointErrors("reduce", fpe) < 0) {
         Py_DECREF(res);
         return NULL;

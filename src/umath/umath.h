@@ -119,6 +119,10 @@ int mf_shadow_put(mf_shadow *s, const mf_format *f, char *ptr, npy_intp stride, 
  * a reduction loop means NumPy refilled a buffer, so partials are stale */
 extern _Thread_local uint64_t mf_write_epoch;
 
+/* reduce.c: FE_* flags -> NPY_FPE_* bits (for PyUFunc_GiveFloatingpointErrors) */
+int mf_fpe_bits(int fl);
+/* loops.c: _accumulate(op, a, axis): cumsum/cumprod of rows, several at once */
+PyObject *mf_py_accumulate(PyObject *self, PyObject *args);
 /* reduce.c: a reduction's axis argument and result shape (reduce.c, pairwise.c) */
 int mf_parse_axes(PyObject *axis, int nd, int *red, int *naxes);
 int mf_kept_shape(int nd, const npy_intp *shape, const int *red, int keepdims, npy_intp *out);

@@ -1296,7 +1296,8 @@ mf_py_accumulate(PyObject *NPY_UNUSED(self), PyObject *args)
         rnd = 1;
     }
     else {
-        long v = PyLong_Check(axis) ? PyLong_AsLong(axis) : nd;
+        /* an int or anything with __index__ (np.int64); else NumPy's route says */
+        Py_ssize_t v = PyIndex_Check(axis) ? PyNumber_AsSsize_t(axis, NULL) : nd;
         if (v == -1 && PyErr_Occurred()) {
             PyErr_Clear();
             Py_RETURN_NOTIMPLEMENTED;

@@ -70,8 +70,12 @@ def test_layouts(fname, ufunc, threads):
     x = rng.standard_normal((6, 40, 33)).astype(np.float32).astype(minifloat.bfloat16)
     threads(2)
     for a in (x, x[0], x[0, 0], x[:, ::2], x[..., ::-1], x.transpose(2, 0, 1)):
-        for axis in (None, -1, 0, a.ndim - 1):
+        for axis in (None, -1, 0, a.ndim - 1, np.int64(a.ndim - 1)):
             check(fname, a, axis)
+    with pytest.raises(np.exceptions.AxisError):
+        getattr(np, fname)(x, axis=3)
+    with pytest.raises(TypeError):
+        getattr(np, fname)(x, axis=1.0)
     np.testing.assert_array_equal(codes(getattr(np, fname)(x, axis=-1)),
                                   codes(ufunc.accumulate(x, axis=-1)))
     got = getattr(np, fname)(x, axis=-1, dtype=np.float32)

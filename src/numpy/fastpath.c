@@ -105,16 +105,31 @@ fastpath_traverse(FastPathObject *self, visitproc visit, void *arg)
     return 0;
 }
 
-/* attributes the wrapper has (__name__, __doc__, ...) read through */
+/* attributes the wrapper has (__name__, __doc__, ...) read through; __doc__
+ * first (the type's own docstring would answer it: help(np.sinc) showed
+ * FastPath's) */
 static PyObject *
 fastpath_getattro(PyObject *self, PyObject *name)
 {
+    if (PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "__doc__") == 0) {
+        return PyObject_GetAttr(((FastPathObject *)self)->wrapper, name);
+    }
     PyObject *r = PyObject_GenericGetAttr(self, name);
     if (r == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
         PyErr_Clear();
         return PyObject_GetAttr(((FastPathObject *)self)->wrapper, name);
     }
     return r;
+}
+
+/* a non-data descriptor that binds to nothing (as a staticmethod would):
+ * so inspect.isroutine() holds and help(np.cumsum) renders NumPy's
+ * function, not this type */
+static PyObject *
+fastpath_descr_get(PyObject *self, PyObject *NPY_UNUSED(obj), PyObject *NPY_UNUSED(type))
+{
+    Py_INCREF(self);
+    return self;
 }
 
 static PyMemberDef fastpath_members[] = {
@@ -131,6 +146,7 @@ static PyTypeObject FastPath_Type = {
     .tp_vectorcall_offset = offsetof(FastPathObject, vectorcall),
     .tp_call = PyVectorcall_Call,
     .tp_getattro = fastpath_getattro,
+    .tp_descr_get = fastpath_descr_get,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_doc = "FastPath(orig, wrapper, kind): calls orig when the arguments cannot involve "
               "minifloat, else wrapper (see src/numpy/fastpath.c)",

@@ -301,3 +301,29 @@ def test_asarray_chkfinite_refuses_nan_and_inf(t):
             with pytest.raises(ValueError, match="infs or NaNs"):
                 np.asarray_chkfinite(big, t)
     assert np.asarray_chkfinite(np.array([1.0, 2.0]), dtype=t).dtype == t
+
+
+def test_fronts_read_as_numpys_functions():
+    """A patched function's FastPath front answers __doc__, __name__ and
+    __module__ as NumPy's function does (help(np.cumsum) is NumPy's help)."""
+    import importlib
+    fronts = 0
+    for _, target in mf._numpy_patches.applied:
+        mod, _, name = target.rpartition(".")
+        try:
+            obj = getattr(importlib.import_module(mod), name)
+        except (ImportError, AttributeError):
+            continue                    # a method target (numpy.iinfo.__init__)
+        if type(obj).__name__ != "FastPath":
+            continue
+        fronts += 1
+        orig = obj.__wrapped__
+        assert obj.__doc__ == orig.__doc__, target
+        assert obj.__name__ == orig.__name__, target
+    assert fronts >= 5
+    assert np.cumsum.__doc__.lstrip().startswith("Return the cumulative sum")
+    import inspect
+    import pydoc
+    assert inspect.isroutine(np.cumsum)
+    text = pydoc.render_doc(np.cumsum, renderer=pydoc.plaintext)
+    assert "Return the cumulative sum" in text and "calls orig" not in text

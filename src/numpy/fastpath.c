@@ -105,15 +105,10 @@ fastpath_traverse(FastPathObject *self, visitproc visit, void *arg)
     return 0;
 }
 
-/* attributes the wrapper has (__name__, __doc__, ...) read through; __doc__
- * first (the type's own docstring would answer it: help(np.sinc) showed
- * FastPath's) */
+/* attributes the wrapper has (__name__, __qualname__, ...) read through */
 static PyObject *
 fastpath_getattro(PyObject *self, PyObject *name)
 {
-    if (PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "__doc__") == 0) {
-        return PyObject_GetAttr(((FastPathObject *)self)->wrapper, name);
-    }
     PyObject *r = PyObject_GenericGetAttr(self, name);
     if (r == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
         PyErr_Clear();
@@ -131,6 +126,20 @@ fastpath_descr_get(PyObject *self, PyObject *NPY_UNUSED(obj), PyObject *NPY_UNUS
     Py_INCREF(self);
     return self;
 }
+
+/* __doc__: the wrapper's (NumPy's function's), as an instance attribute:
+ * the type's docstring answered it (help(np.sinc) showed FastPath's), and
+ * pydoc reads it past tp_getattro */
+static PyObject *
+fastpath_doc(PyObject *self, void *NPY_UNUSED(closure))
+{
+    return PyObject_GetAttrString(((FastPathObject *)self)->wrapper, "__doc__");
+}
+
+static PyGetSetDef fastpath_getset[] = {
+    {"__doc__", fastpath_doc, NULL, NULL, NULL},
+    {NULL},
+};
 
 static PyMemberDef fastpath_members[] = {
     {"__wrapped__", T_OBJECT, offsetof(FastPathObject, orig), READONLY, "NumPy's function"},
@@ -152,6 +161,7 @@ static PyTypeObject FastPath_Type = {
               "minifloat, else wrapper (see src/numpy/fastpath.c)",
     .tp_traverse = (traverseproc)fastpath_traverse,
     .tp_members = fastpath_members,
+    .tp_getset = fastpath_getset,
     .tp_new = fastpath_new,
 };
 

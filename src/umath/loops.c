@@ -1284,8 +1284,8 @@ mf_py_accumulate(PyObject *NPY_UNUSED(self), PyObject *args)
     PyArray_Descr *descr = PyArray_DESCR(a);
     int fid = mf_dtype_index(NPY_DTYPE(descr));
     int nd = PyArray_NDIM(a);
-    if (fid < 0 || mf_formats[fid].kind != MF_KIND_FLOAT || nd < 1 || (op != 0 && op != 1)
-            || !PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISALIGNED(a)) {
+    if (fid < 0 || mf_formats[fid].kind != MF_KIND_FLOAT || mf_descr_swapped(descr) || nd < 1
+            || (op != 0 && op != 1) || !PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISALIGNED(a)) {
         Py_RETURN_NOTIMPLEMENTED;
     }
     /* axis None: the flattened array (C order), one row */

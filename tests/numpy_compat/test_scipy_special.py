@@ -123,6 +123,9 @@ def test_layouts_out_and_where(threads):
         r32 = sp.erf(x, dtype=np.float32)
         assert r32.dtype == np.float32
         np.testing.assert_array_equal(r32, sp.erf(x64.astype(np.float32), dtype=np.float32))
+    sw = x.astype(x.dtype.newbyteorder())        # byte-swapped codes
+    assert not sw.dtype.isnative
+    same_bits(sp.erf(sw), sp.erf(x64))
     s = sp.erf(minifloat.bfloat16(0.5))
     assert type(s) is np.float64 and s == sp.erf(0.5)
     assert sp.erf(np.zeros(0, minifloat.bfloat16)).dtype == np.float64

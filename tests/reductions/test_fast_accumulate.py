@@ -84,6 +84,12 @@ def test_layouts(fname, ufunc, threads):
     out = np.empty_like(x)
     assert getattr(np, fname)(x, axis=-1, out=out) is out
     np.testing.assert_array_equal(codes(out), codes(route(fname, x, -1)))
+    # byte-swapped codes (a non-native descriptor): NumPy's route, which swaps
+    sw = x.astype(x.dtype.newbyteorder())
+    assert not sw.dtype.isnative
+    check(fname, sw, -1)
+    np.testing.assert_array_equal(codes(getattr(np, fname)(sw, axis=-1).astype(x.dtype)),
+                                  codes(getattr(np, fname)(x, axis=-1)))
     # zero-size and one-element rows: NumPy's route
     for a in (x[:, :, :0], x[:, :0], x[:, :, :1], np.zeros((0,), minifloat.bfloat16)):
         check(fname, a, -1)

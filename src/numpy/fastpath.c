@@ -141,6 +141,42 @@ static PyGetSetDef fastpath_getset[] = {
     {NULL},
 };
 
+/* pickled by reference, as the function it stands for (dask pickles
+ * np.cumsum into its task graphs): its module and name (the wrapper's, which
+ * are NumPy's) where this front is found there; else (a front that stands
+ * elsewhere than its function's module: einsumfunc.c_einsum) as NumPy's
+ * original, copy.copy(orig) */
+static PyObject *
+fastpath_reduce(PyObject *self, PyObject *NPY_UNUSED(args))
+{
+    FastPathObject *fp = (FastPathObject *)self;
+    PyObject *modname = PyObject_GetAttrString(fp->wrapper, "__module__");
+    PyObject *name = PyObject_GetAttrString(fp->wrapper, "__qualname__");
+    PyObject *mod = (modname != NULL && PyUnicode_Check(modname)) ? PyImport_GetModule(modname) : NULL;
+    PyObject *there = (mod != NULL && name != NULL) ? PyObject_GetAttr(mod, name) : NULL;
+    PyErr_Clear();
+    Py_XDECREF(modname);
+    Py_XDECREF(mod);
+    int same = there == self;
+    Py_XDECREF(there);
+    if (same) {
+        return name;
+    }
+    Py_XDECREF(name);
+    PyObject *copymod = PyImport_ImportModule("copy");
+    PyObject *copyfn = copymod != NULL ? PyObject_GetAttrString(copymod, "copy") : NULL;
+    Py_XDECREF(copymod);
+    if (copyfn == NULL) {
+        return NULL;
+    }
+    return Py_BuildValue("(N(O))", copyfn, fp->orig);
+}
+
+static PyMethodDef fastpath_methods[] = {
+    {"__reduce__", fastpath_reduce, METH_NOARGS, "pickled as its module and name"},
+    {NULL},
+};
+
 static PyMemberDef fastpath_members[] = {
     {"__wrapped__", T_OBJECT, offsetof(FastPathObject, orig), READONLY, "NumPy's function"},
     {"wrapper", T_OBJECT, offsetof(FastPathObject, wrapper), READONLY, "the work-around"},
@@ -162,6 +198,7 @@ static PyTypeObject FastPath_Type = {
     .tp_traverse = (traverseproc)fastpath_traverse,
     .tp_members = fastpath_members,
     .tp_getset = fastpath_getset,
+    .tp_methods = fastpath_methods,
     .tp_new = fastpath_new,
 };
 

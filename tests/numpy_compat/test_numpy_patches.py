@@ -305,8 +305,10 @@ def test_asarray_chkfinite_refuses_nan_and_inf(t):
 
 def test_fronts_read_as_numpys_functions():
     """A patched function's FastPath front answers __doc__, __name__ and
-    __module__ as NumPy's function does (help(np.cumsum) is NumPy's help)."""
+    __module__ as NumPy's function does (help(np.cumsum) is NumPy's help), and
+    pickles as NumPy's function does: by reference."""
     import importlib
+    import pickle
     fronts = 0
     for _, target in mf._numpy_patches.applied:
         mod, _, name = target.rpartition(".")
@@ -320,7 +322,12 @@ def test_fronts_read_as_numpys_functions():
         orig = obj.__wrapped__
         assert obj.__doc__ == orig.__doc__, target
         assert obj.__name__ == orig.__name__, target
+        # pickled by reference (dask.distributed pickles np.cumsum into its
+        # graphs); a front away from its function's module as NumPy's function
+        assert pickle.loads(pickle.dumps(obj)) in (obj, orig), target
     assert fronts >= 5
+    for f in (np.cumsum, np.cumprod, np.sinc, np.asarray_chkfinite):
+        assert pickle.loads(pickle.dumps(f)) is f
     assert np.cumsum.__doc__.lstrip().startswith("Return the cumulative sum")
     import inspect
     import pydoc

@@ -39,8 +39,8 @@ it ``import numpy.ma`` raises once the integer formats are in np.sctypeDict
                  np.cumsum/np.cumprod of the float formats along the last
                  axis of a C-ordered array (or flattened) in one C call
                  (src/umath/loops.c: several rows' chains at once, threads,
-                 bit-identical to NumPy's route); a FastPath front, so NumPy
-                 arrays pay a type check
+                 bit-identical to NumPy's route); a FastPath front on
+                 fromnumeric._wrapfunc, so NumPy arrays pay a type check
     isdtype      (a registry, not a wrapper) np.isdtype knows the types in
                  numerictypes.allTypes/sctypes only (numpy#27545)
     linalg       (a registry, not a wrapper) np.linalg takes the types in
@@ -568,24 +568,27 @@ def _patch_fast_accumulate():
     """NumPy accumulates along the last axis one row per inner-loop call, on
     one thread, so cumsum's chain latency bounds it; _core._accumulate does
     all rows in one call, each row as NumPy's route does it.  np.cumsum and
-    np.cumprod only (ndarray's methods are C and stay NumPy's).
-    NotImplemented (another axis or layout) and dtype=/out= run NumPy's
-    route.  Not a hole of NumPy: no check, always applied (docs/design.md,
-    "cumsum and cumprod")."""
+    np.cumprod reach the ndarray methods through fromnumeric._wrapfunc, which
+    this front stands for (np.cumsum itself stays NumPy's object: libraries
+    that key their __array_function__ tables by it keep finding it); the
+    ndarray methods are C and stay NumPy's.  NotImplemented (another axis or
+    layout) and dtype=/out= run NumPy's route.  Not a hole of NumPy: no
+    check, always applied (docs/design.md, "cumsum and cumprod")."""
     accumulate = _core._accumulate
+    ops = {"cumsum": 0, "cumprod": 1}
+    orig = fromnumeric._wrapfunc
 
-    def front(orig, op):
-        @functools.wraps(orig)
-        def cum(a, axis=None, dtype=None, out=None):
-            if dtype is None and out is None and _is_mf_float(a):
-                r = accumulate(op, a, axis)
-                if r is not NotImplemented:
-                    return r
-            return orig(a, axis=axis, dtype=dtype, out=out)
-        return cum
+    @functools.wraps(orig)
+    def _wrapfunc(obj, method, *args, **kwds):
+        op = ops.get(method)
+        if (op is not None and not args and kwds.get("dtype") is None
+                and kwds.get("out") is None and _is_mf_float(obj)):
+            r = accumulate(op, obj, kwds.get("axis"))
+            if r is not NotImplemented:
+                return r
+        return orig(obj, method, *args, **kwds)
 
-    for name, op in (("cumsum", 0), ("cumprod", 1)):
-        _replace(np, name, front(getattr(np, name), op), "fast_accumulate", fast=0)
+    _replace(fromnumeric, "_wrapfunc", _wrapfunc, "fast_accumulate", fast=0)
 
 
 def _patch_iinfo():

@@ -172,6 +172,30 @@ fastpath_reduce(PyObject *self, PyObject *NPY_UNUSED(args))
     return Py_BuildValue("(N(O))", copyfn, fp->orig);
 }
 
+/* equal to NumPy's function, with its hash: a library that keyed a table
+ * by np.sinc after minifloat was imported (its __array_function__ helpers)
+ * holds this front, while NumPy's dispatcher hands it NumPy's function */
+static Py_hash_t
+fastpath_hash(PyObject *self)
+{
+    return PyObject_Hash(((FastPathObject *)self)->orig);
+}
+
+static PyObject *
+fastpath_richcompare(PyObject *self, PyObject *other, int op)
+{
+    if (op != Py_EQ && op != Py_NE) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    FastPathObject *fp = (FastPathObject *)self;
+    int same = other == self || other == fp->orig
+               || (Py_TYPE(other) == Py_TYPE(self) && ((FastPathObject *)other)->orig == fp->orig);
+    if (op == Py_NE) {
+        same = !same;
+    }
+    return PyBool_FromLong(same);
+}
+
 static PyMethodDef fastpath_methods[] = {
     {"__reduce__", fastpath_reduce, METH_NOARGS, "pickled as its module and name"},
     {NULL},
@@ -199,6 +223,8 @@ static PyTypeObject FastPath_Type = {
     .tp_members = fastpath_members,
     .tp_getset = fastpath_getset,
     .tp_methods = fastpath_methods,
+    .tp_hash = fastpath_hash,
+    .tp_richcompare = fastpath_richcompare,
     .tp_new = fastpath_new,
 };
 

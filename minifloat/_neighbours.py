@@ -36,7 +36,7 @@ finder); the names rule still holds.
 * scipy.special.  The same kind of finder, for "scipy.special": once it is
   imported (before or after minifloat), each of its unary ufuncs gets a loop
   for the float formats (``_core._add_special_loops``), built on the loop
-  NumPy runs for float16 (float64 out, the same bits), that looks large calls
+  NumPy runs for float16 (its result type, the same bits), that looks large calls
   up in a table of every code's result on all threads while
   ``scipy.special.geterr()`` is all "ignore" (docs/design.md, "scipy.special's
   ufuncs").  minifloat never imports scipy.

@@ -102,7 +102,7 @@ def _register_all():
              lambda env: arrays.build_unary("log", env))
     register("tanh bf16", "tanh of a bf16 array into a preallocated array",
              lambda env: arrays.build_unary("tanh", env))
-    register("erf bf16", "scipy.special.erf of a bf16 array (float64 out, as for float16)",
+    register("erf bf16", "scipy.special.erf of a bf16 array (float16's result type)",
              arrays.build_special_erf)
     register("dlpack import bf16", "DLPack import of a 1024-element bf16 tensor (torch's, "
              "else JAX's)",

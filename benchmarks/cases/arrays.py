@@ -292,8 +292,9 @@ def build_exp(env):
 
 
 def build_special_erf(env):
-    """scipy.special.erf of a bf16 array: float64 out, as for float16 (scipy's
-    float64 loop on the widened values; minifloat: its table of every code)."""
+    """scipy.special.erf of a bf16 array: float16's result type (float64 with
+    scipy 1.17, float32 with 1.18: scipy's loop on the widened values;
+    minifloat: its table of every code)."""
     try:
         import scipy.special as sp
     except ImportError:

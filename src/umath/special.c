@@ -4,7 +4,8 @@
  *
  * Without them NumPy's legacy type resolver runs the ufunc's first loop that a
  * format casts to safely (scipy 1.17: `d->d`), after casting the operand to
- * float64, and returns float64, as for float16.  The loop registered here for
+ * that type, and returns that type, as for float16 (scipy 1.18 lists `f->f`
+ * first: float32).  The loop registered here for
  * (format) -> that loop's type runs the same loop on the same values: a code is
  * widened to float64 as the cast does (through float32, NaN payloads kept), so
  * the result is float16's route bit for bit.  What it adds:

@@ -184,9 +184,10 @@ mf_gemm_hint(const mf_gemm_args *g, mf_gemm_job *job, const char **pf, mf_intp *
 }
 
 /* part `part` of `parts` of the lines B's packer reads for columns [col,
- * col + cnt) and k [pc, pc + kc), fetched into L2: the panel packed after
- * this one, while this one's tiles run (B from memory is then read while
- * the kernel computes, not in a stall before it) */
+ * col + cnt) and k [pc, pc + kc) of a B given transposed (lazy_b: a column
+ * is a run of kc elements), fetched into L2: the panel packed after this
+ * one, while this one's tiles run (B from memory is then read while the
+ * kernel computes, not in a stall before it) */
 static void
 mf_gemm_prefetch_b(const mf_gemm_args *g, mf_intp col, mf_intp cnt, mf_intp pc, mf_intp kc,
                    const char *dst, size_t dbytes, mf_intp part, mf_intp parts)
@@ -198,13 +199,10 @@ mf_gemm_prefetch_b(const mf_gemm_args *g, mf_intp col, mf_intp cnt, mf_intp pc, 
         __builtin_prefetch(dst + 64 * l, 1, 2);
     }
     const mf_intp sz = g->ctx->f->itemsize;
-    /* transposed: a line run of kc elements per column; else per k */
-    const mf_intp runs = g->b_t ? cnt : kc, len = (g->b_t ? kc : cnt) * sz;
-    const mf_intp r0 = runs * part / parts, r1 = runs * (part + 1) / parts;
+    const mf_intp r0 = cnt * part / parts, r1 = cnt * (part + 1) / parts;
     for (mf_intp r = r0; r < r1; r++) {
-        const char *p = (const char *)g->B
-                        + (g->b_t ? (col + r) * g->ldb + pc : (pc + r) * g->ldb + col) * sz;
-        const char *end = p + len;
+        const char *p = (const char *)g->B + ((col + r) * g->ldb + pc) * sz;
+        const char *end = p + kc * sz;
         for (p = (const char *)((uintptr_t)p & ~(uintptr_t)63); p < end; p += 64) {
             __builtin_prefetch(p, 0, 2);
         }

@@ -22,6 +22,20 @@
 
 _Thread_local int mf_par_stream = 0;
 
+/* the end of this thread's last output noted by mf_par_run_long, and the
+ * bytes of the run of outputs, each starting where the last ended, up to it */
+static _Thread_local const char *run_end = NULL;
+static _Thread_local mf_intp run_bytes = 0;
+
+int
+mf_par_run_long(const void *out, mf_intp bytes)
+{
+    const char *o = (const char *)out;
+    run_bytes = o == run_end ? run_bytes + bytes : bytes;
+    run_end = o + bytes;
+    return run_bytes >= ((mf_intp)8 << 20);      /* MF_STREAM_BYTES, simd_params.h */
+}
+
 /* ------------------------------------------------------- thread count */
 
 static int mf_threads_set = 0;       /* set_num_threads's value, 0: default */

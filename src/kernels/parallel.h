@@ -107,6 +107,13 @@ void mf_par_range(mf_range_fn fn, void *ctx, mf_intp n, mf_intp unit, mf_intp by
  * non-temporal stores on pieces smaller than MF_STREAM_BYTES. */
 extern _Thread_local int mf_par_stream;
 
+/* Notes an output [out, out + bytes) written by this thread; 1 if it
+ * continues a run of outputs, each starting where the one before ended
+ * (NumPy calling a loop row after row of one array), of MF_STREAM_BYTES or
+ * more: the rest of such an output is as large as a single large one, and
+ * is streamed as one (set mf_par_stream for the call). */
+int mf_par_run_long(const void *out, mf_intp bytes);
+
 /* A pool worker w > 0 runs in the caller's floating-point environment
  * `env` (its rounding mode), flags cleared; mf_worker_leave ORs the flags
  * it raised into *flags (for the caller to raise) and restores the

@@ -878,10 +878,16 @@ arith_loop(PyArrayMethod_Context *context, char *const data[],
     /* an accumulation's loop (out[i] = out[i-1] op in[i]) overlaps itself:
      * the general path runs it sequentially */
     int accumulating = strides[0] == strides[2] && strides[0] != 0 && data[2] == data[0] + strides[0];
+    /* a row of a large array (NumPy calls the loop row after row when an
+     * operand is broadcast): once the rows written reach a large output's
+     * size, the rest streams past the caches as a large output does */
+    const int stream = mf_par_stream;
     if (!(aux->shadow && inplace) && !accumulating
             && is_contig_aligned(data[0], strides[0], sz) && is_contig_aligned(data[1], strides[1], sz)
             && is_contig_aligned(data[2], strides[2], sz)) {
+        mf_par_stream = stream | mf_par_run_long(data[2], n * sz);
         mf_par_binary((mf_binary_op)aux->def->op, f, data[0], data[1], data[2], n);
+        mf_par_stream = stream;
         return 0;
     }
     for (int sc = 0; sc < 2; sc++) {
@@ -891,7 +897,9 @@ arith_loop(PyArrayMethod_Context *context, char *const data[],
                 && is_contig_aligned(data[2], strides[2], sz)
                 && (data[2] != data[sc] || n == 1)) {
             scalar_job S = {(mf_binary_op)aux->def->op, f, data, sc};
+            mf_par_stream = stream | mf_par_run_long(data[2], n * sz);
             mf_par_range(scalar_range, &S, n, EW_BLOCK, 3 * sz);
+            mf_par_stream = stream;
             return 0;
         }
     }
@@ -1042,6 +1050,32 @@ spacing_loop(PyArrayMethod_Context *NPY_UNUSED(context), char *const data[],
 MF_SIGN_RUN(uint8_t)
 MF_SIGN_RUN(uint16_t)
 
+typedef struct {
+    mf_sign_op op;
+    int fnuz;
+    npy_intp sz;
+    const char *in0, *in1;
+    char *out;
+    uint32_t sign, mask;
+} sign_job;
+
+/* elements [start, start + len) of a contiguous sign operation */
+static void
+sign_range(void *ctx, mf_intp start, mf_intp len)
+{
+    const sign_job *J = (const sign_job *)ctx;
+    const npy_intp o = start * J->sz;
+    const char *in1 = J->in1 ? J->in1 + o : NULL;
+    if (J->sz == 2) {
+        sign_dispatch_uint16_t(J->op, J->fnuz, J->in0 + o, 2, in1, 2, J->out + o, 2, len,
+                               (uint16_t)J->sign, (uint16_t)J->mask, 1);
+    }
+    else {
+        sign_dispatch_uint8_t(J->op, J->fnuz, J->in0 + o, 1, in1, 1, J->out + o, 1, len,
+                              (uint8_t)J->sign, (uint8_t)J->mask, 1);
+    }
+}
+
 static int
 sign_loop(PyArrayMethod_Context *NPY_UNUSED(context), char *const data[],
           npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *auxdata)
@@ -1061,6 +1095,12 @@ sign_loop(PyArrayMethod_Context *NPY_UNUSED(context), char *const data[],
     int overlaps = binary && out == in0 + s0;
     int contig = !overlaps && is_contig_aligned(in0, s0, sz) && is_contig_aligned(out, so, sz)
                  && (!binary || is_contig_aligned(in1, s1, sz));
+    if (contig && n >= 2 && independent_elements(aux, binary ? 2 : 1, binary ? 3 : 2, data, strides, n)) {
+        /* each element on its own: large calls are split between the threads */
+        sign_job J = {op, fnuz, sz, in0, in1, out, S, mask};
+        mf_par_range(sign_range, &J, n, EW_BLOCK, (binary ? 3 : 2) * sz);
+        return 0;
+    }
     if (sz == 2) {
         sign_dispatch_uint16_t(op, fnuz, in0, s0, in1, s1, out, so, n, (uint16_t)S,
                                (uint16_t)mask, contig);

@@ -428,3 +428,68 @@ def test_arithmetic_with_a_scalar(threads, name, uname):
             o = a.copy()
             ufunc(o, s, out=o)
             assert np.array_equal(bits(o), bits(ufunc(a, full))), (t, v, "in place")
+
+
+# ------------------------------------------- sign operations, broadcast rows
+
+@pytest.mark.parametrize("name", FORMATS + ["float8_e8m0fnu", "float6_e2m3fn", "float4_e2m1fn"])
+@pytest.mark.parametrize("uname", ["negative", "absolute", "positive", "copysign"])
+def test_sign_operations_split_between_threads(threads, name, uname):
+    # contiguous sign operations of large calls are split between the
+    # threads: the same bits as the element-by-element (strided) loop, at
+    # every thread count, also in place, and no floating-point flag
+    dt = np.dtype(getattr(mf, name))
+    ufunc = getattr(np, uname)
+    nin = 2 if uname == "copysign" else 1
+    args = [np.arange(N, dtype=np.int64).astype(np.uint8).view(dt) if dt.itemsize == 1
+            else np.arange(N, dtype=np.int64).astype(np.uint16).view(dt)]
+    if nin == 2:
+        args.append(args[0][::-1].copy())
+    threads(1)
+    # the strided loop, each element on its own
+    want = ufunc(*[np.repeat(a, 2)[::2] for a in args])
+    for t in (1,) + COUNTS:
+        threads(t)
+        got, flags = run_flags(lambda: ufunc(*args))
+        assert np.array_equal(bits(got), bits(want)), t
+        assert flags == frozenset(), t
+        o = args[0].copy()
+        ufunc(o, *args[1:], out=o)
+        assert np.array_equal(bits(o), bits(want)), (t, "in place")
+
+
+def test_sign_operations_bits_of_bfloat16(threads):
+    x = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    x = np.tile(x, 8).view(mf.bfloat16)
+    for t in (1,) + COUNTS:
+        threads(t)
+        assert np.array_equal(bits(np.negative(x)), bits(x) ^ np.uint16(0x8000))
+        assert np.array_equal(bits(np.absolute(x)), bits(x) & np.uint16(0x7FFF))
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2"])
+@pytest.mark.parametrize("uname", ["add", "subtract", "multiply", "divide"])
+def test_broadcast_rows_of_a_large_output(threads, name, uname):
+    # NumPy calls the loop row after row when an operand is a broadcast row
+    # or column; once those rows pass 8 MiB of output the rest is written
+    # with streaming stores: the same bits as NumPy's float32 loop rounded once
+    dt = np.dtype(getattr(mf, name))
+    ufunc = getattr(np, uname)
+    rows, cols = (9 << 20) // (dt.itemsize * 4096) + 3, 4096
+    a = values(rows * cols, 5).astype(dt).reshape(rows, cols)
+    row = values(cols, 6).astype(dt)[None, :]
+    col = values(rows, 7).astype(dt)[:, None]
+    f32 = [v.astype(np.float32) for v in (a, row, col)]
+    want_row = ufunc(f32[0], f32[1]).astype(dt)
+    want_col = ufunc(f32[2], f32[0]).astype(dt)
+    for t in (1,) + COUNTS:
+        threads(t)
+        for _ in range(2):        # a second call continues no run of the first
+            assert np.array_equal(bits(ufunc(a, row)), bits(want_row)), t
+            assert np.array_equal(bits(ufunc(col, a)), bits(want_col)), t
+        o = np.empty_like(a)
+        ufunc(a, row, out=o)
+        assert np.array_equal(bits(o), bits(want_row)), (t, "out=")
+        o = a.copy()
+        ufunc(o, row, out=o)
+        assert np.array_equal(bits(o), bits(want_row)), (t, "in place")

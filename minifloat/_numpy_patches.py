@@ -565,14 +565,15 @@ def _patch_fast_reductions():
 
 
 def _patch_fast_accumulate():
-    """NumPy accumulates along the last axis one row per inner-loop call, on
-    one thread, so cumsum's chain latency bounds it; _core._accumulate does
-    all rows in one call, each row as NumPy's route does it.  np.cumsum and
+    """NumPy accumulates one chain per inner-loop call, on one thread, so
+    cumsum's chain latency bounds it (and along axis 0, a walk down each
+    column); _core._accumulate does all chains of any axis in one call, each
+    as NumPy's route does it.  np.cumsum and
     np.cumprod reach the ndarray methods through fromnumeric._wrapfunc, which
     this front stands for (np.cumsum itself stays NumPy's object: libraries
     that key their __array_function__ tables by it keep finding it); the
-    ndarray methods are C and stay NumPy's.  NotImplemented (another axis or
-    layout) and dtype=/out= run NumPy's route.  Not a hole of NumPy: no
+    ndarray methods are C and stay NumPy's.  NotImplemented (another layout)
+    and dtype=/out= run NumPy's route.  Not a hole of NumPy: no
     check, always applied (docs/design.md, "cumsum and cumprod")."""
     accumulate = _core._accumulate
     ops = {"cumsum": 0, "cumprod": 1}

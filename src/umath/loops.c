@@ -1305,9 +1305,56 @@ acc_range(void *ctx, mf_intp g0, mf_intp ng)
 }
 
 /*
+ * Along another axis k of a C-ordered array, seen as (A, L, B) with L the
+ * axis and B > 1 the elements after it, NumPy calls the loop once per chain,
+ * down a column B elements apart (a page or more apart for wide arrays: a
+ * TLB miss a step).  Here the B chains of each of the A slabs advance
+ * together, a row of up to ACC_COLS at a time: each chain is exactly
+ * accumulate_inner's (the first code copied, then the float32 chain of the
+ * kernels' decoded values, each result rounded once by the kernels), so the
+ * bits and flags are NumPy's route's; the chains of a row are independent,
+ * so nothing waits on the chain's latency.  Column blocks go to the threads.
+ */
+#define ACC_COLS 512
+
+typedef struct {
+    const mf_format *f;
+    int mul;
+    const char *in;
+    char *out;
+    npy_intp L, B, blocks;    /* (A, L, B), B split into `blocks` of ACC_COLS */
+} acc_cols_job;
+
+static void
+acc_cols_range(void *ctx, mf_intp t0, mf_intp nt)
+{
+    const acc_cols_job *J = (const acc_cols_job *)ctx;
+    const mf_format *f = J->f;
+    const npy_intp sz = f->itemsize, L = J->L, B = J->B;
+    float carry[ACC_COLS], buf[ACC_COLS];
+    for (mf_intp t = t0; t < t0 + nt; t++) {
+        const npy_intp a = t / J->blocks, c0 = (t % J->blocks) * ACC_COLS;
+        const npy_intp w = B - c0 < ACC_COLS ? B - c0 : ACC_COLS;
+        const char *in = J->in + (a * L * B + c0) * sz;
+        char *out = J->out + (a * L * B + c0) * sz;
+        memcpy(out, in, (size_t)(w * sz));        /* the first codes, as NumPy copies them */
+        for (npy_intp j = 0; j < w; j++) {
+            carry[j] = mf_dec_code(f, mf_load_code(f, out + j * sz));
+        }
+        for (npy_intp i = 1; i < L; i++) {
+            decode_block(f, in + i * B * sz, sz, buf, w);
+            for (npy_intp j = 0; j < w; j++) {
+                buf[j] = carry[j] = chain_step(J->mul, carry[j], buf[j]);
+            }
+            encode_block(f, buf, out + i * B * sz, sz, w);
+        }
+    }
+}
+
+/*
  * _accumulate(op, a, axis): op 0 cumsum, 1 cumprod, of a float format
- * along the last axis of a C-contiguous array (axis None for a 1-D one).  A
- * new array, or NotImplemented for anything else (NumPy's route runs).
+ * along any axis of a C-contiguous array (axis None: the flattened array).
+ * A new array, or NotImplemented for anything else (NumPy's route runs).
  */
 PyObject *
 mf_py_accumulate(PyObject *NPY_UNUSED(self), PyObject *args)
@@ -1328,8 +1375,8 @@ mf_py_accumulate(PyObject *NPY_UNUSED(self), PyObject *args)
             || (op != 0 && op != 1) || !PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISALIGNED(a)) {
         Py_RETURN_NOTIMPLEMENTED;
     }
-    /* axis None: the flattened array (C order), one row */
-    npy_intp size = PyArray_SIZE(a), L;
+    /* axis None: the flattened array (C order), one row; else (A, L, B) */
+    npy_intp size = PyArray_SIZE(a), L, B = 1;
     int rnd = nd;
     if (axis == Py_None) {
         L = size;
@@ -1342,10 +1389,16 @@ mf_py_accumulate(PyObject *NPY_UNUSED(self), PyObject *args)
             PyErr_Clear();
             Py_RETURN_NOTIMPLEMENTED;
         }
-        if ((v < 0 ? v + nd : v) != nd - 1) {
+        if (v < 0) {
+            v += nd;
+        }
+        if (v < 0 || v >= nd) {
             Py_RETURN_NOTIMPLEMENTED;
         }
-        L = PyArray_DIM(a, nd - 1);
+        L = PyArray_DIM(a, (int)v);
+        for (int d = (int)v + 1; d < nd; d++) {
+            B *= PyArray_DIM(a, d);
+        }
     }
     if (L < 2 || size == 0) {
         Py_RETURN_NOTIMPLEMENTED;
@@ -1358,10 +1411,17 @@ mf_py_accumulate(PyObject *NPY_UNUSED(self), PyObject *args)
     }
     acc_job J = {&mf_formats[fid], op == 1, PyArray_BYTES(a), PyArray_BYTES(res), size / L, L};
     const mf_intp groups = (J.nrows + ACC_ROWS - 1) / ACC_ROWS;
+    acc_cols_job C = {J.f, J.mul, J.in, J.out, L, B, (B + ACC_COLS - 1) / ACC_COLS};
     int fl;
     Py_BEGIN_ALLOW_THREADS
     feclearexcept(FE_ALL_EXCEPT);
-    mf_par_range(acc_range, &J, groups, 1, (mf_intp)(ACC_ROWS * L * 2 * J.f->itemsize));
+    if (B > 1) {
+        mf_par_range(acc_cols_range, &C, size / (L * B) * C.blocks, 1,
+                     (mf_intp)(L * (B < ACC_COLS ? B : ACC_COLS) * 2 * J.f->itemsize));
+    }
+    else {
+        mf_par_range(acc_range, &J, groups, 1, (mf_intp)(ACC_ROWS * L * 2 * J.f->itemsize));
+    }
     fl = fetestexcept(FE_ALL_EXCEPT);
     feclearexcept(FE_ALL_EXCEPT);
     Py_END_ALLOW_THREADS

@@ -1,6 +1,7 @@
-"""np.cumsum / np.cumprod of the float formats along the last axis of a
+"""np.cumsum / np.cumprod of the float formats along any axis of a
 C-ordered array (patch "fast_accumulate": all rows in one C call, several
-rows' chains at once, on the threads) against NumPy's route, which the
+rows' chains at once, or a whole row of column chains at once, on the
+threads) against NumPy's route, which the
 ndarray methods keep (a.cumsum(axis), np.add.accumulate): the same codes and
 the same floating-point warnings, for every layout the fast path takes and
 the ones it leaves to NumPy."""
@@ -59,12 +60,38 @@ def test_every_code_in_rows(name, fname, ufunc, threads):
             check(fname, a, -1)
             check(fname, a, 1)
             check(fname, a, None)
+            check(fname, a, 0)          # chains down the columns
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float4_e2m1fn"])
+@pytest.mark.parametrize("fname,ufunc", OPS)
+def test_every_code_down_columns(name, fname, ufunc, threads):
+    """Chains along an axis that is not the last (the elements after it,
+    B, advance together, 512 columns a block): every code, B below, at and
+    past a block (ragged last block), several slabs before the axis, 1-3
+    threads; np.add.accumulate (NumPy's route) agrees."""
+    itemsize = np.dtype(mf_type(name)).itemsize
+    rng = np.random.default_rng(13)
+    allc = np.arange(1 << (8 * itemsize), dtype=np.uint16 if itemsize == 2 else np.uint8)
+    for shape, axis in (((2, 3), 0), ((300, 7), 0), ((40, 512), 0), ((9, 1537), 0),
+                        ((3, 50, 600), 1), ((3, 50, 600), 0), ((4, 5, 6, 70), 1),
+                        ((4, 5, 6, 70), -3), ((64, 1), 0), ((5, 64, 1), 1)):
+        raw = rng.choice(allc, size=int(np.prod(shape)))
+        if fname == "cumprod":
+            ones = np.ones(1, mf_type(name)).view(raw.dtype)[0]
+            raw = np.where(rng.random(raw.size) < 0.9, ones, raw).astype(raw.dtype)
+        a = raw.view(mf_type(name)).reshape(shape)
+        for nt in (1, 2, 3):
+            threads(nt)
+            check(fname, a, axis)
+            np.testing.assert_array_equal(codes(getattr(np, fname)(a, axis=axis)),
+                                          codes(ufunc.accumulate(a, axis=axis)))
 
 
 @pytest.mark.parametrize("fname,ufunc", OPS)
 def test_layouts(fname, ufunc, threads):
-    """Shapes and axes the fast path takes (last axis of C-ordered 1-3-D
-    arrays, axis None) and leaves (other axes, views, dtype=, out=): NumPy's
+    """Shapes and axes the fast path takes (any axis of C-ordered 1-3-D
+    arrays, axis None) and leaves (views, dtype=, out=): NumPy's
     codes in every case; np.add.accumulate agrees."""
     rng = np.random.default_rng(12)
     x = rng.standard_normal((6, 40, 33)).astype(np.float32).astype(minifloat.bfloat16)
@@ -112,6 +139,12 @@ def test_errstate_raises_as_numpy():
     with np.errstate(invalid="raise"):
         with pytest.raises(FloatingPointError, match="invalid"):
             np.cumsum(x, axis=-1)
+    with np.errstate(over="raise"):             # down the columns
+        with pytest.raises(FloatingPointError, match="overflow"):
+            np.cumsum(big, axis=0)
+    with np.errstate(invalid="raise"):
+        with pytest.raises(FloatingPointError, match="invalid"):
+            np.cumsum(x.T.copy(), axis=0)
 
 
 @settings(max_examples=60, deadline=None)
@@ -123,3 +156,4 @@ def test_random_arrays_as_numpy(name, rows, length, op, seed):
     raw = rng.integers(0, 1 << (8 * itemsize), size=(rows, length),
                        dtype=np.uint16 if itemsize == 2 else np.uint8)
     check(op[0], raw.view(mf_type(name)), -1)
+    check(op[0], raw.view(mf_type(name)), 0)

@@ -71,6 +71,63 @@ def test_dot_out_and_errors(mats):
         np.dot(a, a)
 
 
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float4_e2m1fn"])
+def test_dot_of_matrices_is_matmul(name):
+    """np.dot of two matrices, or of a matrix and a vector, of one float
+    format is np.matmul's product (patch "fast_dot"): a @ b bit for bit,
+    for C-ordered, transposed and column-sliced operands (NumPy's own np.dot
+    walks b's columns with the dotfunc, one call per output element), and
+    np.tensordot, which calls np.dot, with it."""
+    t = getattr(mf, name)
+    rng = np.random.default_rng(3)
+    big = rng.standard_normal((70, 90)).astype(np.float32).astype(t)
+    a, w = big[:20, :33], big[:33]
+    for b in (w[:, :17], w[:, :17].copy(), big[:17, :33].T, np.asfortranarray(w[:, :5])):
+        got = np.dot(a, b)
+        assert got.dtype == np.dtype(t) and got.shape == (20, b.shape[1])
+        assert np.array_equal(got.view(np.uint8), np.matmul(a, b).view(np.uint8))
+    vec = big[40, :33]
+    for x, y in ((a, vec), (vec, w[:, :17]), (a[::2], vec[::-1])):
+        assert np.array_equal(np.dot(x, y).view(np.uint8), np.matmul(x, y).view(np.uint8))
+    td = np.tensordot(big[:8, :33], big[8:20, :33], axes=([1], [1]))
+    assert np.array_equal(td.view(np.uint8), (big[:8, :33] @ big[8:20, :33].T).view(np.uint8))
+    # integer-valued products are exact in float32: against float64
+    ia = rng.integers(-4, 5, (9, 11)).astype(np.float32)
+    ib = rng.integers(-4, 5, (11, 6)).astype(np.float32)
+    np.testing.assert_array_equal(np.dot(ia.astype(t), ib.astype(t)).astype(np.float64),
+                                  np.dot(ia.astype(t).astype(np.float64),
+                                         ib.astype(t).astype(np.float64)).astype(t).astype(np.float64))
+
+
+def test_dot_front_leaves_the_rest_to_numpy():
+    # plain NumPy arrays reach NumPy's np.dot itself; what the front does not
+    # take (shape errors, out=, vectors, mixed types, integer formats) is
+    # NumPy's np.dot's, errors and all
+    assert type(np.dot).__name__ == "FastPath"
+    assert np.dot.__wrapped__ is not np.dot and np.dot == np.dot.__wrapped__
+    f = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(np.dot(f, f.T), np.dot.__wrapped__(f, f.T))
+    a = np.ones((3, 4), BF)
+    with pytest.raises(ValueError, match="not aligned"):
+        np.dot(a, a)
+    out = np.empty((3, 3), BF)
+    assert np.dot(a, a.T, out=out) is out and float(out[0, 0]) == 4.0
+    assert np.dot(a, a.T.astype(np.float32)).dtype == np.float32
+    i4 = np.full((2, 5), 3, mf.int4)
+    assert int(np.dot(i4, i4.T)[0, 0]) == -3          # 45 wraps in 4 bits, as int8's dot in 8
+    assert float(np.dot(np.ones(300, BF), np.ones(300, BF))) == 300.0
+    # another array type's __array_function__ gets the call as it was made
+    # (no out= added: dask's dot has none)
+
+    class Other:
+        def __array_function__(self, func, types, args, kwargs):
+            return func.__name__, len(args), sorted(kwargs)
+
+    assert np.dot(Other(), a) == ("dot", 2, [])
+    assert np.dot(a, Other()) == ("dot", 2, [])
+    assert np.dot(Other(), a, out=out) == ("dot", 2, ["out"])
+
+
 def test_vdot_inner_tensordot(mats):
     a, b, v = mats
     close_to_reference(np.vdot(a, a), f32_reference(np.vdot, a, a))

@@ -626,9 +626,62 @@ def _patch_fast_accumulate():
             r = accumulate(op, obj, kwds.get("axis"))
             if r is not NotImplemented:
                 return r
+        elif method == "argpartition" and len(args) == 1 and _sorts_for_partition(obj, kwds):
+            # np.argpartition: the stable argsort is one of its valid answers
+            axis = kwds.get("axis", -1)
+            _check_kth(obj, args[0], axis)
+            return obj.argsort(axis=axis, kind="stable")
         return orig(obj, method, *args, **kwds)
 
     _replace(fromnumeric, "_wrapfunc", _wrapfunc, "fast_accumulate", fast=0)
+
+
+def _sorts_for_partition(a, kwds):
+    """Whether np.partition / np.argpartition of `a` with these keywords
+    is done by sorting (patch "fast_partition")."""
+    return (type(a) is np.ndarray and type(a.dtype) in _ALL_DTYPES and a.dtype.isnative
+            and a.ndim >= 1 and kwds.get("kind", "introselect") == "introselect"
+            and kwds.get("order") is None and set(kwds) <= {"axis", "kind", "order"})
+
+
+def _check_kth(a, kth, axis):
+    """NumPy's own checks of kth (an integer or a 1-D sequence of them,
+    each within the axis) and of axis, with NumPy's errors: its partition
+    of as many zero bytes as the axis holds."""
+    n = a.size if axis is None else a.shape[np.lib.array_utils.normalize_axis_index(axis, a.ndim)]
+    fromnumeric.partition.__wrapped__(np.zeros(n, np.uint8), kth)
+
+
+def _patch_fast_partition():
+    """NumPy 2.3-2.5 give a user dtype no partition function: ndarray.partition
+    then sorts each row with NumPy's generic quicksort, calling the dtype's
+    compare for every comparison (np.partition of (256, 4096) bfloat16 along
+    the rows: 115 ms).  A sorted array is one of partition's valid answers,
+    and the formats' sorts are O(n) (a counting sort over all codes, or a
+    radix sort: 12 ms for the same array), so np.partition (and so np.median,
+    which calls it) and np.argpartition (through fromnumeric._wrapfunc, the
+    "fast_accumulate" front) sort instead, after NumPy's own checks of kth.
+    kind= other than "introselect", order= and byte-swapped arrays are
+    NumPy's; ndarray.partition (and so np.percentile/np.quantile, which call
+    the method) is C and stays NumPy's.  The front is a FastPath at
+    np.partition, where np.median finds it (numpy.lib._function_base_impl)
+    and in fromnumeric: one object.  Not a hole (NumPy's works): no check
+    (docs/design.md, "partition by sorting")."""
+    orig = fromnumeric.partition
+
+    @functools.wraps(orig)
+    def partition(a, kth, axis=-1, kind="introselect", order=None):
+        if _sorts_for_partition(a, {"kind": kind, "order": order}):
+            _check_kth(a, kth, axis)
+            return np.sort(a, axis=axis)
+        return orig(a, kth, axis=axis, kind=kind, order=order)
+
+    from numpy.lib import _function_base_impl
+    _replace(fromnumeric, "partition", partition, "fast_partition", fast=0)
+    for mod in (np, _function_base_impl):      # the same front (it pickles as numpy.partition)
+        if getattr(mod, "partition") is orig:
+            setattr(mod, "partition", fromnumeric.partition)
+            applied.append(("fast_partition", f"{mod.__name__}.partition"))
 
 
 def _patch_iinfo():
@@ -835,6 +888,7 @@ def apply():
     _patch_reductions()
     _patch_fast_reductions()
     _patch_fast_accumulate()
+    _patch_fast_partition()
     _patch_iinfo()
     _patch_unique()
     _patch_sinc()

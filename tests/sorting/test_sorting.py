@@ -165,6 +165,79 @@ def test_partition_2d():
                               equal_nan=True)
 
 
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float4_e2m1fn",
+                                  "float8_e8m0fnu", "int4"])
+def test_partition_by_sorting(name):
+    """np.partition and np.argpartition of a format sort (patch
+    "fast_partition": a sorted array is one of partition's answers; NumPy's
+    own route calls the compare function per comparison): the kth elements
+    are NumPy's route's (ndarray.partition, C), the rest sorted around them,
+    along any axis and flattened, with NaNs last."""
+    t = mf_type(name)
+    dt = np.dtype(t)
+    rng = np.random.default_rng(21)
+    raw = rng.integers(0, 1 << (8 * dt.itemsize), (37, 61)).astype(
+        np.uint16 if dt.itemsize == 2 else np.uint8)
+    x = raw.view(t)
+    f = x.astype(np.float64)
+    for axis, kths in ((-1, [0, 5, 60, [2, 30, 59], -1]), (0, [0, 36, [1, 18]]),
+                       (None, [0, 1000, [10, 2000], -5])):
+        for kth in kths:
+            p = np.partition(x, kth, axis=axis)
+            ip = np.argpartition(x, kth, axis=axis)
+            route = x.flatten() if axis is None else x.copy()
+            route.partition(kth, axis=-1 if axis is None else axis)
+            ax = -1 if axis is None else axis
+            want = np.sort(f, axis=axis)
+            got_f = p.astype(np.float64)
+            assert p.dtype == dt and p.shape == want.shape
+            np.testing.assert_array_equal(got_f, want)          # NaNs last, as NumPy
+            for k in np.atleast_1d(kth):
+                np.testing.assert_array_equal(np.take(got_f, k, axis=ax),
+                                              np.take(route.astype(np.float64), k, axis=ax))
+            src = f.reshape(-1) if axis is None else f
+            np.testing.assert_array_equal(np.take_along_axis(src, ip, axis=ax), want)
+    assert not np.shares_memory(np.partition(x, 3), x)
+
+
+def test_partition_errors_and_other_kinds_are_numpys():
+    # the checks of kth and axis are NumPy's own, with its messages; kind=
+    # and order= other than the default, and views, are NumPy's route
+    x = np.arange(24, dtype=np.float32).reshape(4, 6).astype(bf16)
+    h = x.astype(np.float16)
+    for kth, axis in ((6, -1), (-7, -1), (1.5, -1), ([[1]], -1), ([1, 9], -1), (1, 2),
+                      (True, -1), (30, None)):
+        for fn in (np.partition, np.argpartition):
+            with pytest.raises(Exception) as want:
+                fn(h, kth, axis=axis)
+            with pytest.raises(type(want.value)) as got:
+                fn(x, kth, axis=axis)
+            assert str(got.value) == str(want.value), (fn, kth, axis)
+    p = np.partition(x[:, ::-1], 2, axis=1)
+    assert np.array_equal(p[:, 2].astype(np.float32), np.arange(2, 24, 6, dtype=np.float32))
+    with pytest.raises(ValueError, match="not a valid partition kind|kind"):
+        np.partition(x, 1, kind="nope")
+    assert type(np.partition).__name__ == "FastPath"
+
+
+def test_median_by_sorting_is_the_routes():
+    # np.median calls np.partition: the middle elements are the same, so the
+    # median's bits are the ones NumPy's route (sorting by compare) gives
+    rng = np.random.default_rng(22)
+    for shape, axis in (((31, 64), 1), ((31, 64), 0), ((1001,), None), ((6, 7, 8), (0, 2))):
+        x = rng.standard_normal(shape).astype(np.float32).astype(bf16)
+        x.flat[3] = np.nan if shape == (31, 64) else x.flat[3]
+        got = np.median(x, axis=axis)
+        orig = np.partition.__wrapped__
+        import numpy.lib._function_base_impl as fb
+        fb.partition = orig
+        try:
+            want = np.median(x, axis=axis)
+        finally:
+            fb.partition = np.partition
+        assert np.array_equal(np.asarray(got).view(np.uint16), np.asarray(want).view(np.uint16))
+
+
 @pytest.mark.parametrize("side", ["left", "right"])
 def test_searchsorted(side):
     hay_codes = np.sort(_data(5000, 14))     # uint16 sort is not the float order...

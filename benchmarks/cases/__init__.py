@@ -59,7 +59,11 @@ def _register_all():
                       ("from f64", "cast from float64 (NumPy's default dtype)"),
                       ("to int32", "cast to int32"),
                       ("center", "subtract each row's max (a broadcast column)"),
-                      ("masked fill", "assign 0 where a random half-True mask is set")):
+                      ("masked fill", "assign 0 where a random half-True mask is set"),
+                      ("cumsum0", "np.cumsum along axis 0"),
+                      ("add row", "add the first row to every row (a broadcast row)"),
+                      ("negative", "negate into a preallocated array"),
+                      ("dot", "np.dot of 256 rows with their transpose (b given as a.T)")):
         register(f"everyday bf16 {op}", f"{title}, of a 2-D bf16 array of rows of 4096",
                  lambda env, o=op: arrays.build_everyday(o, env))
     register("dot bf16", "dot product of two bf16 vectors; result shown", arrays.build_dot,

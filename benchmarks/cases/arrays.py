@@ -159,8 +159,10 @@ def build_everyday(op, env):
     the rows, the casts to and from NumPy's float16, the sum of every other row
     (a view) along axis 0, the max over axes 0 and 2 of the array seen as
     (rows / 16, 64, 64), the casts from float64 and to int32, each row minus
-    its max (NumPy buffers the broadcast column) and a masked assignment
-    (NumPy calls the copy loop once a run of True)."""
+    its max (NumPy buffers the broadcast column), a masked assignment (NumPy
+    calls the copy loop once a run of True), cumsum down the columns, the
+    first row added to every row (a broadcast row), negation into a
+    preallocated array and np.dot of 256 rows with their transpose."""
     n = env.n
     cols = 4096 if n >= 4096 * 16 else 256
     bf16 = mf.bfloat16
@@ -200,7 +202,24 @@ def build_everyday(op, env):
         "center": ("a - a.max(axis=1, keepdims=True)",
                    lambda x, out: x - x.max(axis=1, keepdims=True),
                    "a - a.amax(1, keepdim=True)", lambda: ta - ta.amax(1, keepdim=True)),
+        "cumsum0": ("np.cumsum(a, axis=0)", lambda x, out: np.cumsum(x, axis=0),
+                    "torch.cumsum(a, 0)", lambda: torch.cumsum(ta, 0)),
+        "add row": ("np.add(a, a[:1], out=o)", lambda x, out: np.add(x, x[:1], out=out),
+                    "torch.add(a, a[:1], out=o)", lambda: torch.add(ta, ta[:1], out=to)),
+        "negative": ("np.negative(a, out=o)", lambda x, out: np.negative(x, out=out),
+                     "torch.neg(a, out=o)", lambda: torch.neg(ta, out=to)),
     }
+    if op == "dot":
+        # np.dot of two matrices: (256, cols) @ (cols, 256), b given as a.T
+        # (ml_dtypes' np.dot is NumPy's per-element dotfunc loop: left out)
+        r = min(256, a.shape[0])
+        x, x32 = a[:r], a32[:r]
+        runs = [Run("minifloat", "np.dot(x, x.T)", lambda: np.dot(x, x.T))]
+        if torch is not None:
+            tx = ta[:r]
+            runs.append(Run("torch", "x @ x.T", lambda: tx @ tx.T))
+        runs.append(Run("numpy", "float32 np.dot(x, x.T)", lambda: np.dot(x32, x32.T)))
+        return Plan(runs, nbytes=x.size * 2)
     if op == "masked fill":
         mask = env.f32("m", a.size).reshape(a.shape) > 0
         tm = torch.from_numpy(mask) if torch is not None else None

@@ -161,8 +161,9 @@ def build_everyday(op, env):
     (rows / 16, 64, 64), the casts from float64 and to int32, each row minus
     its max (NumPy buffers the broadcast column), a masked assignment (NumPy
     calls the copy loop once a run of True), cumsum down the columns, the
-    first row added to every row (a broadcast row), negation into a
-    preallocated array and np.dot of 256 rows with their transpose."""
+    first row added to every row (a broadcast row), negation and rounding to
+    integers into a preallocated array and np.dot of 256 rows with their
+    transpose."""
     n = env.n
     cols = 4096 if n >= 4096 * 16 else 256
     bf16 = mf.bfloat16
@@ -208,8 +209,10 @@ def build_everyday(op, env):
                     "torch.add(a, a[:1], out=o)", lambda: torch.add(ta, ta[:1], out=to)),
         "negative": ("np.negative(a, out=o)", lambda x, out: np.negative(x, out=out),
                      "torch.neg(a, out=o)", lambda: torch.neg(ta, out=to)),
+        "rint": ("np.rint(a, out=o)", lambda x, out: np.rint(x, out=out),
+                 "torch.round(a, out=o)", lambda: torch.round(ta, out=to)),
     }
-    if op == "dot":
+    if op == "gram":
         # np.dot of two matrices: (256, cols) @ (cols, 256), b given as a.T
         # (ml_dtypes' np.dot is NumPy's per-element dotfunc loop: left out)
         r = min(256, a.shape[0])

@@ -353,6 +353,44 @@ def test_every_code_by_table(threads, name, uname):
             ufunc(x)
 
 
+CHEAP_UNARY = ["floor", "ceil", "trunc", "rint", "reciprocal", "square"]
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e5m2fnuz",
+                                  "float8_e8m0fnu", "float4_e2m1fn", "float6_e3m2fn"])
+@pytest.mark.parametrize("uname", CHEAP_UNARY)
+def test_cheap_unary_through_one_buffer(threads, name, uname):
+    """The ufuncs whose float32 loop is one instruction go block by block
+    through one float32 buffer (decode, NumPy's loop in place, encode) on
+    contiguous operands: every stored code, at 1-3 threads, in place, against
+    the general path (the same values strided, in pieces too small for the
+    table: each element decoded, NumPy's float32 loop, one rounding), bits
+    and floating-point errors, and against the float32 contract."""
+    dt = np.dtype(getattr(mf, name))
+    raw = np.arange(256 ** dt.itemsize, dtype=np.uint16 if dt.itemsize == 2 else np.uint8)
+    x = np.tile(raw, -(-(1 << 20) // raw.size) + 1)[3:].view(dt)
+    ufunc = getattr(np, uname)
+    threads(1)
+    strided = np.repeat(x, 2)[::2]
+    want = np.empty_like(x)
+    seen = set()
+    with np.errstate(all="call", call=lambda kind, flag: seen.add(kind)):
+        for i in range(0, x.size, 999):
+            ufunc(strided[i:i + 999], out=want[i:i + 999])
+    with np.errstate(all="ignore"):
+        contract = ufunc(x.astype(np.float32)).astype(dt)
+    assert np.array_equal(bits(want), bits(contract))
+    for t in (1, 2, 3):
+        threads(t)
+        got, fl = run_flags(lambda: ufunc(x))
+        assert np.array_equal(bits(got), bits(want)), t
+        assert fl == frozenset(seen), t
+        y = x.copy()
+        with np.errstate(all="ignore"):
+            ufunc(y, out=y)
+        assert np.array_equal(bits(y), bits(want)), (t, "in place")
+
+
 # --------------------------------------------- maximum, minimum, clip by codes
 
 def _zeros_and_ties(n, seed):

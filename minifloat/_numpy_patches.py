@@ -615,6 +615,7 @@ def _patch_fast_accumulate():
     and dtype=/out= run NumPy's route.  Not a hole of NumPy: no
     check, always applied (docs/design.md, "cumsum and cumprod")."""
     accumulate = _core._accumulate
+    arg_axis = _core._arg_axis
     ops = {"cumsum": 0, "cumprod": 1}
     orig = fromnumeric._wrapfunc
 
@@ -624,6 +625,14 @@ def _patch_fast_accumulate():
         if (op is not None and not args and kwds.get("dtype") is None
                 and kwds.get("out") is None and _is_mf_float(obj)):
             r = accumulate(op, obj, kwds.get("axis"))
+            if r is not NotImplemented:
+                return r
+        elif (method in ("argmax", "argmin") and not args and kwds.get("out") is None
+                and not kwds.get("keepdims", False) and kwds.get("axis") is not None
+                and _is_mf(obj)):
+            # along an axis that is not the last: a row of columns at a time
+            # (NumPy scans a transposed copy); NotImplemented: NumPy's route
+            r = arg_axis(method == "argmax", obj, kwds["axis"])
             if r is not NotImplemented:
                 return r
         elif method == "argpartition" and len(args) == 1 and _sorts_for_partition(obj, kwds):

@@ -64,7 +64,8 @@ def _register_all():
                       ("add row", "add the first row to every row (a broadcast row)"),
                       ("negative", "negate into a preallocated array"),
                       ("rint", "round to integers (half to even) into a preallocated array"),
-                      ("gram", "np.dot of 256 rows with their transpose (b given as a.T)")):
+                      ("gram", "np.dot of 256 rows with their transpose (b given as a.T)"),
+                      ("argmax0", "np.argmax along axis 0")):
         register(f"everyday bf16 {op}", f"{title}, of a 2-D bf16 array of rows of 4096",
                  lambda env, o=op: arrays.build_everyday(o, env))
     register("dot bf16", "dot product of two bf16 vectors; result shown", arrays.build_dot,

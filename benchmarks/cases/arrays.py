@@ -162,8 +162,8 @@ def build_everyday(op, env):
     its max (NumPy buffers the broadcast column), a masked assignment (NumPy
     calls the copy loop once a run of True), cumsum down the columns, the
     first row added to every row (a broadcast row), negation and rounding to
-    integers into a preallocated array and np.dot of 256 rows with their
-    transpose."""
+    integers into a preallocated array, np.dot of 256 rows with their
+    transpose and argmax down the columns."""
     n = env.n
     cols = 4096 if n >= 4096 * 16 else 256
     bf16 = mf.bfloat16
@@ -211,6 +211,8 @@ def build_everyday(op, env):
                      "torch.neg(a, out=o)", lambda: torch.neg(ta, out=to)),
         "rint": ("np.rint(a, out=o)", lambda x, out: np.rint(x, out=out),
                  "torch.round(a, out=o)", lambda: torch.round(ta, out=to)),
+        "argmax0": ("np.argmax(a, axis=0)", lambda x, out: np.argmax(x, axis=0),
+                    "a.argmax(0)", lambda: ta.argmax(0)),
     }
     if op == "gram":
         # np.dot of two matrices: (256, cols) @ (cols, 256), b given as a.T
@@ -257,7 +259,7 @@ def build_everyday(op, env):
         runs.append(Run("torch", thow, tcall))
     runs.append(Run("numpy", f"float32 {how}", lambda: call(a32, o32)))
     # bytes read and written per element of a
-    per = {"prod": 2, "view sum": 1, "max 2 axes": 2, "to int32": 6}.get(op, 4)
+    per = {"prod": 2, "view sum": 1, "max 2 axes": 2, "to int32": 6, "argmax0": 2}.get(op, 4)
     return Plan(runs, nbytes=a.size * per)
 
 

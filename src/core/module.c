@@ -415,6 +415,8 @@ PyObject *mf_py_set_gemm_bpack_limit(PyObject *self, PyObject *arg);
 PyObject *mf_py_stats(PyObject *self, PyObject *args);
 /* umath/reduce.c: whole reductions for the Python entry points */
 PyObject *mf_py_reduce(PyObject *self, PyObject *args);
+/* numpy/sort.c: argmax/argmin along an axis that is not the last */
+PyObject *mf_py_arg_axis(PyObject *self, PyObject *args);
 /* umath/pairwise.c: float32 sums in NumPy's pairwise order (mean, var, std) */
 PyObject *mf_py_sum_f32(PyObject *self, PyObject *args);
 
@@ -455,8 +457,11 @@ static PyMethodDef module_methods[] = {
      "of chunk x into acc (float64[14]; minifloat/io/checkpoint.py); moments=False: the error sums (err2, ref2) "
      "only; data: bytes written to fd meanwhile (convert's previous chunk).  Returns how many were written."},
     {"_accumulate", mf_py_accumulate, METH_VARARGS,
-     "_accumulate(op, a, axis): cumsum/cumprod (op 0/1) of a float format along the last axis of "
-     "a C-contiguous array, all rows in one call; NotImplemented for anything else."},
+     "_accumulate(op, a, axis): cumsum/cumprod (op 0/1) of a float format along any axis of "
+     "a C-contiguous array, all chains in one call; NotImplemented for anything else."},
+    {"_arg_axis", mf_py_arg_axis, METH_VARARGS,
+     "_arg_axis(want_max, a, axis): argmax/argmin along an axis that is not the last of a "
+     "C-contiguous array of a sign-magnitude format, NumPy's indices; NotImplemented otherwise."},
     {"_reduce", mf_py_reduce, METH_VARARGS,
      "_reduce(op, a, axis, out, keepdims, where): sum/prod/max/min (op 0..3) of a float format in one "
      "call, bit-identical to NumPy's route through the ufunc loops, or NotImplemented (src/umath/reduce.c)."},

@@ -587,3 +587,139 @@ mf_copyswapn_sized(int itemsize, void *dst, npy_intp dstride, void *src, npy_int
         }
     }
 }
+
+/*
+ * argmax / argmin along an axis k that is not the last, of a C-ordered
+ * array seen as (A, L, B): NumPy makes a transposed copy and scans each
+ * column as a row (the column's elements a row of B apart).  Here a row of
+ * up to ARG_COLS columns advances together, each column keeping its best
+ * key and its index: the scan of arg_keys (argkey.h's key, the first of
+ * equal keys kept, the first NaN winning), so NumPy's indices.  Formats
+ * whose codes order as sign and magnitude only (arith_ok); blocks of
+ * columns go to the threads.
+ */
+#define ARG_COLS 512
+
+typedef struct {
+    int want_max, itemsize;
+    int16_t lim;
+    const char *in;
+    npy_intp *out;
+    npy_intp L, B, blocks;
+} arg_cols_job;
+
+static void
+arg_cols_range(void *ctx, mf_intp t0, mf_intp nt)
+{
+    const arg_cols_job *J = (const arg_cols_job *)ctx;
+    const npy_intp L = J->L, B = J->B, sz = J->itemsize;
+    const int16_t nan = J->want_max ? INT16_MAX : INT16_MIN;
+    int16_t best[ARG_COLS];
+    int32_t idx[ARG_COLS];
+    for (mf_intp t = t0; t < t0 + nt; t++) {
+        const npy_intp a = t / J->blocks, c0 = (t % J->blocks) * ARG_COLS;
+        const npy_intp w = B - c0 < ARG_COLS ? B - c0 : ARG_COLS;
+        const char *p = J->in + (a * L * B + c0) * sz;
+        for (npy_intp j = 0; j < w; j++) {
+            best[j] = sz == 1 ? (int16_t)ae8_key(((const uint8_t *)p)[j], (int8_t)J->lim,
+                                                 J->want_max ? INT8_MAX : INT8_MIN)
+                              : ae16_key(((const uint16_t *)p)[j], J->lim, nan);
+            idx[j] = 0;
+        }
+        for (npy_intp i = 1; i < L; i++) {
+            const char *r = p + i * B * sz;
+            if (sz == 1) {
+                const int8_t n8 = J->want_max ? INT8_MAX : INT8_MIN;
+                for (npy_intp j = 0; j < w; j++) {
+                    const int16_t k = ae8_key(((const uint8_t *)r)[j], (int8_t)J->lim, n8);
+                    const int m = J->want_max ? k > best[j] : k < best[j];
+                    best[j] = m ? k : best[j];
+                    idx[j] = m ? (int32_t)i : idx[j];
+                }
+            }
+            else if (J->want_max) {
+                for (npy_intp j = 0; j < w; j++) {
+                    const int16_t k = ae16_key(((const uint16_t *)r)[j], J->lim, INT16_MAX);
+                    const int m = k > best[j];
+                    best[j] = m ? k : best[j];
+                    idx[j] = m ? (int32_t)i : idx[j];
+                }
+            }
+            else {
+                for (npy_intp j = 0; j < w; j++) {
+                    const int16_t k = ae16_key(((const uint16_t *)r)[j], J->lim, INT16_MIN);
+                    const int m = k < best[j];
+                    best[j] = m ? k : best[j];
+                    idx[j] = m ? (int32_t)i : idx[j];
+                }
+            }
+        }
+        npy_intp *o = J->out + a * B + c0;
+        for (npy_intp j = 0; j < w; j++) {
+            o[j] = idx[j];
+        }
+    }
+}
+
+PyObject *
+mf_py_arg_axis(PyObject *NPY_UNUSED(self), PyObject *args)
+{
+    int want_max;
+    PyObject *a_obj, *axis;
+    if (!PyArg_ParseTuple(args, "iOO:_arg_axis", &want_max, &a_obj, &axis)) {
+        return NULL;
+    }
+    if (!PyArray_CheckExact(a_obj) || !PyIndex_Check(axis)) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    PyArrayObject *a = (PyArrayObject *)a_obj;
+    PyArray_Descr *descr = PyArray_DESCR(a);
+    const int fid = mf_dtype_index(NPY_DTYPE(descr));
+    const int nd = PyArray_NDIM(a);
+    if (fid < 0 || fid >= MF_NUM_PUBLIC_FORMATS || !arith_ok[fid] || mf_descr_swapped(descr)
+            || nd < 2 || !PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISALIGNED(a)) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    Py_ssize_t v = PyNumber_AsSsize_t(axis, NULL);
+    if (v == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    if (v < 0) {
+        v += nd;
+    }
+    if (v < 0 || v >= nd - 1) {
+        Py_RETURN_NOTIMPLEMENTED;      /* the last axis (NumPy's own scan is fast), or an error */
+    }
+    const npy_intp L = PyArray_DIM(a, (int)v);
+    npy_intp B = 1, A = 1;
+    for (int d = 0; d < nd; d++) {
+        if (d < v) {
+            A *= PyArray_DIM(a, d);
+        }
+        else if (d > v) {
+            B *= PyArray_DIM(a, d);
+        }
+    }
+    if (L < 1 || L > INT32_MAX || A * B == 0) {
+        Py_RETURN_NOTIMPLEMENTED;      /* NumPy raises for an empty axis */
+    }
+    npy_intp shape[NPY_MAXDIMS];
+    for (int d = 0, e = 0; d < nd; d++) {
+        if (d != v) {
+            shape[e++] = PyArray_DIM(a, d);
+        }
+    }
+    PyArrayObject *res = (PyArrayObject *)PyArray_SimpleNew(nd - 1, shape, NPY_INTP);
+    if (res == NULL) {
+        return NULL;
+    }
+    arg_cols_job J = {want_max != 0, (int)mf_formats[fid].itemsize, arith_lim[fid],
+                      PyArray_BYTES(a), (npy_intp *)PyArray_DATA(res), L, B,
+                      (B + ARG_COLS - 1) / ARG_COLS};
+    Py_BEGIN_ALLOW_THREADS
+    mf_par_range(arg_cols_range, &J, A * J.blocks, 1,
+                 (mf_intp)(L * (B < ARG_COLS ? B : ARG_COLS) * J.itemsize));
+    Py_END_ALLOW_THREADS
+    return (PyObject *)res;
+}

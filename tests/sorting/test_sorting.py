@@ -501,6 +501,51 @@ def test_argmax_argmin_like_float32(name, data):
                                           ref.reshape(4, -1).argmin(axis=0))
 
 
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3",
+                                  "float8_e3m4", "float8_e8m0fnu", "float4_e2m1fn", "int4"])
+def test_argmax_argmin_along_leading_axes(name, threads):
+    """np.argmax / np.argmin along an axis that is not the last (a row of
+    columns at a time for the sign-magnitude formats; NumPy scans a
+    transposed copy): NumPy's indices (the ndarray methods, its route) for
+    every code, ties (the first), NaNs (the first wins), -0 == +0, columns
+    below, at and past a block, 1-3 threads."""
+    t = mf_type(name)
+    dt = np.dtype(t)
+    rng = np.random.default_rng(31)
+    nbits = 8 * dt.itemsize
+    for shape in ((2, 3), (300, 7), (9, 512), (40, 1100), (3, 60, 9), (5, 4, 3, 70)):
+        raw = rng.integers(0, 1 << nbits, shape).astype(np.uint16 if nbits == 16 else np.uint8)
+        raw[: shape[0] // 2] = raw[shape[0] // 2: 2 * (shape[0] // 2)]    # equal keys in a column
+        x = raw.view(t)
+        for nt in (1, 2, 3):
+            threads(nt)
+            for ax in range(-len(shape), len(shape) - 1):
+                for fn in ("argmax", "argmin"):
+                    got = getattr(np, fn)(x, axis=ax)
+                    want = getattr(x, fn)(axis=ax)
+                    assert got.dtype == want.dtype and got.shape == want.shape
+                    np.testing.assert_array_equal(got, want, err_msg=f"{fn} {shape} {ax}")
+    # big enough for the threads, with NaN columns and signed zeros
+    if name in ("bfloat16", "float8_e4m3fn"):
+        f = rng.standard_normal((700, 1500)).astype(np.float32)
+        f[rng.random(f.shape) < 0.001] = np.nan
+        f[rng.random(f.shape) < 0.01] = -0.0
+        x = f.astype(t)
+        for nt in (1, 2, 3):
+            threads(nt)
+            for fn in ("argmax", "argmin"):
+                np.testing.assert_array_equal(getattr(np, fn)(x, axis=0), getattr(x, fn)(axis=0))
+    # what the path leaves to NumPy: out=, keepdims=, views, axis errors
+    x = np.arange(24, dtype=np.float32).reshape(4, 6).astype(t) if name != "int4" else \
+        np.arange(-8, 4, dtype=np.int8).reshape(4, 3).astype(t)
+    o = np.empty(x.shape[1], np.intp)
+    assert np.argmax(x, axis=0, out=o) is o
+    assert np.argmax(x, axis=0, keepdims=True).shape == (1, x.shape[1])
+    np.testing.assert_array_equal(np.argmin(x[::-1], axis=0), x[::-1].argmin(axis=0))
+    with pytest.raises(np.exceptions.AxisError):
+        np.argmax(x, axis=2)
+
+
 @pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e8m0fnu", "int4"])
 def test_argmax_ties_across_blocks(name):
     t = mf_type(name)

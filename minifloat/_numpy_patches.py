@@ -612,7 +612,10 @@ def _patch_fast_accumulate():
     this front stands for (np.cumsum itself stays NumPy's object: libraries
     that key their __array_function__ tables by it keep finding it); the
     ndarray methods are C and stay NumPy's.  NotImplemented (another layout)
-    and dtype=/out= run NumPy's route.  Not a hole of NumPy: no
+    and dtype=/out= run NumPy's route.  The same front sends np.argmax /
+    np.argmin along a leading axis to _core._arg_axis (NumPy scans a
+    transposed copy) and np.argpartition to the stable argsort (patch
+    "fast_partition").  Not a hole of NumPy: no
     check, always applied (docs/design.md, "cumsum and cumprod")."""
     accumulate = _core._accumulate
     arg_axis = _core._arg_axis

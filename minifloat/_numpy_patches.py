@@ -602,6 +602,42 @@ def _patch_fast_reductions():
     for name, op in (("_amax", 2), ("_amin", 3)):
         _replace(_methods, name, extremum(getattr(_methods, name), op), "fast_reductions", fast=0)
 
+    # any/all: _core._any_all reads the codes' truth in one call (src/umath/truth.c)
+    any_all = _core._any_all
+
+    def truth(orig, want_all):
+        @functools.wraps(orig)
+        def red(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
+            if dtype is None and out is None and where is True:
+                r = any_all(want_all, a, axis, keepdims)
+                if r is not NotImplemented:
+                    return r
+            return orig(a, axis, dtype, out, keepdims, where=where)
+        return red
+
+    for name, want_all in (("_any", False), ("_all", True)):
+        _replace(_methods, name, truth(getattr(_methods, name), want_all), "fast_reductions",
+                 fast=0)
+    orig_any_all = getattr(fromnumeric, "_wrapreduction_any_all", None)
+    if orig_any_all is None:        # np.any/np.all take another route: NumPy's
+        return
+    truth_ops = {np.logical_or: ("any", False), np.logical_and: ("all", True)}
+
+    @functools.wraps(orig_any_all)
+    def _wrapreduction_any_all(obj, ufunc, method, axis, out, **kwargs):
+        which = truth_ops.get(ufunc)
+        if which is not None and which[0] == method and out is None:
+            keepdims = kwargs.get("keepdims", novalue)
+            where = kwargs.get("where", novalue)
+            if where is novalue or where is True:
+                r = any_all(which[1], obj, axis, False if keepdims is novalue else keepdims)
+                if r is not NotImplemented:
+                    return r
+        return orig_any_all(obj, ufunc, method, axis, out, **kwargs)
+
+    _replace(fromnumeric, "_wrapreduction_any_all", _wrapreduction_any_all, "fast_reductions",
+             fast=0)
+
 
 def _patch_fast_accumulate():
     """NumPy accumulates one chain per inner-loop call, on one thread, so

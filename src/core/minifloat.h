@@ -126,6 +126,9 @@ int mf_casts_init(void);      /* the bool cast's tables (numpy/casts.c) */
  * formats as (code & mask) != 0 where the mask is not 0 (numpy/casts.c) */
 extern npy_bool mf_truth8[MF_NUM_PUBLIC_FORMATS][256];
 extern uint16_t mf_truth16_mask[MF_NUM_PUBLIC_FORMATS];
+/* a 1-byte format's truth as (code & mask) != 0, checked against mf_truth8
+ * for every byte: the mask, 0x100 when every code is True, -1 for none */
+extern int mf_truth8_mask[MF_NUM_PUBLIC_FORMATS];
 /* compare and nonzero of each public format (numpy/sort.c) */
 extern PyArray_CompareFunc *const mf_compare_of[MF_NUM_PUBLIC_FORMATS];
 extern PyArray_NonzeroFunc *const mf_nonzero_of[MF_NUM_PUBLIC_FORMATS];

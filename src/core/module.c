@@ -419,6 +419,7 @@ PyObject *mf_py_reduce(PyObject *self, PyObject *args);
 PyObject *mf_py_arg_axis(PyObject *self, PyObject *args);
 /* umath/pairwise.c: float32 sums in NumPy's pairwise order (mean, var, std) */
 PyObject *mf_py_sum_f32(PyObject *self, PyObject *args);
+PyObject *mf_py_any_all(PyObject *self, PyObject *args);
 
 static PyMethodDef module_methods[] = {
     {"formats", py_formats, METH_VARARGS,
@@ -465,6 +466,9 @@ static PyMethodDef module_methods[] = {
     {"_reduce", mf_py_reduce, METH_VARARGS,
      "_reduce(op, a, axis, out, keepdims, where): sum/prod/max/min (op 0..3) of a float format in one "
      "call, bit-identical to NumPy's route through the ufunc loops, or NotImplemented (src/umath/reduce.c)."},
+    {"_any_all", mf_py_any_all, METH_VARARGS,
+     "_any_all(want_all, a, axis, keepdims): a.all(axis=axis) or a.any(axis=axis) of a C-contiguous "
+     "minifloat array in one call, or NotImplemented (NumPy's route)."},
     {"_sum_f32", mf_py_sum_f32, METH_VARARGS,
      "_sum_f32(a, axis, keepdims, mean=None): np.add.reduce(a.astype(np.float32), axis, "
      "keepdims=keepdims) bit for bit, without the copy, or NotImplemented; with mean (float32, one "

@@ -493,6 +493,33 @@ cast_mf_to_FLOAT(PyArrayMethod_Context *context, char *const data[],
  */
 npy_bool mf_truth8[MF_NUM_PUBLIC_FORMATS][256];
 uint16_t mf_truth16_mask[MF_NUM_PUBLIC_FORMATS];    /* 0: no fast path */
+int mf_truth8_mask[MF_NUM_PUBLIC_FORMATS];
+
+/* the mask m of a 1-byte format's truth table t, t[c] == ((c & m) != 0) for
+ * every byte c: the bits whose code alone is True; 0x100 when every code is
+ * True (e8m0: no zero), -1 when no mask gives the table */
+static int
+truth8_mask(const npy_bool *t)
+{
+    int m = 0, all = 1;
+    for (int b = 0; b < 8; b++) {
+        if (t[1u << b]) {
+            m |= 1 << b;
+        }
+    }
+    for (uint32_t c = 0; c < 256; c++) {
+        all &= t[c] != 0;
+    }
+    if (all) {
+        return 0x100;
+    }
+    for (uint32_t c = 0; c < 256; c++) {
+        if ((t[c] != 0) != ((c & (uint32_t)m) != 0)) {
+            return -1;
+        }
+    }
+    return m;
+}
 
 int
 mf_casts_init(void)
@@ -505,6 +532,7 @@ mf_casts_init(void)
                                 ? mf_dec_code(f, c & mf_code_mask(f)) != 0.0f
                                 : mf_decode_f64(f, c & mf_code_mask(f)) != 0.0;
             }
+            mf_truth8_mask[id] = truth8_mask(mf_truth8[id]);
         }
         else if (f->itemsize == 2 && f->kind == MF_KIND_FLOAT && f->bits == 16) {
             const uint16_t mask = f->has_sign ? (uint16_t)~mf_sign_bit(f) : 0xFFFFu;

@@ -327,48 +327,21 @@ mf_py_sum_f32(PyObject *NPY_UNUSED(self), PyObject *args)
     if (mf_parse_axes(axis, nd, red, &naxes) < 0 || naxes == 0) {
         Py_RETURN_NOTIMPLEMENTED;     /* NumPy's route: its errors, axis=() */
     }
-    /* the axes longer than 1: reduced ones after every kept one (runs), or
-     * before every kept one (column mode) */
+    /* runs: the reduced axes after every kept one; column mode: a leading
+     * or middle block of them (outer blocks of rows of the trailing kept
+     * axes) */
     const npy_intp *shape = PyArray_SHAPE(a);
-    npy_intp rows = 1, n = 1, nred = 1, nkept = 1;
-    int changes = 0, prev = -1, first = -1;
-    for (int d = 0; d < nd; d++) {
-        if (shape[d] == 1) {
-            continue;
-        }
-        if (prev >= 0 && red[d] != prev) {
-            changes++;
-        }
-        if (first < 0) {
-            first = red[d];
-        }
-        prev = red[d];
-        if (red[d]) {
-            nred *= shape[d];
-        }
-        else {
-            nkept *= shape[d];
-        }
-    }
-    /* column mode: a leading block of reduced axes, or a middle one (kept,
-     * reduced, kept): outer blocks of rows of the trailing kept axes */
-    int column = (changes == 1 && first == 1) || (changes == 2 && first == 0);
-    npy_intp outer = 1;
-    if (changes > 2 || (changes == 2 && first == 1)) {
+    npy_intp outer, nred, inner, rows, n;
+    if (mf_reduced_block(nd, shape, red, &outer, &nred, &inner) < 0) {
         Py_RETURN_NOTIMPLEMENTED;
     }
-    if (changes == 2) {
-        for (int d = 0; d < nd && (shape[d] == 1 || !red[d]); d++) {
-            outer *= shape[d];
-        }
-        nkept /= outer;
-    }
+    int column = inner > 1;
     if (column) {
-        rows = nred;        /* rows of nkept values */
-        n = nkept;
+        rows = nred;        /* rows of inner values */
+        n = inner;
     }
     else {
-        rows = nkept;
+        rows = outer;
         n = nred;
     }
     const float *mean = NULL;

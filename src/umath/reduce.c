@@ -1071,6 +1071,38 @@ mf_parse_axes(PyObject *axis, int nd, int *red, int *naxes)
     return 0;
 }
 
+/* the reduced axes of a C-ordered shape as one block: *outer, *nred and
+ * *inner are the products of the kept axes before the block, of the reduced
+ * axes, and of the kept axes after it (axes of length 1 are in no block);
+ * -1 when the reduced axes longer than 1 are not next to each other.
+ * Shared with pairwise.c and truth.c. */
+int
+mf_reduced_block(int nd, const npy_intp *shape, const int *red, npy_intp *outer,
+                 npy_intp *nred, npy_intp *inner)
+{
+    npy_intp p[3] = {1, 1, 1};
+    int part = 0;       /* 0 before the block, 1 in it, 2 after it */
+    for (int d = 0; d < nd; d++) {
+        if (shape[d] == 1) {
+            continue;
+        }
+        if (red[d]) {
+            if (part == 2) {
+                return -1;
+            }
+            part = 1;
+        }
+        else if (part == 1) {
+            part = 2;
+        }
+        p[part] *= shape[d];
+    }
+    *outer = p[0];
+    *nred = p[1];
+    *inner = p[2];
+    return 0;
+}
+
 /* the shape of a reduction's result: the kept axes, and 1 for each reduced
  * one with keepdims; returns its number of dimensions */
 int

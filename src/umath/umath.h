@@ -125,6 +125,8 @@ int mf_fpe_bits(int fl);
 PyObject *mf_py_accumulate(PyObject *self, PyObject *args);
 /* reduce.c: a reduction's axis argument and result shape (reduce.c, pairwise.c) */
 int mf_parse_axes(PyObject *axis, int nd, int *red, int *naxes);
+int mf_reduced_block(int nd, const npy_intp *shape, const int *red, npy_intp *outer,
+                     npy_intp *nred, npy_intp *inner);
 int mf_kept_shape(int nd, const npy_intp *shape, const int *red, int keepdims, npy_intp *out);
 
 /* matmul.c */

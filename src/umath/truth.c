@@ -128,7 +128,7 @@ tr_run(const truth_job *J, const char *p, npy_intp bytes)
 static inline void
 tr_piece(const truth_job *J, npy_intp k, npy_intp n, npy_intp step, npy_intp *r0, npy_intp *r1)
 {
-    npy_intp per = (n / J->pieces + step - 1) / step * step;
+    npy_intp per = ((n + J->pieces - 1) / J->pieces + step - 1) / step * step;
     *r0 = k * per < n ? k * per : n;
     *r1 = *r0 + per < n ? *r0 + per : n;
 }

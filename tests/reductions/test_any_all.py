@@ -19,9 +19,7 @@ from minifloat import _core
 
 from conftest import mf_type
 
-FORMATS = sorted({np.dtype(getattr(minifloat, n)).name for n in dir(minifloat)
-                  if isinstance(getattr(minifloat, n), type)
-                  and issubclass(getattr(minifloat, n), np.generic)})
+FORMATS = [np.dtype(t).name for t in minifloat.scalar_types]
 
 
 def codes_dtype(dt):
@@ -93,29 +91,37 @@ def test_the_one_call_takes_every_format():
 
 @pytest.mark.parametrize("fmt", ["bfloat16", "float8_e4m3fn", "float4_e2m1fn"])
 @pytest.mark.parametrize("shape", [(2, 700001), (1, 1500000), (600000, 3), (200000, 40),
-                                   (3, 5000, 37), (70, 9000)])
+                                   (3, 5000, 37), (70, 9000), (3, 333333, 1)])
 def test_long_runs_and_columns_in_pieces(fmt, shape, threads):
     """Arrays of a MiB or more: runs and columns cut into pieces between the
-    threads, the one deciding code anywhere."""
+    threads, the one deciding code anywhere: the first or last along the
+    reduced axis of every output (where a piece begins or ends), or a few
+    at random."""
     dt = np.dtype(mf_type(fmt))
     u = codes_dtype(dt)
     rng = np.random.default_rng(shape[0])
     one = np.array([1.0], np.float32).astype(dt).view(u)[0]
     for nthreads in (1, 2, 3):
         threads(nthreads)
-        for kind in ("zeros", "few ones", "ones", "few zeros"):
-            c = np.full(shape, one if kind in ("ones", "few zeros") else 0, u)
-            at = rng.integers(0, c.size, 5)
-            if kind == "few ones":
-                c.reshape(-1)[at] = one
-            elif kind == "few zeros":
-                c.reshape(-1)[at] = 0
-            x, t = c.view(dt), c != 0
-            for axis in (None, 0, 1, -1):
-                for name in ("any", "all"):
-                    want = getattr(t, name)(axis=axis)
-                    assert np.array_equal(getattr(x, name)(axis=axis), want), \
-                        (nthreads, kind, axis, name)
+        for axis in (None, 0, 1, -1):
+            for base, other in ((0, one), (one, 0)):
+                for where in ("first", "last", "random", "none"):
+                    c = np.full(shape, base, u)
+                    if where == "random":
+                        c.reshape(-1)[rng.integers(0, c.size, 3)] = other
+                    elif where != "none":
+                        i = 0 if where == "first" else -1
+                        if axis is None:
+                            c.reshape(-1)[i] = other
+                        else:
+                            idx = [slice(None)] * len(shape)
+                            idx[axis] = i
+                            c[tuple(idx)] = other
+                    x, t = c.view(dt), c != 0
+                    for name in ("any", "all"):
+                        want = getattr(t, name)(axis=axis)
+                        assert np.array_equal(getattr(x, name)(axis=axis), want), \
+                            (nthreads, axis, base, where, name)
 
 
 def test_nan_is_true_and_zeros_false():

@@ -30,7 +30,12 @@ it ``import numpy.ma`` raises once the integer formats are in np.sctypeDict
                  ndarray.sum/prod/max/min and np.sum/prod/max/min of the
                  float formats in one C call (src/umath/reduce.c: SIMD,
                  threads, bit-identical to NumPy's route through the ufunc
-                 loops); a FastPath front, so NumPy arrays pay a type check
+                 loops); a FastPath front, so NumPy arrays pay a type check.
+                 any/all (the methods, np.any/np.all) of every format, on
+                 the codes' truth (src/umath/truth.c), the same way
+    fast_count_nonzero
+                 np.count_nonzero without an axis: the same truth counted
+                 in one threaded call (NumPy's calls nonzero once a value)
     reductions   sums and products of the integer formats (int4, ...) default
                  to int64/uint64, NumPy's rule for its small integers; the
                  C core does it with a (None, F, None) promoter, so this
@@ -366,6 +371,33 @@ def _patch_fast_dot():
         if getattr(mod, "dot") is orig:
             setattr(mod, "dot", np.dot)
             applied.append(("fast_dot", f"{mod.__name__}.dot"))
+
+
+def _patch_fast_count_nonzero():
+    """np.count_nonzero(a) without an axis is NumPy's C count, which calls a
+    user dtype's nonzero function once a value: 28 ms for (4096, 4096)
+    bfloat16, against 8 ms with an axis (the cast to bool and a sum).
+    _core._count_nonzero counts the codes' truth (the masks of any/all) in
+    one threaded call and answers NotImplemented for the rest (not
+    contiguous, not a format): then NumPy's function runs.  The count comes
+    back as the type NumPy's gives.  A FastPath at np.count_nonzero and
+    numpy._core.numeric.count_nonzero; not a hole, always applied."""
+    orig = np.count_nonzero
+    int_type = type(orig(np.zeros(1, bool)))
+    count = _core._count_nonzero
+
+    @functools.wraps(orig)
+    def count_nonzero(a, axis=None, *, keepdims=False):
+        if axis is None and not keepdims:
+            r = count(a)
+            if r is not NotImplemented:
+                return int_type(r)
+        return orig(a, axis=axis, keepdims=keepdims)
+
+    _replace(np, "count_nonzero", count_nonzero, "fast_count_nonzero", fast=0)
+    if getattr(numeric, "count_nonzero", None) is orig:
+        numeric.count_nonzero = np.count_nonzero
+        applied.append(("fast_count_nonzero", "numpy._core.numeric.count_nonzero"))
 
 
 # ------------------------------------------------------------------- einsum
@@ -942,6 +974,7 @@ def apply():
     _patch_fast_reductions()
     _patch_fast_accumulate()
     _patch_fast_partition()
+    _patch_fast_count_nonzero()
     _patch_iinfo()
     _patch_unique()
     _patch_sinc()

@@ -420,6 +420,7 @@ PyObject *mf_py_arg_axis(PyObject *self, PyObject *args);
 /* umath/pairwise.c: float32 sums in NumPy's pairwise order (mean, var, std) */
 PyObject *mf_py_sum_f32(PyObject *self, PyObject *args);
 PyObject *mf_py_any_all(PyObject *self, PyObject *args);
+PyObject *mf_py_count_nonzero(PyObject *self, PyObject *a);
 
 static PyMethodDef module_methods[] = {
     {"formats", py_formats, METH_VARARGS,
@@ -466,6 +467,9 @@ static PyMethodDef module_methods[] = {
     {"_reduce", mf_py_reduce, METH_VARARGS,
      "_reduce(op, a, axis, out, keepdims, where): sum/prod/max/min (op 0..3) of a float format in one "
      "call, bit-identical to NumPy's route through the ufunc loops, or NotImplemented (src/umath/reduce.c)."},
+    {"_count_nonzero", mf_py_count_nonzero, METH_O,
+     "_count_nonzero(a): np.count_nonzero(a) of a contiguous minifloat array as an int, or "
+     "NotImplemented (NumPy's route)."},
     {"_any_all", mf_py_any_all, METH_VARARGS,
      "_any_all(want_all, a, axis, keepdims): a.all(axis=axis) or a.any(axis=axis) of a C-contiguous "
      "minifloat array in one call, or NotImplemented (NumPy's route)."},

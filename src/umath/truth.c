@@ -331,3 +331,120 @@ mf_py_any_all(PyObject *NPY_UNUSED(self), PyObject *args)
     Py_END_ALLOW_THREADS
     return PyArray_Return(res);
 }
+
+/* ------------------------------------------------------- count_nonzero */
+
+typedef struct {
+    truth_job J;
+    npy_intp n;                   /* codes */
+    npy_intp *counts;             /* a task's True codes */
+} count_job;
+
+#define TR_COUNT_TASK ((npy_intp)1 << 20)    /* bytes a task */
+
+/* the False codes of `bytes` bytes at p (a multiple of TR_VEC): each lane
+ * of the codes' width counts up by the -1 of tr_false, 255 (1-byte) or
+ * 4096 (2-byte) steps at most before the lanes are added up */
+static npy_intp
+tr_count_false(const truth_job *J, const char *p, npy_intp bytes)
+{
+    const tr_b16 m = tr_mask_vec(J);
+    const npy_intp per = J->isz == 1 ? 255 : 4096;
+    npy_intp total = 0;
+    for (npy_intp i = 0; i < bytes;) {
+        npy_intp end = i + per * TR_VEC < bytes ? i + per * TR_VEC : bytes;
+        if (J->isz == 1) {
+            tr_b16 acc = {0};
+            for (; i < end; i += TR_VEC) {
+                acc -= tr_false(J, tr_load(p + i) & m);
+            }
+            for (int k = 0; k < TR_VEC; k++) {
+                total += acc[k];
+            }
+        }
+        else {
+            tr_h8 acc = {0};
+            for (; i < end; i += TR_VEC) {
+                acc -= (tr_h8)tr_false(J, tr_load(p + i) & m);
+            }
+            for (int k = 0; k < TR_VEC / 2; k++) {
+                total += acc[k];
+            }
+        }
+    }
+    return total;
+}
+
+static void
+tr_count(void *ctx, mf_intp t0, mf_intp len)
+{
+    count_job *C = (count_job *)ctx;
+    const truth_job *J = &C->J;
+    const npy_intp nbytes = C->n * J->isz;
+    for (npy_intp t = t0; t < t0 + len; t++) {
+        npy_intp start = t * TR_COUNT_TASK;
+        npy_intp end = start + TR_COUNT_TASK < nbytes ? start + TR_COUNT_TASK : nbytes;
+        npy_intp whole = start + (end - start) / TR_VEC * TR_VEC;
+        npy_intp falses = tr_count_false(J, J->in + start, whole - start);
+        for (npy_intp i = whole; i < end; i += J->isz) {
+            falses += !tr_code_true(J, J->in + i);
+        }
+        C->counts[t] = (end - start) / J->isz - falses;
+    }
+}
+
+/*
+ * _count_nonzero(a): np.count_nonzero(a) (no axis) of a contiguous (C or
+ * Fortran order) minifloat array as an int, or NotImplemented (NumPy's
+ * route, which calls the format's nonzero function once a value).
+ */
+PyObject *
+mf_py_count_nonzero(PyObject *NPY_UNUSED(self), PyObject *a_obj)
+{
+    if (!PyArray_CheckExact(a_obj)) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    PyArrayObject *a = (PyArrayObject *)a_obj;
+    PyArray_Descr *descr = PyArray_DESCR(a);
+    int fid = mf_dtype_index(NPY_DTYPE(descr));
+    if (fid < 0 || fid >= MF_NUM_PUBLIC_FORMATS || !PyArray_ISONESEGMENT(a)) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    const mf_format *f = &mf_formats[fid];
+    int mask;
+    if (f->itemsize == 1) {
+        mask = mf_truth8_mask[fid];
+    }
+    else if (f->itemsize == 2 && !mf_descr_swapped(descr) && mf_truth16_mask[fid] != 0) {
+        mask = mf_truth16_mask[fid];
+    }
+    else {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    if (mask < 0) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    const npy_intp n = PyArray_SIZE(a);
+    if (mask == 0x100 || n == 0) {
+        return PyLong_FromSsize_t(mask == 0x100 ? n : 0);
+    }
+    count_job C = {.J = {.in = PyArray_BYTES(a), .isz = (int)f->itemsize, .mask = (uint16_t)mask},
+                   .n = n};
+    const npy_intp ntasks = (n * C.J.isz + TR_COUNT_TASK - 1) / TR_COUNT_TASK;
+    npy_intp one;
+    C.counts = ntasks > 1 ? (npy_intp *)malloc(sizeof(npy_intp) * (size_t)ntasks) : &one;
+    if (C.counts == NULL) {
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    mf_par_range(tr_count, &C, ntasks, 1, TR_COUNT_TASK);
+    Py_END_ALLOW_THREADS
+    npy_intp total = 0;
+    for (npy_intp t = 0; t < ntasks; t++) {
+        total += C.counts[t];
+    }
+    if (C.counts != &one) {
+        free(C.counts);
+    }
+    return PyLong_FromSsize_t(total);
+}

@@ -1,4 +1,5 @@
-"""any/all of the formats in one call (src/umath/truth.c, patch "fast_reductions").
+"""any/all and count_nonzero of the formats in one call (src/umath/truth.c,
+patches "fast_reductions" and "fast_count_nonzero").
 
 ndarray.any/all and np.any/np.all of a C-contiguous minifloat array read the
 codes' truth (not zero by value: NaN True, both zeros False) along any block
@@ -7,7 +8,9 @@ ml_dtypes (where it has the format) and by minifloat's float32 cast,
 compared with 0, then NumPy's own bool any/all; and NumPy's route itself
 (np.logical_or/logical_and.reduce over the cast to bool, which the patch
 leaves alone).  The rest (out=, where=, views NumPy's iterator walks, empty
-arrays) stays on NumPy's route with the same answers.
+arrays) stays on NumPy's route with the same answers.  np.count_nonzero
+without an axis counts the same truth; its references are the decodes'
+counts and NumPy's own C count (numpy._core.multiarray.count_nonzero).
 """
 import itertools
 
@@ -166,3 +169,39 @@ def test_subclasses_and_non_arrays_keep_their_own_any():
     x = np.ones(4, minifloat.bfloat16)
     assert np.any(x.view(Tagged)) == "tagged"
     assert np.any([minifloat.bfloat16(0), minifloat.bfloat16(1)])
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_count_nonzero_against_the_decodes(fmt, threads):
+    from numpy._core import multiarray
+    dt = np.dtype(mf_type(fmt))
+    rng = np.random.default_rng(3 + len(fmt))
+    numpys_type = type(np.count_nonzero(np.ones(3, np.float32)))
+    for nthreads in (1, 3):
+        threads(nthreads)
+        for n in (0, 1, 15, 16, 17, 4097, (1 << 20) + 7, 3 * (1 << 20) // dt.itemsize + 5):
+            for p_zero in (0.0, 0.5, 1.0):
+                c = random_codes((n,), dt, p_zero, rng)
+                x = c.view(dt)
+                want = {int(t.sum()) for t in truth_refs(c, dt)}
+                want.add(int(multiarray.count_nonzero(x)))      # NumPy's own count
+                assert len(want) == 1, (fmt, n)
+                (w,) = want
+                assert _core._count_nonzero(x) == w      # the one call, not NumPy's route
+                for y in (x, x.reshape(1, -1, 1), np.asfortranarray(x.reshape(-1, 1))):
+                    got = np.count_nonzero(y)
+                    assert type(got) is numpys_type and got == w, (fmt, n, p_zero)
+
+
+def test_count_nonzero_of_views_and_axes():
+    bf16 = minifloat.bfloat16
+    rng = np.random.default_rng(9)
+    c = random_codes((64, 80), np.dtype(bf16), 0.5, rng)
+    x, t = c.view(bf16), c.view(bf16).astype(np.float32) != 0
+    assert np.count_nonzero(x[:, ::3]) == np.count_nonzero(t[:, ::3])      # NumPy's route
+    assert np.count_nonzero(x[::-1]) == np.count_nonzero(t)
+    assert np.array_equal(np.count_nonzero(x, axis=0), np.count_nonzero(t, axis=0))
+    assert np.array_equal(np.count_nonzero(x, keepdims=True), np.count_nonzero(t, keepdims=True))
+    assert np.count_nonzero(np.array([np.nan, 0.0, -0.0, 1.0], bf16)) == 2
+    assert np.count_nonzero(np.zeros(5, minifloat.float8_e8m0fnu)) == 5     # no zero in e8m0
+    assert np.count_nonzero([1.0, 0.0]) == 1

@@ -683,7 +683,8 @@ def _patch_fast_accumulate():
     and dtype=/out= run NumPy's route.  The same front sends np.argmax /
     np.argmin along a leading axis to _core._arg_axis (NumPy scans a
     transposed copy) and np.argpartition to the stable argsort (patch
-    "fast_partition").  Not a hole of NumPy: no
+    "fast_partition"), and np.nonzero (np.flatnonzero, np.argwhere) to
+    NumPy's bool nonzero of the truth cast.  Not a hole of NumPy: no
     check, always applied (docs/design.md, "cumsum and cumprod")."""
     accumulate = _core._accumulate
     arg_axis = _core._arg_axis
@@ -706,6 +707,12 @@ def _patch_fast_accumulate():
             r = arg_axis(method == "argmax", obj, kwds["axis"])
             if r is not NotImplemented:
                 return r
+        elif (method == "nonzero" and not args and not kwds and type(obj) is np.ndarray
+                and type(obj.dtype) in _ALL_DTYPES and obj.ndim >= 1):
+            # NumPy's nonzero calls the format's nonzero function once a
+            # value, in two passes; the truth cast's bools take NumPy's own
+            # bool nonzero (np.flatnonzero, np.argwhere come this way too)
+            return obj.astype(bool).nonzero()
         elif method == "argpartition" and len(args) == 1 and _sorts_for_partition(obj, kwds):
             # np.argpartition: the stable argsort is one of its valid answers
             axis = kwds.get("axis", -1)

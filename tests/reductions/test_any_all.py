@@ -205,3 +205,23 @@ def test_count_nonzero_of_views_and_axes():
     assert np.count_nonzero(np.array([np.nan, 0.0, -0.0, 1.0], bf16)) == 2
     assert np.count_nonzero(np.zeros(5, minifloat.float8_e8m0fnu)) == 5     # no zero in e8m0
     assert np.count_nonzero([1.0, 0.0]) == 1
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_nonzero_through_the_bool_cast(fmt):
+    """np.nonzero (and np.flatnonzero, np.argwhere) take NumPy's bool nonzero
+    of the truth cast: the indices of the format's own nonzero method."""
+    dt = np.dtype(mf_type(fmt))
+    rng = np.random.default_rng(11 + len(fmt))
+    for shape in [(1,), (37,), (5, 70), (3, 4, 9)]:
+        c = random_codes(shape, dt, 0.5, rng)
+        x = c.view(dt)
+        t = c.view(dt).astype(np.float32) != 0
+        got, method = np.nonzero(x), x.nonzero()          # the method is NumPy's C route
+        assert len(got) == len(method) == x.ndim
+        for g, m, w in zip(got, method, t.nonzero()):
+            assert g.dtype == m.dtype and np.array_equal(g, m) and np.array_equal(g, w)
+        assert np.array_equal(np.flatnonzero(x), np.flatnonzero(t))
+        assert np.array_equal(np.argwhere(x), np.argwhere(t))
+    with pytest.raises(ValueError):
+        np.nonzero(np.array(1.0, dt))       # NumPy's error for a 0-d array

@@ -634,6 +634,21 @@ def _patch_fast_reductions():
     for name, op in (("_amax", 2), ("_amin", 3)):
         _replace(_methods, name, extremum(getattr(_methods, name), op), "fast_reductions", fast=0)
 
+    # np.ptp: NumPy's _ptp calls np.maximum/np.minimum.reduce themselves
+    orig_ptp = _methods._ptp
+
+    @functools.wraps(orig_ptp)
+    def _ptp(a, axis=None, out=None, keepdims=False):
+        if out is None:
+            hi = reduce(2, a, axis, None, keepdims, True)
+            if hi is not NotImplemented:
+                lo = reduce(3, a, axis, None, keepdims, True)
+                if lo is not NotImplemented:
+                    return np.subtract(hi, lo)
+        return orig_ptp(a, axis, out, keepdims)
+
+    _replace(_methods, "_ptp", _ptp, "fast_reductions", fast=0)
+
     # any/all: _core._any_all reads the codes' truth in one call (src/umath/truth.c)
     any_all = _core._any_all
 

@@ -108,6 +108,31 @@ def test_same_bits_as_numpys_route(shape, op, each_level):
                             assert same(got2, want), (fmt, special, name, ax, "np." + op)
 
 
+@pytest.mark.parametrize("shape", [(7,), (300, 130), (6, 40, 70)], ids=str)
+def test_ptp_same_bits_as_numpys(shape):
+    """np.ptp: the one-call max and min, then NumPy's subtract: the bits,
+    types and warnings of NumPy's _ptp (np.maximum/np.minimum.reduce)."""
+    from numpy._core import _methods
+    numpys = _methods._ptp.__wrapped__
+    for fmt in FORMATS:
+        for special in (False, True):
+            base = data(shape, fmt, special=special)
+            for name, x in layouts(base):
+                for ax in axes_of(x.ndim):
+                    for kd in (False, True):
+                        with warnings.catch_warnings(record=True) as w1:
+                            warnings.simplefilter("always")
+                            want = numpys(x, ax, None, kd)
+                        with warnings.catch_warnings(record=True) as w2:
+                            warnings.simplefilter("always")
+                            got = np.ptp(x, axis=ax, keepdims=kd)
+                        assert same(got, want) and type(got) is type(want), (fmt, name, ax, kd)
+                        assert [str(w.message) for w in w1] == [str(w.message) for w in w2]
+    x = data((5, 6), "bfloat16")
+    out = np.empty(6, x.dtype)
+    assert np.ptp(x, axis=0, out=out) is out and same(out, numpys(x, 0, None, False))
+
+
 @pytest.mark.parametrize("op", ["sum", "prod"])
 def test_where(op, each_level):
     rng = np.random.default_rng(3)

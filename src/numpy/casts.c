@@ -903,11 +903,41 @@ cast_mf_to_mf(PyArrayMethod_Context *context, char *const data[],
  * 56 ms, ours 72-130).  A same-format copy in the native byte order is
  * chosen once here: a loop that only moves codes.
  */
+/* one code repeated into a contiguous run (`a.fill(v)`, `a[...] = v`,
+ * np.full): of 1 MiB and more, the run cut between the threads (Zen 4,
+ * (4096, 4096) bfloat16 `fill`: one thread 1.37 ms, 23 GB/s) */
+typedef struct {
+    char *dst;
+    const char *src;
+    npy_intp sz;
+} fill_job;
+
+static void
+fill_range(void *ctx, mf_intp start, mf_intp len)
+{
+    const fill_job *J = (const fill_job *)ctx;
+    mf_move_codes(J->dst + start * J->sz, J->sz, J->src, 0, len, J->sz);
+}
+
+static void
+copy_codes(char *const data[], npy_intp const dimensions[], npy_intp const strides[],
+           npy_intp sz)
+{
+    const npy_intp n = dimensions[0];
+    if (strides[0] == 0 && strides[1] == sz && n * sz >= ((npy_intp)1 << 20)
+            && (uintptr_t)data[1] % (uintptr_t)sz == 0) {
+        fill_job J = {data[1], data[0], sz};
+        mf_par_range(fill_range, &J, n, 4096, sz);
+        return;
+    }
+    mf_move_codes(data[1], strides[1], data[0], strides[0], n, sz);
+}
+
 static int
 copy_codes2(PyArrayMethod_Context *NPY_UNUSED(context), char *const data[],
             npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *NPY_UNUSED(aux))
 {
-    mf_move_codes(data[1], strides[1], data[0], strides[0], dimensions[0], 2);
+    copy_codes(data, dimensions, strides, 2);
     return 0;
 }
 
@@ -915,7 +945,7 @@ static int
 copy_codes1(PyArrayMethod_Context *NPY_UNUSED(context), char *const data[],
             npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *NPY_UNUSED(aux))
 {
-    mf_move_codes(data[1], strides[1], data[0], strides[0], dimensions[0], 1);
+    copy_codes(data, dimensions, strides, 1);
     return 0;
 }
 

@@ -953,3 +953,28 @@ def test_bool_into_e8m0_and_int1_values():
     assert got.tolist() == np.array([False, True]).astype(ml_dtypes.float8_e8m0fnu).view(np.uint8).tolist()
     got = np.array([False, True]).astype(minifloat.int1).astype(np.int8)
     assert got.tolist() == [0, -1]
+
+
+@pytest.mark.parametrize("fmt", ["bfloat16", "float8_e4m3fn", "float4_e2m1fn"])
+def test_large_fills_on_the_threads(fmt, threads):
+    """A code repeated into a run of 1 MiB or more (fill, a[...] = v,
+    np.full, np.copyto of a scalar) is cut between the threads: every
+    element gets the code, and nothing outside the run changes."""
+    dt = np.dtype(mf_type(fmt))
+    u = np.uint8 if dt.itemsize == 1 else np.uint16
+    n = 3 * (1 << 20) // dt.itemsize + 5
+    for nthreads in (1, 2, 3):
+        threads(nthreads)
+        for v in (1.0, -0.5, 0.0):
+            code = np.array([v], np.float32).astype(dt).view(u)[0]
+            a = np.full(n, 7, u)
+            a.view(dt)[1:-1].fill(v)
+            assert a[0] == 7 and a[-1] == 7 and (a[1:-1] == code).all(), (nthreads, v)
+            b = np.zeros((n // 64, 64), dt)
+            b[...] = dt.type(v)
+            assert (b.view(u) == code).all()
+            c = np.full((n // 64, 64), dt.type(v))
+            assert c.dtype == dt and (c.view(u) == code).all()
+            d = np.ones(n, dt)
+            np.copyto(d[::-1], dt.type(v))
+            assert (d.view(u) == code).all()

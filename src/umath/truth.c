@@ -221,6 +221,21 @@ tr_columns(void *ctx, mf_intp t0, mf_intp len)
     }
 }
 
+/* the truth mask of an array of format f (casts.c), 0x100 when every code
+ * is True, -1 when there is none (then NumPy's route) */
+static int
+truth_mask_of(const mf_format *f, PyArray_Descr *descr)
+{
+    const int fid = (int)(f - mf_formats);
+    if (f->itemsize == 1) {
+        return mf_truth8_mask[fid];
+    }
+    if (f->itemsize == 2 && !mf_descr_swapped(descr) && mf_truth16_mask[fid] != 0) {
+        return mf_truth16_mask[fid];
+    }
+    return -1;
+}
+
 /*
  * _any_all(want_all, a, axis, keepdims): a.all(axis) or a.any(axis) as a
  * bool array (np.bool_ when nothing is kept), or NotImplemented (NumPy's
@@ -248,16 +263,7 @@ mf_py_any_all(PyObject *NPY_UNUSED(self), PyObject *args)
         Py_RETURN_NOTIMPLEMENTED;
     }
     const mf_format *f = &mf_formats[fid];
-    int mask;
-    if (f->itemsize == 1) {
-        mask = mf_truth8_mask[fid];
-    }
-    else if (f->itemsize == 2 && !mf_descr_swapped(descr) && mf_truth16_mask[fid] != 0) {
-        mask = mf_truth16_mask[fid];
-    }
-    else {
-        Py_RETURN_NOTIMPLEMENTED;
-    }
+    const int mask = truth_mask_of(f, descr);
     if (mask < 0) {
         Py_RETURN_NOTIMPLEMENTED;
     }
@@ -411,16 +417,7 @@ mf_py_count_nonzero(PyObject *NPY_UNUSED(self), PyObject *a_obj)
         Py_RETURN_NOTIMPLEMENTED;
     }
     const mf_format *f = &mf_formats[fid];
-    int mask;
-    if (f->itemsize == 1) {
-        mask = mf_truth8_mask[fid];
-    }
-    else if (f->itemsize == 2 && !mf_descr_swapped(descr) && mf_truth16_mask[fid] != 0) {
-        mask = mf_truth16_mask[fid];
-    }
-    else {
-        Py_RETURN_NOTIMPLEMENTED;
-    }
+    const int mask = truth_mask_of(f, descr);
     if (mask < 0) {
         Py_RETURN_NOTIMPLEMENTED;
     }

@@ -894,18 +894,10 @@ cast_mf_to_mf(PyArrayMethod_Context *context, char *const data[],
     return 0;
 }
 
-/*
- * The self cast's loop.  NumPy copies our arrays through it (layout changes,
- * buffers) and calls it once for every run of True of a masked assignment
- * (`a[mask] = 0`, `np.copyto(..., where=)`, `np.putmask`): runs of one or two
- * codes, where finding the formats and byte orders each call cost more than
- * the move (a[mask] = 0 of (4096, 4096) bfloat16 with a random mask: uint16's
- * 56 ms, ours 72-130).  A same-format copy in the native byte order is
- * chosen once here: a loop that only moves codes.
- */
 /* one code repeated into a contiguous run (`a.fill(v)`, `a[...] = v`,
- * np.full): of 1 MiB and more, the run cut between the threads (Zen 4,
- * (4096, 4096) bfloat16 `fill`: one thread 1.37 ms, 23 GB/s) */
+ * np.full): from MF_PAR_MIN_BYTES on, the run cut between the threads (Zen
+ * 4, (4096, 4096) bfloat16 `fill`: one thread 0.85 ms, two 0.51 ms); the
+ * short runs of a masked assignment stay a plain call */
 typedef struct {
     char *dst;
     const char *src;
@@ -924,7 +916,7 @@ copy_codes(char *const data[], npy_intp const dimensions[], npy_intp const strid
            npy_intp sz)
 {
     const npy_intp n = dimensions[0];
-    if (strides[0] == 0 && strides[1] == sz && n * sz >= ((npy_intp)1 << 20)
+    if (strides[0] == 0 && strides[1] == sz && n * sz >= MF_PAR_MIN_BYTES
             && (uintptr_t)data[1] % (uintptr_t)sz == 0) {
         fill_job J = {data[1], data[0], sz};
         mf_par_range(fill_range, &J, n, 4096, sz);
@@ -933,6 +925,15 @@ copy_codes(char *const data[], npy_intp const dimensions[], npy_intp const strid
     mf_move_codes(data[1], strides[1], data[0], strides[0], n, sz);
 }
 
+/*
+ * The self cast's loop.  NumPy copies our arrays through it (layout changes,
+ * buffers) and calls it once for every run of True of a masked assignment
+ * (`a[mask] = 0`, `np.copyto(..., where=)`, `np.putmask`): runs of one or two
+ * codes, where finding the formats and byte orders each call cost more than
+ * the move (a[mask] = 0 of (4096, 4096) bfloat16 with a random mask: uint16's
+ * 56 ms, ours 72-130).  A same-format copy in the native byte order is
+ * chosen once here: a loop that only moves codes.
+ */
 static int
 copy_codes2(PyArrayMethod_Context *NPY_UNUSED(context), char *const data[],
             npy_intp const dimensions[], npy_intp const strides[], NpyAuxData *NPY_UNUSED(aux))

@@ -306,7 +306,7 @@ mf_py_any_all(PyObject *NPY_UNUSED(self), PyObject *args)
         most = (J.nred * J.isz + TR_PIECE - 1) / TR_PIECE;
     }
     J.pieces = 1;
-    if (T > 1 && bytes >= ((npy_intp)1 << 20) && base < 4 * (npy_intp)T) {
+    if (T > 1 && bytes >= MF_PAR_MIN_REDUCE_BYTES && base < 4 * (npy_intp)T) {
         J.pieces = (4 * (npy_intp)T + base - 1) / base;
         J.pieces = J.pieces < most ? J.pieces : most;
     }
@@ -317,13 +317,7 @@ mf_py_any_all(PyObject *NPY_UNUSED(self), PyObject *args)
     J.out = J.pieces > 1 ? partials : out;
     const npy_intp ntasks = base * J.pieces;
     Py_BEGIN_ALLOW_THREADS
-    if (J.inner > 1) {
-        mf_par_range(tr_columns, &J, ntasks, 1, bytes / ntasks);
-    }
-    else {
-        const npy_intp per = bytes / ntasks;
-        mf_par_range(tr_rows, &J, ntasks, ((npy_intp)64 << 10) / (per + 1) + 1, per);
-    }
+    mf_par_range(J.inner > 1 ? tr_columns : tr_rows, &J, ntasks, 1, bytes / ntasks);
     if (partials != NULL) {
         for (npy_intp i = 0; i < nout; i++) {
             int r = J.want_all;

@@ -957,7 +957,7 @@ def test_bool_into_e8m0_and_int1_values():
 
 @pytest.mark.parametrize("fmt", ["bfloat16", "float8_e4m3fn", "float4_e2m1fn"])
 def test_large_fills_on_the_threads(fmt, threads):
-    """A code repeated into a run of 1 MiB or more (fill, a[...] = v,
+    """A code repeated into a run of 512 KiB or more (fill, a[...] = v,
     np.full, np.copyto of a scalar) is cut between the threads: every
     element gets the code, and nothing outside the run changes."""
     dt = np.dtype(mf_type(fmt))

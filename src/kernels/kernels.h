@@ -39,6 +39,16 @@ typedef enum {
     MF_OP_SUB,
     MF_OP_MUL,
     MF_OP_DIV,
+    /* one-operand operations, run by the same kernels with b = a (b is not
+     * read for its values): op(a, b) is f(a), NumPy's float32 loop of the
+     * ufunc of that name on a's value (round-to-integer operations without
+     * the inexact flag, reciprocal as 1 / a); square is MF_OP_MUL of a, a */
+    MF_OP_FLOOR,
+    MF_OP_CEIL,
+    MF_OP_TRUNC,
+    MF_OP_RINT,
+    MF_OP_SQRT,
+    MF_OP_RECIPROCAL,
     MF_NUM_BINARY_OPS
 } mf_binary_op;
 
@@ -136,7 +146,8 @@ typedef struct {
     /* float32 -> codes, round to nearest even, the cast's overflow/NaN rules */
     void (*encode_f32)(const mf_format *f, const float *src, void *dst, mf_intp n);
     /* out = round(a op b) computed in float32: correctly rounded for the
-     * formats here (float32 has more than 2p+2 bits) */
+     * formats here (float32 has more than 2p+2 bits); the one-operand ops
+     * round f(a) once the same way */
     void (*binary)(mf_binary_op op, const mf_format *f, const void *a, const void *b,
                    void *out, mf_intp n);
     /*

@@ -566,50 +566,34 @@ keyed_op(const mf_loop_aux *aux, int nargs, char *const data[], const npy_intp s
 }
 
 /*
- * Unary ufuncs whose float32 loop is a single quick vector instruction in
- * NumPy (the roundings, reciprocal, square): the table's look-up (a
- * scalar load a code) costs more than the work.  Their contiguous calls go
- * block by block through one float32 buffer of CHEAP_BLOCK values: the
- * kernels' decode, NumPy's float32 loop in place, the kernels' encode,
- * exactly the route's steps (so its bits and flags), without the general
- * path's buffers for every operand.  Zen 4, 2^24 bfloat16, one thread:
- * floor and rint 6.8-7.1 -> 3.8 ms, reciprocal 7.5 -> 6.1; sqrt (a slow
- * instruction) was slower this way than by the table (7.3 -> 8.5) and
- * keeps the table.
+ * Unary ufuncs whose float32 loop is a single vector instruction in NumPy
+ * (the roundings, sqrt, reciprocal, square): a table look-up (a scalar load
+ * a code) costs more than the work.  Their contiguous calls run the fused
+ * kernels (kernels.h, the one-operand ops of `binary`): decode, the
+ * instruction and the rounding in registers, at every level bit-identical
+ * to the serial kernel (floorf, ..., sqrtf, 1 / a, then the encoder), which
+ * is NumPy's float32 loop's value rounded once, with its flags.  -1: not
+ * one of them.
  */
-#define CHEAP_BLOCK 1024
-
 static int
-cheap_unary(const mf_loop_aux *aux)
+cheap_unary_op(const mf_loop_aux *aux)
 {
-    static const char *const names[] = {"floor", "ceil", "trunc", "rint", "reciprocal",
-                                        "square", NULL};
-    if (strcmp(aux->def->sig, "M->M") != 0 || strcmp(aux->def->f32sig, "f->f") != 0) {
-        return 0;
+    static const struct {
+        const char *name;
+        mf_binary_op op;
+    } ops[] = {{"floor", MF_OP_FLOOR}, {"ceil", MF_OP_CEIL}, {"trunc", MF_OP_TRUNC},
+               {"rint", MF_OP_RINT}, {"sqrt", MF_OP_SQRT}, {"reciprocal", MF_OP_RECIPROCAL},
+               {"square", MF_OP_MUL}};
+    if (strcmp(aux->def->sig, "M->M") != 0 || strcmp(aux->def->f32sig, "f->f") != 0
+            || aux->fmt->kind != MF_KIND_FLOAT) {
+        return -1;
     }
-    for (int i = 0; names[i] != NULL; i++) {
-        if (strcmp(aux->def->ufunc, names[i]) == 0) {
-            return 1;
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+        if (strcmp(aux->def->ufunc, ops[i].name) == 0) {
+            return (int)ops[i].op;
         }
     }
-    return 0;
-}
-
-static void
-cheap_range(void *ctx, mf_intp start, mf_intp len)
-{
-    const ew_job *J = (const ew_job *)ctx;
-    const mf_format *f = J->aux->fmt;
-    const npy_intp sz = f->itemsize;
-    float buf[CHEAP_BLOCK];
-    char *args[2] = {(char *)buf, (char *)buf};
-    npy_intp steps[2] = {sizeof(float), sizeof(float)};
-    for (npy_intp s = start; s < start + len; s += CHEAP_BLOCK) {
-        npy_intp l = start + len - s < CHEAP_BLOCK ? start + len - s : CHEAP_BLOCK;
-        mf_k->decode_f32(f, J->data[0] + s * sz, buf, l);
-        call_f32(J->aux, args, l, steps);
-        mf_k->encode_f32(f, buf, J->data[1] + s * sz, l);
-    }
+    return -1;
 }
 
 /*
@@ -634,9 +618,14 @@ via_f32_elementwise(const mf_loop_aux *aux, int nin, int nargs, char *const data
         mf_par_range(keyed_range, &K, n, EW_BLOCK, nargs * sz);
         return;
     }
-    if (nin == 1 && nargs == 2 && is_contig_aligned(data[0], strides[0], sz)
-            && is_contig_aligned(data[1], strides[1], sz) && cheap_unary(aux)) {
-        mf_par_range(cheap_range, &J, n, CHEAP_BLOCK, 2 * sz);
+    int uop = nin == 1 && nargs == 2 ? cheap_unary_op(aux) : -1;
+    if (uop >= 0 && is_contig_aligned(data[0], strides[0], sz)
+            && is_contig_aligned(data[1], strides[1], sz)) {
+        /* b = a: the one-operand ops do not read it, square multiplies a by a */
+        const int stream = mf_par_stream;
+        mf_par_stream = stream | mf_par_run_long(data[1], n * sz);
+        mf_par_binary((mf_binary_op)uop, aux->fmt, data[0], data[0], data[1], n);
+        mf_par_stream = stream;
         return;
     }
     if (nin == 1 && nargs == 2 && strcmp(aux->def->sig, "M->M") == 0

@@ -193,8 +193,10 @@ check_binary(const char *lv, const mf_kernels *k, const mf_format *f)
                         uint32_t ca = 0, cb = 0;
                         memcpy(&ca, a + i * sz, sz);
                         memcpy(&cb, b + i * sz, sz);
-                        fail(lv, f->name, op == 0 ? "add" : op == 1 ? "sub" : op == 2 ? "mul" : "div",
-                             i, cb, ca);
+                        static const char *const names[MF_NUM_BINARY_OPS] = {
+                            "add", "sub", "mul", "div", "floor", "ceil", "trunc", "rint",
+                            "sqrt", "reciprocal"};
+                        fail(lv, f->name, names[op], i, cb, ca);
                         break;
                     }
                 }

@@ -353,19 +353,20 @@ def test_every_code_by_table(threads, name, uname):
             ufunc(x)
 
 
-CHEAP_UNARY = ["floor", "ceil", "trunc", "rint", "reciprocal", "square"]
+CHEAP_UNARY = ["floor", "ceil", "trunc", "rint", "sqrt", "reciprocal", "square"]
 
 
 @pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e5m2fnuz",
                                   "float8_e8m0fnu", "float4_e2m1fn", "float6_e3m2fn"])
 @pytest.mark.parametrize("uname", CHEAP_UNARY)
-def test_cheap_unary_through_one_buffer(threads, name, uname):
-    """The ufuncs whose float32 loop is one instruction go block by block
-    through one float32 buffer (decode, NumPy's loop in place, encode) on
-    contiguous operands: every stored code, at 1-3 threads, in place, against
-    the general path (the same values strided, in pieces too small for the
-    table: each element decoded, NumPy's float32 loop, one rounding), bits
-    and floating-point errors, and against the float32 contract."""
+def test_cheap_unary_fused(threads, name, uname, each_level):
+    """The ufuncs whose float32 loop is one instruction run the fused kernels
+    (decode, the instruction, the rounding in registers) on contiguous
+    operands: every stored code (signalling NaNs included), at every kernel
+    level and 1-3 threads, in place, against the general path (the same
+    values strided, in pieces too small for the table: each element decoded,
+    NumPy's float32 loop, one rounding), bits and floating-point errors, and
+    against the float32 contract."""
     dt = np.dtype(getattr(mf, name))
     raw = np.arange(256 ** dt.itemsize, dtype=np.uint16 if dt.itemsize == 2 else np.uint8)
     x = np.tile(raw, -(-(1 << 20) // raw.size) + 1)[3:].view(dt)

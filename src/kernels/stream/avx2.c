@@ -103,6 +103,9 @@ blendv(__m256i a, __m256i b, __m256i mask)
 /* ------------------------------------------------------- ordered float ops */
 
 typedef __m256 vf_t;
+#define X86_ROUND(a, mode) _mm256_round_ps(a, (mode) | _MM_FROUND_NO_EXC)
+#define X86_SQRT(a) _mm256_sqrt_ps(a)
+#define X86_ONE _mm256_set1_ps(1.0f)
 #include "x86.h"
 
 /* ------------------------------------------------------- decode, 8 lanes */

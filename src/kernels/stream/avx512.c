@@ -209,6 +209,10 @@ enc_bf16(__m512 x, __mmask16 *ovf)
  * raising flags for the masked-off lanes */
 #define ASM_OP_MASKZ(INSN, R, K, A, B) \
     __asm__(INSN " %[b], %[a], %[r]%{%[k]%}%{z%}" : [r] "=v"(R) : [a] "v"(A), [b] "v"(B), [k] "Yk"(K))
+/* VRNDSCALEPS with the rounding in imm8's low bits and bit 3 (no inexact):
+ * 8 nearest, 9 down, 0xA up, 0xB toward zero (as _MM_FROUND_NO_EXC | mode) */
+#define ASM_ROUND_MASKZ(IMM, R, K, A) \
+    __asm__("vrndscaleps $" #IMM ", %[a], %[r]%{%[k]%}%{z%}" : [r] "=v"(R) : [a] "v"(A), [k] "Yk"(K))
 #define ASM_OP_MERGE(INSN, ACC, K, B) \
     __asm__(INSN " %[b], %[acc], %[acc]%{%[k]%}" : [acc] "+v"(ACC) : [b] "v"(B), [k] "Yk"(K))
 
@@ -359,6 +363,9 @@ first16(mf_intp m)
 /* ------------------------------------------------------- ordered float ops */
 
 typedef __m512 vf_t;
+#define X86_ROUND(a, mode) _mm512_roundscale_ps(a, (mode) | _MM_FROUND_NO_EXC)
+#define X86_SQRT(a) _mm512_sqrt_ps(a)
+#define X86_ONE _mm512_set1_ps(1.0f)
 #include "x86.h"
 
 MF_INLINE __m512
@@ -369,7 +376,15 @@ op512_mask(mf_binary_op op, __mmask16 k, __m512 a, __m512 b)
         case MF_OP_ADD: ASM_OP_MASKZ("vaddps", r, k, a, b); break;
         case MF_OP_SUB: ASM_OP_MASKZ("vsubps", r, k, a, b); break;
         case MF_OP_MUL: ASM_OP_MASKZ("vmulps", r, k, a, b); break;
-        default:        ASM_OP_MASKZ("vdivps", r, k, a, b); break;
+        case MF_OP_DIV: ASM_OP_MASKZ("vdivps", r, k, a, b); break;
+        case MF_OP_FLOOR: ASM_ROUND_MASKZ(0x9, r, k, a); break;
+        case MF_OP_CEIL: ASM_ROUND_MASKZ(0xA, r, k, a); break;
+        case MF_OP_TRUNC: ASM_ROUND_MASKZ(0xB, r, k, a); break;
+        case MF_OP_RINT: ASM_ROUND_MASKZ(0x8, r, k, a); break;
+        case MF_OP_SQRT:
+            __asm__("vsqrtps %[a], %[r]%{%[k]%}%{z%}" : [r] "=v"(r) : [a] "v"(a), [k] "Yk"(k));
+            break;
+        default: ASM_OP_MASKZ("vdivps", r, k, X86_ONE, a); break;
     }
     return r;
 }

@@ -659,7 +659,13 @@ binary_path(mf_binary_op op, const regs_t *r, mf_simd_path path, const mf_format
         case MF_OP_ADD: binary_path(MF_OP_ADD, &r, PATH, f, a, b, out, n); break;         \
         case MF_OP_SUB: binary_path(MF_OP_SUB, &r, PATH, f, a, b, out, n); break;         \
         case MF_OP_MUL: binary_path(MF_OP_MUL, &r, PATH, f, a, b, out, n); break;         \
-        default:        binary_path(MF_OP_DIV, &r, PATH, f, a, b, out, n); break;         \
+        case MF_OP_DIV: binary_path(MF_OP_DIV, &r, PATH, f, a, b, out, n); break;         \
+        case MF_OP_FLOOR: binary_path(MF_OP_FLOOR, &r, PATH, f, a, b, out, n); break;     \
+        case MF_OP_CEIL: binary_path(MF_OP_CEIL, &r, PATH, f, a, b, out, n); break;       \
+        case MF_OP_TRUNC: binary_path(MF_OP_TRUNC, &r, PATH, f, a, b, out, n); break;     \
+        case MF_OP_RINT: binary_path(MF_OP_RINT, &r, PATH, f, a, b, out, n); break;       \
+        case MF_OP_SQRT: binary_path(MF_OP_SQRT, &r, PATH, f, a, b, out, n); break;       \
+        default: binary_path(MF_OP_RECIPROCAL, &r, PATH, f, a, b, out, n); break;         \
     }
 
 void

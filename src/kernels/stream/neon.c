@@ -84,7 +84,14 @@ op_v(mf_binary_op op, float32x4_t a, float32x4_t b)
         case MF_OP_ADD: ASM_OP("fadd", r, a, b); break;
         case MF_OP_SUB: ASM_OP("fsub", r, a, b); break;
         case MF_OP_MUL: ASM_OP("fmul", r, a, b); break;
-        default:        ASM_OP("fdiv", r, a, b); break;
+        case MF_OP_DIV: ASM_OP("fdiv", r, a, b); break;
+        /* one operand (b unused) */
+        case MF_OP_FLOOR: r = vrndmq_f32(a); break;
+        case MF_OP_CEIL: r = vrndpq_f32(a); break;
+        case MF_OP_TRUNC: r = vrndq_f32(a); break;
+        case MF_OP_RINT: r = vrndnq_f32(a); break;
+        case MF_OP_SQRT: r = vsqrtq_f32(a); break;
+        default: ASM_OP("fdiv", r, vdupq_n_f32(1.0f), a); break;
     }
     return r;
 }

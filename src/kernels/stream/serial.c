@@ -90,7 +90,14 @@ apply_op(mf_binary_op op, float a, float b)
         case MF_OP_ADD: return mf_ordered2(a, b, a + b);
         case MF_OP_SUB: return mf_ordered2(a, b, a - b);
         case MF_OP_MUL: return mf_ordered2(a, b, a * b);
-        default:        return mf_ordered2(a, b, a / b);
+        case MF_OP_DIV: return mf_ordered2(a, b, a / b);
+        /* one operand: a NaN's is the one that comes out */
+        case MF_OP_FLOOR: return floorf(a);
+        case MF_OP_CEIL: return ceilf(a);
+        case MF_OP_TRUNC: return truncf(a);
+        case MF_OP_RINT: return rintf(a);
+        case MF_OP_SQRT: return sqrtf(a);
+        default: return 1.0f / a;
     }
 }
 

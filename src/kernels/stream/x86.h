@@ -41,7 +41,14 @@ op_v(mf_binary_op op, vf_t a, vf_t b)
         case MF_OP_ADD: ASM_OP("vaddps", r, a, b); break;
         case MF_OP_SUB: ASM_OP("vsubps", r, a, b); break;
         case MF_OP_MUL: ASM_OP("vmulps", r, a, b); break;
-        default:        ASM_OP("vdivps", r, a, b); break;
+        case MF_OP_DIV: ASM_OP("vdivps", r, a, b); break;
+        /* one operand (b unused); the level's X86_ROUND, X86_SQRT, X86_ONE */
+        case MF_OP_FLOOR: r = X86_ROUND(a, _MM_FROUND_TO_NEG_INF); break;
+        case MF_OP_CEIL: r = X86_ROUND(a, _MM_FROUND_TO_POS_INF); break;
+        case MF_OP_TRUNC: r = X86_ROUND(a, _MM_FROUND_TO_ZERO); break;
+        case MF_OP_RINT: r = X86_ROUND(a, _MM_FROUND_TO_NEAREST_INT); break;
+        case MF_OP_SQRT: r = X86_SQRT(a); break;
+        default: ASM_OP("vdivps", r, X86_ONE, a); break;
     }
     return r;
 }

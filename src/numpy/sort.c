@@ -225,6 +225,73 @@ PyArray_NonzeroFunc *const mf_nonzero_of[MF_NUM_PUBLIC_FORMATS] = {
 
 /* ---- radix sort of codes by key ---- */
 
+/*
+ * The radix sorts below sort 32-bit entries: a code's key in the high
+ * `keybits` bits, the element's index under it, so that equal keys keep
+ * their order (stable) and a pass moves 4 bytes an element.  The key is
+ * argkey.h's 16-bit one for a 16-bit format where it orders every code as
+ * order_key does (arith_ok: bfloat16), else the order key (9 bits for a
+ * 1-byte format, 17 for a 16-bit one); the index then has 32 - keybits
+ * bits.  (4096, 4096) bfloat16 np.sort(axis=1) on Zen 4: 64-bit entries of
+ * order key and code, the key computed by a call an element, 127 ms; these,
+ * 72 ms.
+ */
+static int
+entry_keybits(const mf_format *f)
+{
+    return (f->itemsize == 2 && arith_ok[f->id]) ? 16 : f->bits + 1;
+}
+
+static inline uint32_t
+entry_key(const mf_format *f, uint32_t c)
+{
+    if (f->itemsize == 1) {
+        return (uint32_t)key8_max[f->id][c & 0xFFu];
+    }
+    if (arith_ok[f->id]) {
+        return (uint32_t)((int32_t)ae16_key((uint16_t)c, arith_lim[f->id], INT16_MAX) + 32768);
+    }
+    return order_key(f, c);
+}
+
+/* stable LSD radix sort of n entries by their top `keybits` bits, in one
+ * or two passes (digits of at most 9 bits, the high one 8 when there are
+ * two), both digits counted in one pass; tmp: scratch of n entries */
+static void
+radix_entries(uint32_t *ent, uint32_t *tmp, npy_intp n, int keybits)
+{
+    const int ib = 32 - keybits;
+    const int two = keybits > 9;
+    const int w0 = two ? keybits - 8 : keybits;
+    const uint32_t m0 = (1u << w0) - 1u;
+    npy_intp c0[513] = {0}, c1[257] = {0};
+    const int s1 = two ? ib + w0 : 31;        /* one digit: c1 is not used */
+    for (npy_intp i = 0; i < n; i++) {
+        const uint32_t e = ent[i];
+        c0[((e >> ib) & m0) + 1]++;
+        c1[(e >> s1) + 1]++;
+    }
+    for (uint32_t b = 0; b < m0 + 1; b++) {
+        c0[b + 1] += c0[b];
+    }
+    for (int b = 0; b < 256; b++) {
+        c1[b + 1] += c1[b];
+    }
+    for (npy_intp i = 0; i < n; i++) {
+        const uint32_t e = ent[i];
+        tmp[c0[(e >> ib) & m0]++] = e;
+    }
+    if (!two) {
+        memcpy(ent, tmp, n * sizeof(uint32_t));
+        return;
+    }
+    for (npy_intp i = 0; i < n; i++) {
+        const uint32_t e = tmp[i];
+        ent[c1[e >> s1]++] = e;
+    }
+}
+
+
 static int
 sort_codes(const mf_format *f, char *data, npy_intp n)
 {
@@ -254,62 +321,25 @@ sort_codes(const mf_format *f, char *data, npy_intp n)
         PyMem_RawFree(count);
         return 0;
     }
-    /* 16-bit codes, fewer elements than buckets (n < 2^15): LSD radix on
-     * 32-bit entries, the key in the high bits and the element's index
-     * below it, so that equal keys keep their order (the sort is stable,
-     * as before); the codes are then read back through the indices.  The
-     * key is argkey.h's 16-bit one where it orders every code as order_key
-     * does (arith_ok: bfloat16 and the sign-magnitude 16-bit formats; two
-     * passes of 8 bits), else order_key's 17 bits (9 + 8).  Both digits'
-     * counts are taken in the pass that builds the entries.  (4096, 4096)
-     * bfloat16 np.sort(axis=1) on Zen 4: 64-bit entries of key and code,
-     * the key computed by order_key (twice the traffic): 127 ms; this:
-     * 72 ms. */
-    const int id = f->id, ak = arith_ok[id];
-    const int keybits = ak ? 16 : nkeybits;
-    const int ib = 32 - keybits;                /* index bits: n <= 2^ib */
-    const int d0 = keybits - 8;                 /* bits of the first digit */
+    /* 16-bit codes, fewer elements than buckets (n < 2^15): the stable
+     * radix sort of entries (radix_entries), the codes read back through
+     * the indices */
+    const int keybits = entry_keybits(f);
+    const int ib = 32 - keybits;
     uint32_t *ent = PyMem_RawMalloc(n * sizeof(uint32_t));
     uint32_t *tmp = PyMem_RawMalloc(n * sizeof(uint32_t));
     uint16_t *codes = PyMem_RawMalloc(n * sizeof(uint16_t));
-    npy_intp *count = PyMem_RawCalloc((1u << d0) + 1 + 257, sizeof(npy_intp));
-    if (ent == NULL || tmp == NULL || codes == NULL || count == NULL || n > ((npy_intp)1 << ib)) {
+    if (ent == NULL || tmp == NULL || codes == NULL) {
         PyMem_RawFree(ent);
         PyMem_RawFree(tmp);
         PyMem_RawFree(codes);
-        PyMem_RawFree(count);
-        if (n > ((npy_intp)1 << ib)) {
-            PyErr_SetString(PyExc_RuntimeError, "minifloat: internal sort size limit");
-        }
         return -1;
     }
-    npy_intp *c0 = count, *c1 = count + (1u << d0) + 1;
-    const uint32_t m0 = (1u << d0) - 1u;
     memcpy(codes, data, n * sizeof(uint16_t));
-    const int16_t lim = arith_lim[id];
     for (npy_intp i = 0; i < n; i++) {
-        const uint16_t c = codes[i];
-        const uint32_t k = ak ? (uint32_t)((int32_t)ae16_key(c, lim, INT16_MAX) + 32768)
-                              : order_key(f, c);
-        const uint32_t e = (k << ib) | (uint32_t)i;
-        ent[i] = e;
-        c0[((e >> ib) & m0) + 1]++;
-        c1[(e >> (ib + d0)) + 1]++;
+        ent[i] = (entry_key(f, codes[i]) << ib) | (uint32_t)i;
     }
-    for (uint32_t b = 0; b < m0 + 1; b++) {
-        c0[b + 1] += c0[b];
-    }
-    for (int b = 0; b < 256; b++) {
-        c1[b + 1] += c1[b];
-    }
-    for (npy_intp i = 0; i < n; i++) {
-        const uint32_t e = ent[i];
-        tmp[c0[(e >> ib) & m0]++] = e;
-    }
-    for (npy_intp i = 0; i < n; i++) {
-        const uint32_t e = tmp[i];
-        ent[c1[e >> (ib + d0)]++] = e;
-    }
+    radix_entries(ent, tmp, n, keybits);
     const uint32_t im = (uint32_t)(((uint64_t)1 << ib) - 1u);
     uint16_t *out = (uint16_t *)tmp;            /* data may be unaligned */
     for (npy_intp i = 0; i < n; i++) {
@@ -319,7 +349,6 @@ sort_codes(const mf_format *f, char *data, npy_intp n)
     PyMem_RawFree(ent);
     PyMem_RawFree(tmp);
     PyMem_RawFree(codes);
-    PyMem_RawFree(count);
     return 0;
 }
 
@@ -329,13 +358,50 @@ mf_sort(void *start, npy_intp num, void *arr)
     return sort_codes(arr_format(arr), (char *)start, num);
 }
 
-/* stable LSD radix argsort on the keys */
+/* stable LSD radix argsort on the keys: of entries (radix_entries) where
+ * the index fits under the key, else of 64-bit index and key arrays */
 int
 mf_argsort(void *start, npy_intp *idx, npy_intp num, void *arr)
 {
     const mf_format *f = arr_format(arr);
     const char *data = (const char *)start;
     if (num < 2) {
+        return 0;
+    }
+    /* NumPy hands each row's indices as 0, 1, ..., n-1; others (a caller
+     * of the slot with its own order) are read through a copy, which is a
+     * random gather: only for rows that stay in the caches */
+    int identity = 1;
+    for (npy_intp i = 0; i < num && identity; i++) {
+        identity = idx[i] == i;
+    }
+    const int keybits = entry_keybits(f), ib = 32 - keybits;
+    if (num <= ((npy_intp)1 << ib) && (identity || num <= 65536)) {
+        uint32_t *ent = PyMem_RawMalloc(num * sizeof(uint32_t));
+        uint32_t *etmp = PyMem_RawMalloc(num * sizeof(uint32_t));
+        npy_intp *orig = identity ? NULL : PyMem_RawMalloc(num * sizeof(npy_intp));
+        if (ent == NULL || etmp == NULL || (!identity && orig == NULL)) {
+            PyMem_RawFree(ent);
+            PyMem_RawFree(etmp);
+            PyMem_RawFree(orig);
+            return -1;
+        }
+        if (!identity) {
+            memcpy(orig, idx, num * sizeof(npy_intp));
+        }
+        for (npy_intp i = 0; i < num; i++) {
+            const uint32_t c = mf_load_code(f, data + idx[i] * f->itemsize);
+            ent[i] = (entry_key(f, c) << ib) | (uint32_t)i;
+        }
+        radix_entries(ent, etmp, num, keybits);
+        const uint32_t im = (uint32_t)(((uint64_t)1 << ib) - 1u);
+        for (npy_intp i = 0; i < num; i++) {
+            const npy_intp j = (npy_intp)(ent[i] & im);
+            idx[i] = identity ? j : orig[j];
+        }
+        PyMem_RawFree(ent);
+        PyMem_RawFree(etmp);
+        PyMem_RawFree(orig);
         return 0;
     }
     npy_intp *tmp = PyMem_RawMalloc(num * sizeof(npy_intp));

@@ -72,8 +72,31 @@ def test_sort_radix_path_keeps_the_codes_in_stable_order(n):
     want = codes[np.argsort(R.decode_f32(codes), kind="stable")]
     assert np.array_equal(R.bits(np.sort(R.as_bf16(codes))), want)
     rows = np.stack([codes, codes[::-1]])
-    want2 = np.take_along_axis(rows, np.argsort(R.decode_f32(rows), axis=1, kind="stable"), 1)
-    assert np.array_equal(R.bits(np.sort(R.as_bf16(rows), axis=1)), want2)
+    order = np.argsort(R.decode_f32(rows), axis=1, kind="stable")
+    assert np.array_equal(R.bits(np.sort(R.as_bf16(rows), axis=1)),
+                          np.take_along_axis(rows, order, 1))
+    # argsort (every kind is the stable radix sort): NumPy's stable indices
+    for kind in (None, "stable"):
+        assert np.array_equal(np.argsort(R.as_bf16(rows), axis=1, kind=kind), order)
+        assert np.array_equal(np.argsort(R.as_bf16(rows[0]), kind=kind), order[0])
+
+
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+                                  "float4_e2m1fn", "int4"])
+@pytest.mark.parametrize("n", [3, 4096, 300_000])
+def test_argsort_of_byte_formats_is_numpys_stable_order(name, n):
+    # every byte pattern, NaNs of both signs and -0 among them, in rows and
+    # flat: the indices of NumPy's stable sort of the values (float64: exact)
+    dt = np.dtype(mf_type(name))
+    rng = np.random.default_rng(n)
+    raw = rng.integers(0, 256, n).astype(np.uint8).view(dt)
+    vals = raw.astype(np.float64)
+    assert np.array_equal(np.argsort(raw, kind="stable"), np.argsort(vals, kind="stable"))
+    assert np.array_equal(np.argsort(raw), np.argsort(vals, kind="stable"))
+    if n >= 4096:
+        r2, v2 = raw[:4096 * (n // 4096)].reshape(-1, 4096), vals[:4096 * (n // 4096)].reshape(-1, 4096)
+        assert np.array_equal(np.argsort(r2, axis=1), np.argsort(v2, axis=1, kind="stable"))
+        assert np.array_equal(np.argsort(r2, axis=0), np.argsort(v2, axis=0, kind="stable"))
 
 
 @pytest.mark.parametrize("kind", ["quicksort", "stable"])

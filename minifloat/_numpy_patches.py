@@ -768,6 +768,8 @@ def _patch_fast_partition():
     radix sort: 12 ms for the same array), so np.partition (and so np.median,
     which calls it) and np.argpartition (through fromnumeric._wrapfunc, the
     "fast_accumulate" front) sort instead, after NumPy's own checks of kth.
+    Along the last axis of a C-contiguous array the rows are sorted on the
+    threads (_core._sort_rows: the same sort a row, so the same codes).
     kind= other than "introselect", order= and byte-swapped arrays are
     NumPy's; ndarray.partition (and so np.percentile/np.quantile, which call
     the method) is C and stays NumPy's.  The front is a FastPath at
@@ -775,11 +777,17 @@ def _patch_fast_partition():
     and in fromnumeric: one object.  Not a hole (NumPy's works): no check
     (docs/design.md, "partition by sorting")."""
     orig = fromnumeric.partition
+    sort_rows = _core._sort_rows
 
     @functools.wraps(orig)
     def partition(a, kth, axis=-1, kind="introselect", order=None):
         if _sorts_for_partition(a, {"kind": kind, "order": order}):
             _check_kth(a, kth, axis)
+            if type(axis) is int and a.ndim and axis in (-1, a.ndim - 1):
+                # along the last axis: the rows sorted on the threads
+                r = sort_rows(a)
+                if r is not NotImplemented:
+                    return r
             return np.sort(a, axis=axis)
         return orig(a, kth, axis=axis, kind=kind, order=order)
 

@@ -417,6 +417,7 @@ PyObject *mf_py_stats(PyObject *self, PyObject *args);
 PyObject *mf_py_reduce(PyObject *self, PyObject *args);
 /* numpy/sort.c: argmax/argmin along an axis that is not the last */
 PyObject *mf_py_arg_axis(PyObject *self, PyObject *args);
+PyObject *mf_py_sort_rows(PyObject *self, PyObject *a);
 /* umath/pairwise.c: float32 sums in NumPy's pairwise order (mean, var, std) */
 PyObject *mf_py_sum_f32(PyObject *self, PyObject *args);
 PyObject *mf_py_any_all(PyObject *self, PyObject *args);
@@ -461,6 +462,9 @@ static PyMethodDef module_methods[] = {
     {"_accumulate", mf_py_accumulate, METH_VARARGS,
      "_accumulate(op, a, axis): cumsum/cumprod (op 0/1) of a float format along any axis of "
      "a C-contiguous array, all chains in one call; NotImplemented for anything else."},
+    {"_sort_rows", mf_py_sort_rows, METH_O,
+     "_sort_rows(a): a copy of a C-contiguous array of a format sorted along its last axis, "
+     "the rows on the threads (the codes ndarray.sort gives); NotImplemented otherwise."},
     {"_arg_axis", mf_py_arg_axis, METH_VARARGS,
      "_arg_axis(want_max, a, axis): argmax/argmin along an axis that is not the last of a "
      "C-contiguous array of a sign-magnitude format, NumPy's indices; NotImplemented otherwise."},

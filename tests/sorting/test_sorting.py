@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import minifloat as mf
 from minifloat import bfloat16 as bf16
 
 import _refs as R
@@ -239,6 +240,45 @@ def test_partition_by_sorting(name):
             src = f.reshape(-1) if axis is None else f
             np.testing.assert_array_equal(np.take_along_axis(src, ip, axis=ax), want)
     assert not np.shares_memory(np.partition(x, 3), x)
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float4_e2m1fn", "int4"])
+def test_partition_rows_on_the_threads(threads, name):
+    """np.partition along the last axis of a C-contiguous array sorts the
+    rows on the threads (_core._sort_rows): the same codes as ndarray.sort
+    of each row (every byte pattern, NaNs of both signs, -0), at 1-3
+    threads, large enough to be split; a copy; other layouts NumPy's."""
+    t = mf_type(name)
+    dt = np.dtype(t)
+    rng = np.random.default_rng(5)
+    raw = rng.integers(0, 1 << (8 * dt.itemsize), (300, 4099)).astype(
+        np.uint16 if dt.itemsize == 2 else np.uint8)
+    x = raw.view(t)
+    want = x.copy()
+    want.sort(axis=-1)
+    bits = np.uint16 if dt.itemsize == 2 else np.uint8
+    for n in (1, 2, 3):
+        threads(n)
+        for axis in (-1, 1):
+            p = np.partition(x, 7, axis=axis)
+            assert np.array_equal(p.view(bits), want.view(bits)), (n, axis)
+            assert not np.shares_memory(p, x)
+        # np.median sorts through the same front: the middle of each row
+        fin = x.astype(np.float64)
+        fin[~np.isfinite(fin)] = 0
+        y = fin.astype(t)
+        assert np.array_equal(np.median(y, axis=1).astype(np.float64),
+                              np.sort(fin, axis=1)[:, 2049])
+        r = mf._core._sort_rows(x.reshape(3, 100, 4099))
+        assert np.array_equal(r.reshape(300, 4099).view(bits), want.view(bits))
+    assert np.array_equal(raw.view(t).view(bits), raw)           # the input untouched
+    for other in (x[:, ::2], x.T, x.astype(x.dtype.newbyteorder()) if dt.itemsize == 2 else x[::2, ::3]):
+        assert mf._core._sort_rows(other) is NotImplemented
+    assert mf._core._sort_rows(np.zeros(3)) is NotImplemented
+    # a single row, and rows of one element
+    assert np.array_equal(mf._core._sort_rows(x[0]).view(bits), want[0].view(bits))
+    one = x[:, :1].copy()
+    assert np.array_equal(mf._core._sort_rows(one).view(bits), one.view(bits))
 
 
 def test_partition_errors_and_other_kinds_are_numpys():

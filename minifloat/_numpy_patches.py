@@ -703,6 +703,7 @@ def _patch_fast_accumulate():
     check, always applied (docs/design.md, "cumsum and cumprod")."""
     accumulate = _core._accumulate
     arg_axis = _core._arg_axis
+    argsort_rows = _core._argsort_rows
     ops = {"cumsum": 0, "cumprod": 1}
     orig = fromnumeric._wrapfunc
 
@@ -732,6 +733,10 @@ def _patch_fast_accumulate():
             # np.argpartition: the stable argsort is one of its valid answers
             axis = kwds.get("axis", -1)
             _check_kth(obj, args[0], axis)
+            if type(axis) is int and obj.ndim and axis in (-1, obj.ndim - 1):
+                r = argsort_rows(obj)          # the rows on the threads
+                if r is not NotImplemented:
+                    return r
             return obj.argsort(axis=axis, kind="stable")
         return orig(obj, method, *args, **kwds)
 

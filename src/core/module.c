@@ -418,6 +418,7 @@ PyObject *mf_py_reduce(PyObject *self, PyObject *args);
 /* numpy/sort.c: argmax/argmin along an axis that is not the last */
 PyObject *mf_py_arg_axis(PyObject *self, PyObject *args);
 PyObject *mf_py_sort_rows(PyObject *self, PyObject *a);
+PyObject *mf_py_argsort_rows(PyObject *self, PyObject *a);
 /* umath/pairwise.c: float32 sums in NumPy's pairwise order (mean, var, std) */
 PyObject *mf_py_sum_f32(PyObject *self, PyObject *args);
 PyObject *mf_py_any_all(PyObject *self, PyObject *args);
@@ -465,6 +466,9 @@ static PyMethodDef module_methods[] = {
     {"_sort_rows", mf_py_sort_rows, METH_O,
      "_sort_rows(a): a copy of a C-contiguous array of a format sorted along its last axis, "
      "the rows on the threads (the codes ndarray.sort gives); NotImplemented otherwise."},
+    {"_argsort_rows", mf_py_argsort_rows, METH_O,
+     "_argsort_rows(a): the stable argsort along the last axis of a C-contiguous array of a "
+     "format, the rows on the threads (ndarray.argsort's indices); NotImplemented otherwise."},
     {"_arg_axis", mf_py_arg_axis, METH_VARARGS,
      "_arg_axis(want_max, a, axis): argmax/argmin along an axis that is not the last of a "
      "C-contiguous array of a sign-magnitude format, NumPy's indices; NotImplemented otherwise."},

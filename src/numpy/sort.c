@@ -360,11 +360,17 @@ mf_sort(void *start, npy_intp num, void *arr)
 
 /* stable LSD radix argsort on the keys: of entries (radix_entries) where
  * the index fits under the key, else of 64-bit index and key arrays */
+static int argsort_codes(const mf_format *f, const char *data, npy_intp *idx, npy_intp num);
+
 int
 mf_argsort(void *start, npy_intp *idx, npy_intp num, void *arr)
 {
-    const mf_format *f = arr_format(arr);
-    const char *data = (const char *)start;
+    return argsort_codes(arr_format(arr), (const char *)start, idx, num);
+}
+
+static int
+argsort_codes(const mf_format *f, const char *data, npy_intp *idx, npy_intp num)
+{
     if (num < 2) {
         return 0;
     }
@@ -834,6 +840,7 @@ mf_py_arg_axis(PyObject *NPY_UNUSED(self), PyObject *args)
 typedef struct {
     const mf_format *f;
     char *data;
+    npy_intp *idx;        /* argsort: the indices, a row of n each; else NULL */
     npy_intp n;           /* elements a row */
     int failed;           /* a row's scratch could not be allocated */
 } sort_rows_job;
@@ -842,28 +849,82 @@ static void
 sort_rows_range(void *ctx, mf_intp r0, mf_intp nr)
 {
     sort_rows_job *J = (sort_rows_job *)ctx;
-    const npy_intp rb = J->n * J->f->itemsize;
+    const npy_intp n = J->n, rb = n * J->f->itemsize;
     for (mf_intp r = r0; r < r0 + nr; r++) {
-        if (sort_codes(J->f, J->data + r * rb, J->n) < 0) {
+        int rc;
+        if (J->idx != NULL) {
+            npy_intp *ix = J->idx + r * n;
+            for (npy_intp i = 0; i < n; i++) {
+                ix[i] = i;
+            }
+            rc = argsort_codes(J->f, J->data + r * rb, ix, n);
+        }
+        else {
+            rc = sort_codes(J->f, J->data + r * rb, n);
+        }
+        if (rc < 0) {
             __atomic_store_n(&J->failed, 1, __ATOMIC_RELAXED);
         }
     }
 }
 
-PyObject *
-mf_py_sort_rows(PyObject *NPY_UNUSED(self), PyObject *a_obj)
+/* the format of an array _sort_rows / _argsort_rows take, or -1 */
+static int
+rows_format(PyObject *a_obj)
 {
     if (!PyArray_CheckExact(a_obj)) {
-        Py_RETURN_NOTIMPLEMENTED;
+        return -1;
     }
     PyArrayObject *a = (PyArrayObject *)a_obj;
     PyArray_Descr *descr = PyArray_DESCR(a);
     const int fid = mf_dtype_index(NPY_DTYPE(descr));
-    const int nd = PyArray_NDIM(a);
-    if (fid < 0 || fid >= MF_NUM_PUBLIC_FORMATS || mf_descr_swapped(descr) || nd < 1
-            || !PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISALIGNED(a)) {
+    if (fid < 0 || fid >= MF_NUM_PUBLIC_FORMATS || mf_descr_swapped(descr)
+            || PyArray_NDIM(a) < 1 || !PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISALIGNED(a)) {
+        return -1;
+    }
+    return fid;
+}
+
+/* np.argpartition's stable argsort along the last axis, the rows on the
+ * threads: the indices ndarray.argsort(kind="stable") gives */
+PyObject *
+mf_py_argsort_rows(PyObject *NPY_UNUSED(self), PyObject *a_obj)
+{
+    const int fid = rows_format(a_obj);
+    if (fid < 0) {
         Py_RETURN_NOTIMPLEMENTED;
     }
+    PyArrayObject *a = (PyArrayObject *)a_obj;
+    const int nd = PyArray_NDIM(a);
+    PyArrayObject *res = (PyArrayObject *)PyArray_SimpleNew(nd, PyArray_DIMS(a), NPY_INTP);
+    if (res == NULL) {
+        return NULL;
+    }
+    const npy_intp n = PyArray_DIM(a, nd - 1), size = PyArray_SIZE(a);
+    if (size == 0) {
+        return (PyObject *)res;
+    }
+    sort_rows_job J = {&mf_formats[fid], PyArray_BYTES(a), (npy_intp *)PyArray_DATA(res), n, 0};
+    Py_BEGIN_ALLOW_THREADS
+    mf_par_range(sort_rows_range, &J, size / n, 1,
+                 (mf_intp)(n * (J.f->itemsize + (npy_intp)sizeof(npy_intp))));
+    Py_END_ALLOW_THREADS
+    if (J.failed) {
+        Py_DECREF(res);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)res;
+}
+
+PyObject *
+mf_py_sort_rows(PyObject *NPY_UNUSED(self), PyObject *a_obj)
+{
+    const int fid = rows_format(a_obj);
+    if (fid < 0) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    PyArrayObject *a = (PyArrayObject *)a_obj;
+    const int nd = PyArray_NDIM(a);
     PyArrayObject *res = (PyArrayObject *)PyArray_NewCopy(a, NPY_CORDER);
     if (res == NULL) {
         return NULL;
@@ -872,7 +933,7 @@ mf_py_sort_rows(PyObject *NPY_UNUSED(self), PyObject *a_obj)
     if (n < 2) {
         return (PyObject *)res;
     }
-    sort_rows_job J = {&mf_formats[fid], PyArray_BYTES(res), n, 0};
+    sort_rows_job J = {&mf_formats[fid], PyArray_BYTES(res), NULL, n, 0};
     Py_BEGIN_ALLOW_THREADS
     /* a row's sort reads and writes it a few times: split by its bytes */
     mf_par_range(sort_rows_range, &J, size / n, 1, (mf_intp)(n * J.f->itemsize));

@@ -247,7 +247,9 @@ def test_partition_rows_on_the_threads(threads, name):
     """np.partition along the last axis of a C-contiguous array sorts the
     rows on the threads (_core._sort_rows): the same codes as ndarray.sort
     of each row (every byte pattern, NaNs of both signs, -0), at 1-3
-    threads, large enough to be split; a copy; other layouts NumPy's."""
+    threads, large enough to be split; a copy; other layouts NumPy's.
+    np.argpartition the same way (_core._argsort_rows): ndarray.argsort's
+    stable indices."""
     t = mf_type(name)
     dt = np.dtype(t)
     rng = np.random.default_rng(5)
@@ -271,10 +273,16 @@ def test_partition_rows_on_the_threads(threads, name):
                               np.sort(fin, axis=1)[:, 2049])
         r = mf._core._sort_rows(x.reshape(3, 100, 4099))
         assert np.array_equal(r.reshape(300, 4099).view(bits), want.view(bits))
+        # np.argpartition: the stable argsort of the rows, on the threads
+        ip = np.argpartition(x, 7, axis=-1)
+        assert np.array_equal(ip, x.argsort(axis=-1, kind="stable")), n
+        assert np.array_equal(mf._core._argsort_rows(x.reshape(3, 100, 4099)).reshape(300, 4099), ip)
     assert np.array_equal(raw.view(t).view(bits), raw)           # the input untouched
     for other in (x[:, ::2], x.T, x.astype(x.dtype.newbyteorder()) if dt.itemsize == 2 else x[::2, ::3]):
         assert mf._core._sort_rows(other) is NotImplemented
     assert mf._core._sort_rows(np.zeros(3)) is NotImplemented
+    assert mf._core._argsort_rows(x[:, ::2]) is NotImplemented
+    assert mf._core._argsort_rows(x[:0]).shape == (0, 4099)
     # a single row, and rows of one element
     assert np.array_equal(mf._core._sort_rows(x[0]).view(bits), want[0].view(bits))
     one = x[:, :1].copy()

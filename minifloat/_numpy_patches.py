@@ -60,6 +60,7 @@ it ``import numpy.ma`` raises once the integer formats are in np.sctypeDict
 """
 import functools
 import os
+import sys
 
 import numpy as np
 from numpy._core import _methods, arrayprint, einsumfunc, fromnumeric, multiarray, numeric
@@ -804,6 +805,39 @@ def _patch_fast_partition():
             applied.append(("fast_partition", f"{mod.__name__}.partition"))
 
 
+_SORT_KINDS = (None, "quicksort", "mergesort", "heapsort", "stable")
+
+
+def _patch_fast_sort():
+    """np.sort along the last axis of a C-contiguous array of a format: the
+    rows sorted on minifloat's threads (_core._sort_rows, the sort
+    ndarray.sort calls for each row on one thread, so the same codes; every
+    kind is that one stable sort, as ndarray.sort's are).  order=, stable=,
+    other kinds (NumPy validates them), other axes and layouts, subclasses
+    and byte-swapped arrays are NumPy's np.sort.  A FastPath at np.sort
+    (one object wherever NumPy's modules hold it).  Not a hole (NumPy's
+    works): no check (docs/design.md, "Sorting")."""
+    orig = fromnumeric.sort
+    sort_rows = _core._sort_rows
+
+    @functools.wraps(orig)
+    def sort(a, axis=-1, kind=None, order=None, *, stable=None):
+        if (type(a) is np.ndarray and type(a.dtype) in _ALL_DTYPES and order is None
+                and stable is None and kind in _SORT_KINDS and type(axis) is int
+                and a.ndim and axis in (-1, a.ndim - 1)):
+            r = sort_rows(a)
+            if r is not NotImplemented:
+                return r
+        return orig(a, axis=axis, kind=kind, order=order, stable=stable)
+
+    _replace(fromnumeric, "sort", sort, "fast_sort", fast=0)
+    for name in ("numpy", "numpy._core", "numpy._core.numeric", "numpy.linalg._linalg"):
+        mod = sys.modules.get(name)
+        if mod is not None and getattr(mod, "sort", None) is orig:
+            setattr(mod, "sort", fromnumeric.sort)
+            applied.append(("fast_sort", f"{name}.sort"))
+
+
 def _patch_iinfo():
     from numpy._core import getlimits
 
@@ -1009,6 +1043,7 @@ def apply():
     _patch_fast_reductions()
     _patch_fast_accumulate()
     _patch_fast_partition()
+    _patch_fast_sort()
     _patch_fast_count_nonzero()
     _patch_iinfo()
     _patch_unique()

@@ -273,6 +273,10 @@ def test_partition_rows_on_the_threads(threads, name):
                               np.sort(fin, axis=1)[:, 2049])
         r = mf._core._sort_rows(x.reshape(3, 100, 4099))
         assert np.array_equal(r.reshape(300, 4099).view(bits), want.view(bits))
+        # np.sort along the last axis (patch "fast_sort"): the same codes, any kind
+        for kind in (None, "quicksort", "mergesort", "heapsort", "stable"):
+            assert np.array_equal(np.sort(x, axis=-1, kind=kind).view(bits), want.view(bits))
+        assert np.array_equal(np.sort(x, axis=1, stable=True).view(bits), want.view(bits))
         # np.argpartition: the stable argsort of the rows, on the threads
         ip = np.argpartition(x, 7, axis=-1)
         assert np.array_equal(ip, x.argsort(axis=-1, kind="stable")), n
@@ -287,6 +291,29 @@ def test_partition_rows_on_the_threads(threads, name):
     assert np.array_equal(mf._core._sort_rows(x[0]).view(bits), want[0].view(bits))
     one = x[:, :1].copy()
     assert np.array_equal(mf._core._sort_rows(one).view(bits), one.view(bits))
+
+
+def test_sort_front_errors_and_other_calls_are_numpys():
+    # np.sort's front: NumPy's errors and messages (as for float16), other
+    # axes, views, subclasses and order= are NumPy's route; a copy
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)[:, ::-1].astype(bf16)
+    h = x.astype(np.float16)
+    for kw in ({"kind": "nope"}, {"kind": "quicksort", "stable": True}, {"axis": 2},
+               {"axis": 1.0}, {"order": "a"}, {"axis": -3}):
+        with pytest.raises(Exception) as want:
+            np.sort(h, **kw)
+        with pytest.raises(type(want.value)) as got:
+            np.sort(x, **kw)
+        assert str(got.value) == str(want.value), kw
+    for a, kw in ((x, {"axis": 0}), (x, {"axis": None}), (x[:, ::2], {}),
+                  (x.view(np.matrix), {}), (x, {"kind": "s"})):
+        got = np.sort(a, **kw)
+        assert type(got) is type(a)
+        want = np.sort(np.asarray(a).astype(np.float32), **kw)
+        assert np.array_equal(np.asarray(got).astype(np.float32), want), kw
+    s = np.sort(x)
+    assert not np.shares_memory(s, x) and s.flags.c_contiguous
+    assert type(np.sort).__name__ == "FastPath" and np.sort is np._core.numeric.sort
 
 
 def test_partition_errors_and_other_kinds_are_numpys():

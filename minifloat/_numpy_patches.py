@@ -69,6 +69,9 @@ from . import _core
 
 _FLOAT_DTYPES = frozenset(type(f["dtype"]) for f in _core.formats() if f["kind"] == "float")
 _ALL_DTYPES = frozenset(type(f["dtype"]) for f in _core.formats())
+# the sort kinds NumPy takes by these names: its sorts of a format are one
+# stable sort whatever the kind (others go to NumPy, which checks them)
+_SORT_KINDS = (None, "quicksort", "mergesort", "heapsort", "stable")
 _FLOAT_SCALARS = frozenset(f["type"] for f in _core.formats() if f["kind"] == "float")
 
 applied = []      # (name, target) of every patch in effect
@@ -698,8 +701,9 @@ def _patch_fast_accumulate():
     ndarray methods are C and stay NumPy's.  NotImplemented (another layout)
     and dtype=/out= run NumPy's route.  The same front sends np.argmax /
     np.argmin along a leading axis to _core._arg_axis (NumPy scans a
-    transposed copy) and np.argpartition to the stable argsort (patch
-    "fast_partition"), and np.nonzero (np.flatnonzero, np.argwhere) to
+    transposed copy), np.argpartition to the stable argsort (patch
+    "fast_partition"), np.argsort along the last axis to the rows' argsort
+    on the threads, and np.nonzero (np.flatnonzero, np.argwhere) to
     NumPy's bool nonzero of the truth cast.  Not a hole of NumPy: no
     check, always applied (docs/design.md, "cumsum and cumprod")."""
     accumulate = _core._accumulate
@@ -730,6 +734,15 @@ def _patch_fast_accumulate():
             # value, in two passes; the truth cast's bools take NumPy's own
             # bool nonzero (np.flatnonzero, np.argwhere come this way too)
             return obj.astype(bool).nonzero()
+        elif (method == "argsort" and not args and type(obj) is np.ndarray and _is_mf(obj)
+                and kwds.get("order") is None and kwds.get("stable") is None
+                and kwds.get("kind") in _SORT_KINDS and type(kwds.get("axis", -1)) is int
+                and obj.ndim and kwds.get("axis", -1) in (-1, obj.ndim - 1)):
+            # np.argsort along the last axis: the rows on the threads (every
+            # kind is the one stable argsort ndarray.argsort runs a row at a time)
+            r = argsort_rows(obj)
+            if r is not NotImplemented:
+                return r
         elif method == "argpartition" and len(args) == 1 and _sorts_for_partition(obj, kwds):
             # np.argpartition: the stable argsort is one of its valid answers
             axis = kwds.get("axis", -1)
@@ -803,9 +816,6 @@ def _patch_fast_partition():
         if getattr(mod, "partition") is orig:
             setattr(mod, "partition", fromnumeric.partition)
             applied.append(("fast_partition", f"{mod.__name__}.partition"))
-
-
-_SORT_KINDS = (None, "quicksort", "mergesort", "heapsort", "stable")
 
 
 def _patch_fast_sort():

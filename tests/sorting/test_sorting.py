@@ -280,6 +280,8 @@ def test_partition_rows_on_the_threads(threads, name):
         # np.argpartition: the stable argsort of the rows, on the threads
         ip = np.argpartition(x, 7, axis=-1)
         assert np.array_equal(ip, x.argsort(axis=-1, kind="stable")), n
+        for kind in (None, "quicksort", "stable"):            # and np.argsort's front
+            assert np.array_equal(np.argsort(x, axis=1, kind=kind), ip), (n, kind)
         assert np.array_equal(mf._core._argsort_rows(x.reshape(3, 100, 4099)).reshape(300, 4099), ip)
     assert np.array_equal(raw.view(t).view(bits), raw)           # the input untouched
     for other in (x[:, ::2], x.T, x.astype(x.dtype.newbyteorder()) if dt.itemsize == 2 else x[::2, ::3]):
@@ -311,6 +313,14 @@ def test_sort_front_errors_and_other_calls_are_numpys():
         assert type(got) is type(a)
         want = np.sort(np.asarray(a).astype(np.float32), **kw)
         assert np.array_equal(np.asarray(got).astype(np.float32), want), kw
+    for kw in ({"kind": "nope"}, {"kind": "quicksort", "stable": True}, {"axis": 2}):
+        with pytest.raises(Exception) as want:
+            np.argsort(h, **kw)
+        with pytest.raises(type(want.value)) as got:
+            np.argsort(x, **kw)
+        assert str(got.value) == str(want.value), kw
+    assert np.array_equal(np.argsort(x, axis=0), np.argsort(h, axis=0, kind="stable"))
+    assert np.array_equal(np.argsort(x[:, ::2]), np.argsort(h[:, ::2], kind="stable"))
     s = np.sort(x)
     assert not np.shares_memory(s, x) and s.flags.c_contiguous
     assert type(np.sort).__name__ == "FastPath" and np.sort is np._core.numeric.sort

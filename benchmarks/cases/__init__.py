@@ -64,6 +64,8 @@ def _register_all():
                       ("add row", "add the first row to every row (a broadcast row)"),
                       ("negative", "negate into a preallocated array"),
                       ("rint", "round to integers (half to even) into a preallocated array"),
+                      ("sqrt", "square root (of |a|) into a preallocated array"),
+                      ("sort", "np.sort along axis 1 (torch: sort's values and indices)"),
                       ("gram", "np.dot of 256 rows with their transpose (b given as a.T)"),
                       ("argmax0", "np.argmax along axis 0")):
         register(f"everyday bf16 {op}", f"{title}, of a 2-D bf16 array of rows of 4096",

@@ -161,15 +161,18 @@ def build_everyday(op, env):
     (rows / 16, 64, 64), the casts from float64 and to int32, each row minus
     its max (NumPy buffers the broadcast column), a masked assignment (NumPy
     calls the copy loop once a run of True), cumsum down the columns, the
-    first row added to every row (a broadcast row), negation and rounding to
-    integers into a preallocated array, np.dot of 256 rows with their
-    transpose and argmax down the columns."""
+    first row added to every row (a broadcast row), negation, rounding to
+    integers and the square root (of |a|) into a preallocated array, np.dot
+    of 256 rows with their transpose, argmax down the columns and the rows
+    sorted."""
     n = env.n
     cols = 4096 if n >= 4096 * 16 else 256
     bf16 = mf.bfloat16
     a = env.coded("x", n, "bfloat16")[: n - n % cols].reshape(-1, cols)
     if op == "prod":
         a = (1 + env.f32("x", n)[: a.size] / 256).astype(bf16).reshape(a.shape)
+    if op == "sqrt":
+        a = np.abs(a)
     a32 = a.astype(np.float32)
     o, o32 = np.empty_like(a), np.empty_like(a32)
     torch = env.torch
@@ -211,6 +214,8 @@ def build_everyday(op, env):
                      "torch.neg(a, out=o)", lambda: torch.neg(ta, out=to)),
         "rint": ("np.rint(a, out=o)", lambda x, out: np.rint(x, out=out),
                  "torch.round(a, out=o)", lambda: torch.round(ta, out=to)),
+        "sqrt": ("np.sqrt(a, out=o)", lambda x, out: np.sqrt(x, out=out),
+                 "torch.sqrt(a, out=o)", lambda: torch.sqrt(ta, out=to)),
         "argmax0": ("np.argmax(a, axis=0)", lambda x, out: np.argmax(x, axis=0),
                     "a.argmax(0)", lambda: ta.argmax(0)),
     }
@@ -225,6 +230,14 @@ def build_everyday(op, env):
             runs.append(Run("torch", "x @ x.T", lambda: tx @ tx.T))
         runs.append(Run("numpy", "float32 np.dot(x, x.T)", lambda: np.dot(x32, x32.T)))
         return Plan(runs, nbytes=x.size * 2)
+    if op == "sort":
+        # rows of 4096 sorted (ml_dtypes' np.sort calls a compare function a
+        # comparison, seconds a call: left out)
+        runs = [Run("minifloat", "np.sort(a, axis=1)", lambda: np.sort(a, axis=1))]
+        if torch is not None:
+            runs.append(Run("torch", "torch.sort(a, dim=1)", lambda: torch.sort(ta, dim=1)))
+        runs.append(Run("numpy", "float32 np.sort(a, axis=1)", lambda: np.sort(a32, axis=1)))
+        return Plan(runs, nbytes=a.size * 2)
     if op == "masked fill":
         mask = env.f32("m", a.size).reshape(a.shape) > 0
         tm = torch.from_numpy(mask) if torch is not None else None

@@ -848,6 +848,47 @@ def _patch_fast_sort():
             applied.append(("fast_sort", f"{name}.sort"))
 
 
+def _patch_fast_nan_to_num():
+    """np.nan_to_num of a float format: NumPy's route is a copy, isnan,
+    isposinf and isneginf (each a bool array, the last two of three ufunc
+    calls each) and three masked copyto's, 37 ms for (4096, 4096) bfloat16
+    (torch's nan_to_num 3 ms).  The front makes the copy as NumPy does
+    (np.array(x, copy=copy)), casts the three replacement values as NumPy's
+    copyto's do (copyto into a 3-element array of the dtype: the same casts,
+    warnings and errors), then replaces the codes in one pass on the
+    threads (_core._replace_special, which classifies every code before
+    replacing it, as NumPy's route does).  Exact ndarrays of the float
+    formats with replacement values that are scalars (or None); anything
+    else is NumPy's.  A FastPath at np.nan_to_num.  Not a hole (NumPy's
+    works): no check (docs/design.md, "nan_to_num in one pass")."""
+    from numpy.lib import _type_check_impl
+    orig = _type_check_impl.nan_to_num
+    getmaxmin = _type_check_impl._getmaxmin
+    replace = _core._replace_special
+    scalar = (int, float, np.generic)
+
+    @functools.wraps(orig)
+    def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+        if (type(x) is np.ndarray and type(x.dtype) in _FLOAT_DTYPES and x.ndim
+                and isinstance(nan, scalar) and (posinf is None or isinstance(posinf, scalar))
+                and (neginf is None or isinstance(neginf, scalar))):
+            y = np.array(x, copy=copy)
+            maxf, minf = getmaxmin(y.dtype)
+            rep = np.empty(3, y.dtype)
+            np.copyto(rep[0:1], nan)
+            np.copyto(rep[1:2], maxf if posinf is None else posinf)
+            np.copyto(rep[2:3], minf if neginf is None else neginf)
+            if replace(y, rep) is not NotImplemented:
+                return y
+            return orig(y, copy=False, nan=nan, posinf=posinf, neginf=neginf)
+        return orig(x, copy=copy, nan=nan, posinf=posinf, neginf=neginf)
+
+    _replace(_type_check_impl, "nan_to_num", nan_to_num, "fast_nan_to_num", fast=0)
+    if getattr(np, "nan_to_num", None) is orig:
+        np.nan_to_num = _type_check_impl.nan_to_num
+        applied.append(("fast_nan_to_num", "numpy.nan_to_num"))
+
+
 def _patch_iinfo():
     from numpy._core import getlimits
 
@@ -1054,6 +1095,7 @@ def apply():
     _patch_fast_accumulate()
     _patch_fast_partition()
     _patch_fast_sort()
+    _patch_fast_nan_to_num()
     _patch_fast_count_nonzero()
     _patch_iinfo()
     _patch_unique()

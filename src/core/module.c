@@ -419,6 +419,7 @@ PyObject *mf_py_reduce(PyObject *self, PyObject *args);
 PyObject *mf_py_arg_axis(PyObject *self, PyObject *args);
 PyObject *mf_py_sort_rows(PyObject *self, PyObject *a);
 PyObject *mf_py_argsort_rows(PyObject *self, PyObject *a);
+PyObject *mf_py_replace_special(PyObject *self, PyObject *args);
 /* umath/pairwise.c: float32 sums in NumPy's pairwise order (mean, var, std) */
 PyObject *mf_py_sum_f32(PyObject *self, PyObject *args);
 PyObject *mf_py_any_all(PyObject *self, PyObject *args);
@@ -466,6 +467,10 @@ static PyMethodDef module_methods[] = {
     {"_sort_rows", mf_py_sort_rows, METH_O,
      "_sort_rows(a): a copy of a C-contiguous array of a format sorted along its last axis, "
      "the rows on the threads (the codes ndarray.sort gives); NotImplemented otherwise."},
+    {"_replace_special", mf_py_replace_special, METH_VARARGS,
+     "_replace_special(x, rep): np.nan_to_num's replacements in place, in one pass: NaN, +inf and "
+     "-inf codes become rep's three codes (rep: 3 values of x's dtype); NotImplemented for an "
+     "array it does not take."},
     {"_argsort_rows", mf_py_argsort_rows, METH_O,
      "_argsort_rows(a): the stable argsort along the last axis of a C-contiguous array of a "
      "format, the rows on the threads (ndarray.argsort's indices); NotImplemented otherwise."},

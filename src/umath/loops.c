@@ -597,6 +597,53 @@ cheap_unary_op(const mf_loop_aux *aux)
 }
 
 /*
+ * np.sign of bfloat16 by its codes: a NaN -> the quiet NaN of its sign,
+ * +-0 -> +0, other codes -> +-1, in a loop the compiler vectorizes, instead of a table
+ * look-up a code.  Used only where the table (NumPy's float32 loop on every
+ * code, rounded once, with its flags) says exactly that for all 65536 codes,
+ * checked once, the first time the table is there.  Zen 4, (4096, 4096)
+ * bfloat16 into out=, two threads: see docs/design.md.
+ */
+static uint16_t
+sign_bf16(uint16_t c)
+{
+    const uint16_t mag = (uint16_t)(c & 0x7FFFu), sgn = (uint16_t)(c & 0x8000u);
+    const uint16_t nan = (uint16_t)(sgn | 0x7FC0u), one = (uint16_t)(sgn | 0x3F80u);
+    return mag > 0x7F80u ? nan : (mag == 0 ? (uint16_t)0 : one);
+}
+
+static int
+sign_bf16_is_table(const mf_lut *L)
+{
+    static int ok = -1;        /* -1: not checked; races only repeat the check */
+    int v = __atomic_load_n(&ok, __ATOMIC_RELAXED);
+    if (v < 0) {
+        v = 1;
+        for (uint32_t c = 0; c < 65536u && v; c++) {
+            v = L[c] == (mf_lut)sign_bf16((uint16_t)c);
+        }
+        __atomic_store_n(&ok, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+typedef struct {
+    const uint16_t *in;
+    uint16_t *out;
+} sign_job_bf16;
+
+static void
+sign_bf16_range(void *ctx, mf_intp start, mf_intp len)
+{
+    const sign_job_bf16 *J = (const sign_job_bf16 *)ctx;
+    const uint16_t *a = J->in + start;
+    uint16_t *o = J->out + start;
+    for (mf_intp i = 0; i < len; i++) {
+        o[i] = sign_bf16(a[i]);
+    }
+}
+
+/*
  * A general elementwise call: large ones are split between the threads
  * (NumPy's float32 loops are plain C; each element is computed on its own,
  * so the split does not change any result), small ones run here.
@@ -632,6 +679,13 @@ via_f32_elementwise(const mf_loop_aux *aux, int nin, int nargs, char *const data
             && (uintptr_t)data[0] % (uintptr_t)sz == 0 && strides[0] % sz == 0
             && (uintptr_t)data[1] % (uintptr_t)sz == 0 && strides[1] % sz == 0) {
         const mf_lut *L = lut_for(aux, (int)(aux->def - mf_ufunc_defs), n);
+        if (L != NULL && aux->fmt->id == MF_BFLOAT16 && !strcmp(aux->def->ufunc, "sign")
+                && is_contig_aligned(data[0], strides[0], sz)
+                && is_contig_aligned(data[1], strides[1], sz) && sign_bf16_is_table(L)) {
+            sign_job_bf16 SJ = {(const uint16_t *)data[0], (uint16_t *)data[1]};
+            mf_par_range(sign_bf16_range, &SJ, n, EW_BLOCK, 2 * sz);
+            return;
+        }
         if (L != NULL) {
             lut_job LJ = {aux, L, data, strides};
             /* a look-up moves the element's bytes only: split by those */

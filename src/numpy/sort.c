@@ -885,10 +885,11 @@ rows_format(PyObject *a_obj)
     return fid;
 }
 
-/* np.argpartition's stable argsort along the last axis, the rows on the
- * threads: the indices ndarray.argsort(kind="stable") gives */
-PyObject *
-mf_py_argsort_rows(PyObject *NPY_UNUSED(self), PyObject *a_obj)
+/* _sort_rows (arg 0: a sorted C-ordered copy) and _argsort_rows (arg 1:
+ * the indices ndarray.argsort(kind="stable") gives, as np.argsort and
+ * np.argpartition want them), the rows on the threads */
+static PyObject *
+sort_rows_call(PyObject *a_obj, int arg)
 {
     const int fid = rows_format(a_obj);
     if (fid < 0) {
@@ -896,18 +897,22 @@ mf_py_argsort_rows(PyObject *NPY_UNUSED(self), PyObject *a_obj)
     }
     PyArrayObject *a = (PyArrayObject *)a_obj;
     const int nd = PyArray_NDIM(a);
-    PyArrayObject *res = (PyArrayObject *)PyArray_SimpleNew(nd, PyArray_DIMS(a), NPY_INTP);
+    PyArrayObject *res = arg ? (PyArrayObject *)PyArray_SimpleNew(nd, PyArray_DIMS(a), NPY_INTP)
+                             : (PyArrayObject *)PyArray_NewCopy(a, NPY_CORDER);
     if (res == NULL) {
         return NULL;
     }
     const npy_intp n = PyArray_DIM(a, nd - 1), size = PyArray_SIZE(a);
-    if (size == 0) {
+    if (size == 0 || (!arg && n < 2)) {
         return (PyObject *)res;
     }
-    sort_rows_job J = {&mf_formats[fid], PyArray_BYTES(a), (npy_intp *)PyArray_DATA(res), n, 0};
+    sort_rows_job J = {&mf_formats[fid], PyArray_BYTES(arg ? a : res),
+                       arg ? (npy_intp *)PyArray_DATA(res) : NULL, n, 0};
+    /* a row's sort reads and writes it (and its indices) a few times:
+     * split by those bytes */
+    const npy_intp per = J.f->itemsize + (arg ? (npy_intp)sizeof(npy_intp) : 0);
     Py_BEGIN_ALLOW_THREADS
-    mf_par_range(sort_rows_range, &J, size / n, 1,
-                 (mf_intp)(n * (J.f->itemsize + (npy_intp)sizeof(npy_intp))));
+    mf_par_range(sort_rows_range, &J, size / n, 1, (mf_intp)(n * per));
     Py_END_ALLOW_THREADS
     if (J.failed) {
         Py_DECREF(res);
@@ -917,30 +922,13 @@ mf_py_argsort_rows(PyObject *NPY_UNUSED(self), PyObject *a_obj)
 }
 
 PyObject *
+mf_py_argsort_rows(PyObject *NPY_UNUSED(self), PyObject *a_obj)
+{
+    return sort_rows_call(a_obj, 1);
+}
+
+PyObject *
 mf_py_sort_rows(PyObject *NPY_UNUSED(self), PyObject *a_obj)
 {
-    const int fid = rows_format(a_obj);
-    if (fid < 0) {
-        Py_RETURN_NOTIMPLEMENTED;
-    }
-    PyArrayObject *a = (PyArrayObject *)a_obj;
-    const int nd = PyArray_NDIM(a);
-    PyArrayObject *res = (PyArrayObject *)PyArray_NewCopy(a, NPY_CORDER);
-    if (res == NULL) {
-        return NULL;
-    }
-    const npy_intp n = PyArray_DIM(res, nd - 1), size = PyArray_SIZE(res);
-    if (n < 2) {
-        return (PyObject *)res;
-    }
-    sort_rows_job J = {&mf_formats[fid], PyArray_BYTES(res), NULL, n, 0};
-    Py_BEGIN_ALLOW_THREADS
-    /* a row's sort reads and writes it a few times: split by its bytes */
-    mf_par_range(sort_rows_range, &J, size / n, 1, (mf_intp)(n * J.f->itemsize));
-    Py_END_ALLOW_THREADS
-    if (J.failed) {
-        Py_DECREF(res);
-        return PyErr_NoMemory();
-    }
-    return (PyObject *)res;
+    return sort_rows_call(a_obj, 0);
 }

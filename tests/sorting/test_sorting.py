@@ -207,6 +207,15 @@ def test_partition_2d():
                               equal_nan=True)
 
 
+def _random_codes(name, shape, seed):
+    """every byte pattern equally likely: the type, dtype, raw codes, array"""
+    t = mf_type(name)
+    dt = np.dtype(t)
+    raw = np.random.default_rng(seed).integers(0, 1 << (8 * dt.itemsize), shape).astype(
+        np.uint16 if dt.itemsize == 2 else np.uint8)
+    return t, dt, raw, raw.view(t)
+
+
 @pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float4_e2m1fn",
                                   "float8_e8m0fnu", "int4"])
 def test_partition_by_sorting(name):
@@ -215,12 +224,7 @@ def test_partition_by_sorting(name):
     own route calls the compare function per comparison): the kth elements
     are NumPy's route's (ndarray.partition, C), the rest sorted around them,
     along any axis and flattened, with NaNs last."""
-    t = mf_type(name)
-    dt = np.dtype(t)
-    rng = np.random.default_rng(21)
-    raw = rng.integers(0, 1 << (8 * dt.itemsize), (37, 61)).astype(
-        np.uint16 if dt.itemsize == 2 else np.uint8)
-    x = raw.view(t)
+    t, dt, raw, x = _random_codes(name, (37, 61), 21)
     f = x.astype(np.float64)
     for axis, kths in ((-1, [0, 5, 60, [2, 30, 59], -1]), (0, [0, 36, [1, 18]]),
                        (None, [0, 1000, [10, 2000], -5])):
@@ -250,12 +254,7 @@ def test_partition_rows_on_the_threads(threads, name):
     threads, large enough to be split; a copy; other layouts NumPy's.
     np.argpartition the same way (_core._argsort_rows): ndarray.argsort's
     stable indices."""
-    t = mf_type(name)
-    dt = np.dtype(t)
-    rng = np.random.default_rng(5)
-    raw = rng.integers(0, 1 << (8 * dt.itemsize), (300, 4099)).astype(
-        np.uint16 if dt.itemsize == 2 else np.uint8)
-    x = raw.view(t)
+    t, dt, raw, x = _random_codes(name, (300, 4099), 5)
     want = x.copy()
     want.sort(axis=-1)
     bits = np.uint16 if dt.itemsize == 2 else np.uint8

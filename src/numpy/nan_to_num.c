@@ -71,10 +71,6 @@ mf_py_replace_special(PyObject *NPY_UNUSED(self), PyObject *args)
     special_job J;
     J.itemsize = (int)f->itemsize;
     J.data = PyArray_BYTES(x);
-    uint32_t r[3];
-    for (int k = 0; k < 3; k++) {
-        r[k] = mf_load_code(f, PyArray_BYTES(rep) + k * f->itemsize);
-    }
     if (f->itemsize == 1) {
         /* the stored byte, as NumPy's copyto leaves it */
         uint8_t rb[3];
@@ -88,9 +84,7 @@ mf_py_replace_special(PyObject *NPY_UNUSED(self), PyObject *args)
         }
     }
     else {
-        for (int k = 0; k < 3; k++) {
-            J.rep[k] = (uint16_t)r[k];
-        }
+        memcpy(J.rep, PyArray_BYTES(rep), sizeof(J.rep));    /* the three stored codes */
     }
     const npy_intp n = PyArray_SIZE(x);
     Py_BEGIN_ALLOW_THREADS

@@ -831,11 +831,12 @@ mf_py_arg_axis(PyObject *NPY_UNUSED(self), PyObject *args)
 }
 
 /*
- * np.partition / np.median (the "fast_partition" front, which sorts): a
- * sorted copy along the last axis of a C-contiguous array, its rows sorted
- * on the pool's threads (NumPy's ndarray.sort calls the format's sort a
- * row at a time on one thread).  Each row is sorted by sort_codes, as
- * ndarray.sort sorts it, so the codes are the same.
+ * np.sort, np.argsort, np.partition, np.median, np.argpartition along the
+ * last axis of a C-contiguous array (the "fast_sort", "fast_partition" and
+ * _wrapfunc fronts): the rows sorted (or argsorted) on the pool's threads,
+ * where NumPy's ndarray.sort / argsort call the format's sort a row at a
+ * time on one thread.  Each row goes through sort_codes / argsort_codes, as
+ * ndarray.sort / argsort take it, so the codes and indices are the same.
  */
 typedef struct {
     const mf_format *f;

@@ -11,6 +11,9 @@ thread.  Strided, offset, overlapping and masked (where=) operands, out=,
 in-place calls, several outputs and Python threads calling at once are
 covered.  No timing is asserted.
 """
+import ctypes
+import platform
+import sys
 import threading
 import warnings
 
@@ -390,6 +393,34 @@ def test_cheap_unary_fused(threads, name, uname, each_level):
         with np.errstate(all="ignore"):
             ufunc(y, out=y)
         assert np.array_equal(bits(y), bits(want)), (t, "in place")
+
+
+@pytest.mark.skipif(not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
+                    reason="fesetround through glibc's libm with x86's FE_UPWARD")
+@pytest.mark.parametrize("uname", CHEAP_UNARY)
+def test_cheap_unary_in_another_rounding_mode(threads, uname):
+    """Under FE_UPWARD the fused kernels still give the general path's codes
+    (decode, NumPy's float32 loop in that mode, one rounding), for every
+    bfloat16 code, on 1 and 2 threads (the workers run in the caller's
+    mode)."""
+    libm = ctypes.CDLL("libm.so.6")
+    fe_upward, fe_tonearest = 0x800, 0
+    raw = np.tile(np.arange(1 << 16, dtype=np.uint16), 9)
+    x = raw.view(mf.bfloat16)
+    strided = np.repeat(x, 2)[::2]
+    ufunc = getattr(np, uname)
+    assert libm.fesetround(fe_upward) == 0
+    try:
+        assert np.rint(np.float32(2.5)) == 2.0 and np.sqrt(np.float32(2)).view(np.uint32) == 0x3FB504F4
+        with np.errstate(all="ignore"):
+            want = np.empty_like(x)
+            for i in range(0, x.size, 999):
+                ufunc(strided[i:i + 999], out=want[i:i + 999])
+            for t in (1, 2):
+                threads(t)
+                assert np.array_equal(bits(ufunc(x)), bits(want)), t
+    finally:
+        libm.fesetround(fe_tonearest)
 
 
 # --------------------------------------------- maximum, minimum, clip by codes

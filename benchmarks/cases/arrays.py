@@ -163,8 +163,8 @@ def build_everyday(op, env):
     calls the copy loop once a run of True), cumsum down the columns, the
     first row added to every row (a broadcast row), negation, rounding to
     integers and the square root (of |a|) into a preallocated array, np.dot
-    of 256 rows with their transpose, argmax down the columns and the rows
-    sorted."""
+    of 256 rows with their transpose, argmax down the columns, the rows
+    sorted, and a ReLU's output (half of it zeros) clipped to [0, 1]."""
     n = env.n
     cols = 4096 if n >= 4096 * 16 else 256
     bf16 = mf.bfloat16
@@ -173,6 +173,8 @@ def build_everyday(op, env):
         a = (1 + env.f32("x", n)[: a.size] / 256).astype(bf16).reshape(a.shape)
     if op == "sqrt":
         a = np.abs(a)
+    if op == "clip01":
+        a = np.maximum(a, 0)        # ReLU's output: half of it zeros
     a32 = a.astype(np.float32)
     o, o32 = np.empty_like(a), np.empty_like(a32)
     torch = env.torch
@@ -189,6 +191,8 @@ def build_everyday(op, env):
                  "torch.clamp_min(a, 0, out=o)", lambda: torch.clamp_min(ta, 0, out=to)),
         "clip": ("np.clip(a, -1, 1, out=o)", lambda x, out: np.clip(x, -1, 1, out=out),
                  "torch.clamp(a, -1, 1, out=o)", lambda: torch.clamp(ta, -1, 1, out=to)),
+        "clip01": ("np.clip(a, 0, 1, out=o)", lambda x, out: np.clip(x, 0, 1, out=out),
+                   "torch.clamp(a, 0, 1, out=o)", lambda: torch.clamp(ta, 0, 1, out=to)),
         "scale": ("np.multiply(a, 2, out=o)", lambda x, out: np.multiply(x, two.astype(x.dtype)
                                                                           if x.dtype != np.float32
                                                                           else 2, out=out),

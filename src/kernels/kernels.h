@@ -120,8 +120,10 @@ typedef struct mf_gemm_epilogue {
 /* the most rows one colsum_f32 (or sum_rows) call takes */
 #define MF_COLSUM_ROWS 64
 
-/* the keyed operations of mf_kernels.keyed8/keyed16 (stream/keyed.h) */
-enum { MF_KEYED_MAX = 1, MF_KEYED_MIN = 2, MF_KEYED_CLIP = 3 };
+/* the keyed operations of mf_kernels.keyed8/keyed16 (stream/keyed.h); with
+ * MF_KEYED_TIES or'ed in, two zeros of different signs take the second
+ * operand instead of being flagged */
+enum { MF_KEYED_MAX = 1, MF_KEYED_MIN = 2, MF_KEYED_CLIP = 3, MF_KEYED_TIES = 8 };
 /* the most columns one dot_cols call takes, and the floats of its scratch:
  * 32 rows of sum lanes, their stride 64 bytes past a multiple of 4 KiB (a
  * store to one row and a load from the next must not look alike to the
@@ -175,9 +177,9 @@ typedef struct {
     mf_intp (*arg_extreme16)(const uint16_t *c, mf_intp n, int16_t lim, int want_max);
     /*
      * np.maximum / np.minimum / np.clip (op: MF_KEYED_*) of such codes, the
-     * operands chosen by their keys into r; nonzero where a NaN or a zero
-     * tie leaves the choice to NumPy's loop (stream/keyed.h).  Strides in
-     * elements.
+     * operands chosen by their keys into r; nonzero where a NaN or (without
+     * MF_KEYED_TIES) a zero tie leaves the choice to NumPy's loop
+     * (stream/keyed.h).  Strides in elements.
      */
     int (*keyed8)(int op, int8_t lim, const uint8_t *a, mf_intp sa, const uint8_t *b, mf_intp sb,
                   const uint8_t *c, mf_intp sc, uint8_t *r, mf_intp n);

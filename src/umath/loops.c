@@ -460,10 +460,11 @@ lut_range(void *ctx, mf_intp start, mf_intp len)
  * sign and magnitude (bfloat16, float8_e4m3fn, ...: sort.c's check,
  * mf_arg_key_lim): the result is one of the operands, so it is chosen by
  * comparing the codes' keys (argkey.h: -0 and +0 both 0), without decoding
- * or rounding.  That is NumPy's float32 loop's result except where the
- * operands are NaN or equal zeros (which operand its loop returns then
- * depends on its vector body and tail): a block that has such an element
- * is computed by via_f32_block over the same elements, as before.  The
+ * or rounding.  That is NumPy's float32 loop's result except where an
+ * operand is a NaN, or where two compared zeros differ in sign and NumPy's
+ * loop was not seen to take the second operand as keyed.h does
+ * (keyed_ties_checked): a block that has such an element is computed by
+ * via_f32_block over the same elements, as before.  The
  * choice is the level's kernel (stream/keyed.h, vectorized per level),
  * written straight into a contiguous output that no input of the block
  * touches; otherwise (in place, the output another operand) into a buffer
@@ -479,8 +480,8 @@ enum { KEYED_NONE = 0, KEYED_MAX = MF_KEYED_MAX, KEYED_MIN = MF_KEYED_MIN,
                     npy_intp s, npy_intp len)                                           \
     {                                                                                   \
         const npy_intp isz = (npy_intp)sizeof(U);                                       \
-        const int nout = op == KEYED_CLIP ? 3 : 2;                                      \
-        const U *c = op == KEYED_CLIP ? (const U *)(data[2] + s * strides[2]) : NULL;   \
+        const int clip = (op & ~MF_KEYED_TIES) == KEYED_CLIP, nout = clip ? 3 : 2;      \
+        const U *c = clip ? (const U *)(data[2] + s * strides[2]) : NULL;               \
         U *o = (U *)(data[nout] + s * strides[nout]);                                   \
         const npy_intp so = strides[nout] / isz;                                        \
         /* straight into a contiguous output that no input of the block touches */      \
@@ -496,7 +497,7 @@ enum { KEYED_NONE = 0, KEYED_MAX = MF_KEYED_MAX, KEYED_MIN = MF_KEYED_MIN,
         U *r = direct ? o : buf;                                                        \
         if (mf_k->K(op, lim, (const U *)(data[0] + s * strides[0]), strides[0] / isz,   \
                     (const U *)(data[1] + s * strides[1]), strides[1] / isz, c,         \
-                    op == KEYED_CLIP ? strides[2] / isz : 0, r, len)) {                 \
+                    clip ? strides[2] / isz : 0, r, len)) {                             \
             return 0;                                                                   \
         }                                                                               \
         if (direct) {                                                                   \
@@ -539,6 +540,76 @@ keyed_range(void *ctx, mf_intp start, mf_intp len)
     }
 }
 
+/*
+ * Whether NumPy's float32 loop of a keyed ufunc returns the second of two
+ * equal operands (for clip, min(max(x, lo), hi) so: lo, then hi) at every
+ * position, as keyed.h's choice does: then a block's zeros of different
+ * signs need not go NumPy's way (MF_KEYED_TIES).  Zeros are the only equal
+ * operands whose codes differ.  NumPy's x86 loops (2.3-2.5) do; a loop that
+ * took the first in its scalar tail, or the positive zero (Arm's FMAX), or
+ * differed by position in any way (fmax, fmin on x86), keeps the flag.
+ * Checked once a ufunc, on the loop itself called as via_f32_block calls
+ * it (contiguous float32 buffers; every length up to 128, which covers the
+ * tails of loops unrolled up to 128 floats, and the full block; two
+ * alignments), with every combination of -1, -0, +0, 1 at every position:
+ * about 0.5 ms for maximum, 4 for clip (Zen 4), once.  Racing threads only repeat
+ * the check.
+ */
+static int
+keyed_ties_checked(const mf_loop_aux *aux, int op)
+{
+    static signed char ok[256];        /* 0: not checked, 1: yes, -1: no */
+    const int d = (int)(aux->def - mf_ufunc_defs);
+    if (d < 0 || d >= (int)sizeof(ok)) {
+        return 0;
+    }
+    int v = __atomic_load_n(&ok[d], __ATOMIC_RELAXED);
+    if (v != 0) {
+        return v > 0;
+    }
+    static const float vals[4] = {-1.0f, -0.0f, 0.0f, 1.0f};
+    const int nops = op == KEYED_CLIP ? 3 : 2;
+    const int ncomb = nops == 3 ? 64 : 16;
+    const npy_intp cap = EW_BLOCK + 1;
+    float *buf = malloc((size_t)(nops + 2) * (size_t)cap * sizeof(float));
+    if (buf == NULL) {
+        return 0;
+    }
+    v = 1;
+    for (npy_intp n = 1; n <= EW_BLOCK && v > 0; n = n < 128 ? n + 1 : n < EW_BLOCK - 1 ? EW_BLOCK - 1 : n + 1) {
+        for (int off = 0; off < 2 && v > 0; off++) {
+            char *args[4];
+            npy_intp steps[4] = {sizeof(float), sizeof(float), sizeof(float), sizeof(float)};
+            float *in[3], *out = buf + (size_t)nops * (size_t)cap + off, *want = out + cap;
+            for (int k = 0; k < nops; k++) {
+                in[k] = buf + (size_t)k * (size_t)cap + off;
+                args[k] = (char *)in[k];
+            }
+            args[nops] = (char *)out;
+            for (int p = 0; p < ncomb && v > 0; p++) {
+                for (npy_intp i = 0; i < n; i++) {
+                    const int comb = (int)((i + p) & (ncomb - 1));
+                    const float x = vals[comb & 3], y = vals[(comb >> 2) & 3];
+                    in[0][i] = x;
+                    in[1][i] = y;
+                    float m = op == KEYED_MIN ? (x < y ? x : y) : (x > y ? x : y);
+                    if (nops == 3) {
+                        const float z = vals[comb >> 4];
+                        in[2][i] = z;
+                        m = m < z ? m : z;
+                    }
+                    want[i] = m;
+                }
+                call_f32(aux, args, n, steps);
+                v = memcmp(out, want, (size_t)n * sizeof(float)) == 0 ? 1 : -1;
+            }
+        }
+    }
+    free(buf);
+    __atomic_store_n(&ok[d], (signed char)v, __ATOMIC_RELAXED);
+    return v > 0;
+}
+
 /* which keyed operation a loop is (KEYED_NONE: not one), and its limit */
 static int
 keyed_op(const mf_loop_aux *aux, int nargs, char *const data[], const npy_intp strides[],
@@ -562,7 +633,7 @@ keyed_op(const mf_loop_aux *aux, int nargs, char *const data[], const npy_intp s
             return KEYED_NONE;
         }
     }
-    return op;
+    return keyed_ties_checked(aux, op) ? op | MF_KEYED_TIES : op;
 }
 
 /*

@@ -451,9 +451,12 @@ check_keyed(const char *lv, const mf_kernels *k)
                                          {3, 1, 0, 0}, {3, 1, 1, 1}, {1, 3, 2, 0}, {3, 2, 0, 1}};
             for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
                 const long n = lens[li];
-                for (size_t y = 0; y < sizeof lay / sizeof lay[0]; y++) {
-                    const int op = lay[y][0];
-                    const mf_intp sa = lay[y][1], sb = lay[y][2], sc = lay[y][3];
+                for (size_t y = 0; y < 2 * sizeof lay / sizeof lay[0]; y++) {
+                    /* each layout without and with MF_KEYED_TIES */
+                    const size_t ly = y % (sizeof lay / sizeof lay[0]);
+                    const int ties = y >= sizeof lay / sizeof lay[0];
+                    const int op = lay[ly][0] | (ties ? MF_KEYED_TIES : 0);
+                    const mf_intp sa = lay[ly][1], sb = lay[ly][2], sc = lay[ly][3];
                     int f0, f1;
                     memset(r0, 0xA5, 2 * N);
                     memset(r1, 0xA5, 2 * N);
@@ -469,7 +472,7 @@ check_keyed(const char *lv, const mf_kernels *k)
                     }
                     const char *what = bytes == 2 ? "keyed16" : "keyed8";
                     if (f0 != f1) fail(lv, "codes", what, (long)y * 100000 + n, (uint64_t)f1, (uint64_t)f0);
-                    /* the flag: a NaN operand or two compared zeros */
+                    /* the flag: a NaN operand or (without MF_KEYED_TIES) two compared zeros */
                     int fw = 0;
                     for (long i = 0; i < n; i++) {
                         uint32_t v[3];
@@ -478,10 +481,10 @@ check_keyed(const char *lv, const mf_kernels *k)
                             const mf_intp st = q == 0 ? sa : q == 1 ? sb : sc;
                             v[q] = bytes == 2 ? arr[i * st] : ((const uint8_t *)arr)[i * st];
                         }
-                        const int m = op == 3 ? 3 : 2;
+                        const int m = lay[ly][0] == 3 ? 3 : 2;
                         for (int q = 0; q < m; q++) {
                             fw |= key_reference(v[q], bytes, lim) == 1L << 20;
-                            for (int w = q + 1; w < m; w++) {
+                            for (int w = q + 1; w < m && !ties; w++) {
                                 fw |= (v[q] & (sbit - 1)) == 0 && (v[w] & (sbit - 1)) == 0;
                             }
                         }
@@ -500,8 +503,10 @@ check_keyed(const char *lv, const mf_kernels *k)
                         }
                         const long kx = key_reference(x, bytes, lim), kp = key_reference(p, bytes, lim);
                         const long kq = key_reference(q, bytes, lim);
-                        uint32_t want = op == 1 ? (kx >= kp ? x : p) : op == 2 ? (kx <= kp ? x : p)
-                                        : ((kx >= kp ? kx : kp) <= kq ? (kx >= kp ? x : p) : q);
+                        /* of equal keys the second operand (NumPy's loop's choice) */
+                        const int o = lay[ly][0];
+                        uint32_t want = o == 1 ? (kx > kp ? x : p) : o == 2 ? (kx < kp ? x : p)
+                                        : ((kx > kp ? kx : kp) < kq ? (kx > kp ? x : p) : q);
                         if (g0 != want) {
                             fail("serial", "codes", what, (long)y * 100000 + i, g0, want);
                             break;

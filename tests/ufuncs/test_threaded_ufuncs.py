@@ -19,6 +19,7 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import minifloat as mf
 from minifloat import _core
@@ -473,6 +474,34 @@ def test_extrema_by_codes(threads, name, uname, each_level):
             o = np.full(N, np.nan, dt)
             ufunc(*ops, out=o)
             assert np.array_equal(bits(o), bits(want)), (t, uname, "preallocated")
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(1, 5000), start=st.integers(0, 3),
+       picks=st.lists(st.integers(0, 7), min_size=3, max_size=3),
+       name=st.sampled_from(["bfloat16", "float8_e4m3fn"]),
+       uname=st.sampled_from(["maximum", "minimum", "clip"]),
+       t=st.sampled_from([1, 2]))
+def test_extrema_zero_ties_property(threads, n, start, picks, name, uname, t):
+    # zeros of both signs everywhere (ReLU of ReLU, clip of images with
+    # zeros): the codes choose the second of two equal zeros where NumPy's
+    # loop was seen to, block by block at any length and offset; the bits
+    # are NumPy's float32 loop's on the whole array
+    dt = np.dtype(getattr(mf, name))
+    ufunc = getattr(np, uname)
+    alphabet = np.array([-0.0, 0.0, -0.0, 0.0, 1.0, -1.0, 0.5, np.nan], np.float32)
+    rng = np.random.default_rng(picks)
+    nin = 3 if uname == "clip" else 2
+    weights = [np.r_[np.full(4, 0.24), 0.01, 0.01, 0.01, 0.01 * (p == 7)] for p in picks]
+    ops = [alphabet[rng.choice(8, n + start, p=w / w.sum())].astype(dt)[start:]
+           for w in weights[:nin]]
+    threads(t)
+    assert np.array_equal(bits(ufunc(*ops)), bits(reference(ufunc, ops)))
+    for other in (dt.type(0.0), dt.type(-0.0)):
+        more = [other] * (nin - 1)
+        ref = reference(ufunc, [ops[0]] + [np.full(n, other, dt)] * (nin - 1))
+        assert np.array_equal(bits(ufunc(ops[0], *more)), bits(ref)), float(other)
 
 
 @pytest.mark.parametrize("name", FORMATS + ["float8_e8m0fnu"])

@@ -69,7 +69,8 @@ def _register_all():
                       ("gram", "np.dot of 256 rows with their transpose (b given as a.T)"),
                       ("argmax0", "np.argmax along axis 0"),
                       ("clip01", "np.clip to [0, 1] of a ReLU's output (half of it zeros) "
-                       "into a preallocated array")):
+                       "into a preallocated array"),
+                      ("softplus", "softplus, np.logaddexp(a, 0.0), into a preallocated array")):
         register(f"everyday bf16 {op}", f"{title}, of a 2-D bf16 array of rows of 4096",
                  lambda env, o=op: arrays.build_everyday(o, env))
     register("dot bf16", "dot product of two bf16 vectors; result shown", arrays.build_dot,

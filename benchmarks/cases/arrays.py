@@ -164,7 +164,8 @@ def build_everyday(op, env):
     first row added to every row (a broadcast row), negation, rounding to
     integers and the square root (of |a|) into a preallocated array, np.dot
     of 256 rows with their transpose, argmax down the columns, the rows
-    sorted, and a ReLU's output (half of it zeros) clipped to [0, 1]."""
+    sorted, a ReLU's output (half of it zeros) clipped to [0, 1], and softplus
+    (np.logaddexp with the scalar 0; torch's with an array of zeros)."""
     n = env.n
     cols = 4096 if n >= 4096 * 16 else 256
     bf16 = mf.bfloat16
@@ -180,6 +181,7 @@ def build_everyday(op, env):
     torch = env.torch
     ta = env.as_torch(a) if torch is not None else None
     to = torch.empty_like(ta) if torch is not None else None
+    tz = torch.zeros_like(ta) if torch is not None else None
     am = env.as_ml(a) if env.ml is not None else None
     om = np.empty_like(am) if am is not None else None
     two = bf16(2)
@@ -193,6 +195,10 @@ def build_everyday(op, env):
                  "torch.clamp(a, -1, 1, out=o)", lambda: torch.clamp(ta, -1, 1, out=to)),
         "clip01": ("np.clip(a, 0, 1, out=o)", lambda x, out: np.clip(x, 0, 1, out=out),
                    "torch.clamp(a, 0, 1, out=o)", lambda: torch.clamp(ta, 0, 1, out=to)),
+        "softplus": ("np.logaddexp(a, 0.0, out=o)",
+                     lambda x, out: np.logaddexp(x, 0.0, out=out),
+                     "torch.logaddexp(a, zeros, out=o)",
+                     lambda: torch.logaddexp(ta, tz, out=to)),
         "scale": ("np.multiply(a, 2, out=o)", lambda x, out: np.multiply(x, two.astype(x.dtype)
                                                                           if x.dtype != np.float32
                                                                           else 2, out=out),

@@ -504,6 +504,74 @@ def test_extrema_zero_ties_property(threads, n, start, picks, name, uname, t):
         assert np.array_equal(bits(ufunc(ops[0], *more)), bits(ref)), float(other)
 
 
+def _every_code_shuffled(dt, repeats, seed):
+    """every code of dt `repeats` times, in random order"""
+    u = {1: np.uint8, 2: np.uint16}[dt.itemsize]
+    codes = np.tile(np.arange(1 << (8 * dt.itemsize), dtype=np.int64).astype(u), repeats)
+    np.random.default_rng(seed).shuffle(codes)
+    return codes.view(dt)
+
+
+SCALAR_TABLE_UFUNCS = ["power", "fmod", "logaddexp", "hypot", "arctan2", "copysign",
+                       "nextafter", "remainder", "floor_divide", "logaddexp2"]
+
+
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+                                  "float6_e2m3fn", "float4_e2m1fn"])
+@pytest.mark.parametrize("uname", SCALAR_TABLE_UFUNCS)
+def test_binary_with_a_scalar_by_table(threads, name, uname):
+    # an array of every code (with NaNs, infs, zeros) and a scalar: the call's
+    # table gives the bits and the flags of the same call with the scalar
+    # broadcast to a whole array (the float32 route), scalar on either side,
+    # strided, in place and into out=
+    dt = np.dtype(getattr(mf, name))
+    ufunc = getattr(np, uname)
+    a = _every_code_shuffled(dt, 128, 1)
+    for t in (1,) + COUNTS:
+        threads(t)
+        for v in (2.2, -1.5, 3.0, 0.0, -0.0, np.nan, np.inf, 1e30, 0.7):
+            s = dt.type(v)
+            full = np.full(a.size, s, dt)
+            for got_fn, want_fn in ((lambda: ufunc(a, s), lambda: ufunc(a, full)),
+                                    (lambda: ufunc(s, a), lambda: ufunc(full, a)),
+                                    (lambda: ufunc(a[::-3], s), lambda: ufunc(a[::-3], full[::3]))):
+                got, fl_got = run_flags(got_fn)
+                want, fl_want = run_flags(want_fn)
+                assert np.array_equal(bits(got), bits(want)), (t, v)
+                assert fl_got == fl_want, (t, v)
+            o = a.copy()
+            ufunc(o, s, out=o)
+            assert np.array_equal(bits(o), bits(ufunc(a, full))), (t, v, "in place")
+            o = np.full(a.size, np.nan, dt)
+            ufunc(s, a, out=o)
+            assert np.array_equal(bits(o), bits(ufunc(full, a))), (t, v, "out=")
+
+
+@pytest.mark.parametrize("uname,v", [("power", 2.2), ("fmod", 0.7), ("logaddexp", 0.0)])
+def test_binary_with_a_scalar_by_table_bfloat16(threads, uname, v):
+    # 2^24 bfloat16 elements (every code 256 times) and a scalar: the table of
+    # 65536 codes, the flags of the codes that raise found as they are met
+    # (x ** 2.2: every negative code "invalid"); the route's bits and flags
+    dt = np.dtype(mf.bfloat16)
+    ufunc = getattr(np, uname)
+    a = _every_code_shuffled(dt, 256, 2)
+    s = dt.type(v)
+    full = np.full(a.size, s, dt)
+    want, fl_want = run_flags(lambda: ufunc(a, full))
+    for t in (1, 2):
+        threads(t)
+        got, fl_got = run_flags(lambda: ufunc(a, s))
+        assert np.array_equal(bits(got), bits(want)), t
+        assert fl_got == fl_want, t
+    # only positive codes: the flags of the codes met, not of every code
+    pos = a[(a.view(np.uint16) < 0x7F80)]
+    pos = pos[: 1 << 24] if pos.size >= 1 << 24 else np.resize(pos, 1 << 24)
+    got, fl_got = run_flags(lambda: ufunc(pos, s))
+    want, fl_want = run_flags(lambda: ufunc(pos, np.full(pos.size, s, dt)))
+    assert np.array_equal(bits(got), bits(want))
+    assert fl_got == fl_want
+
+
 @pytest.mark.parametrize("name", FORMATS + ["float8_e8m0fnu"])
 @pytest.mark.parametrize("uname", ["add", "subtract", "multiply", "divide"])
 def test_arithmetic_with_a_scalar(threads, name, uname):

@@ -185,6 +185,12 @@ typedef struct {
                   const uint8_t *c, mf_intp sc, uint8_t *r, mf_intp n);
     int (*keyed16)(int op, int16_t lim, const uint16_t *a, mf_intp sa, const uint16_t *b,
                    mf_intp sb, const uint16_t *c, mf_intp sc, uint16_t *r, mf_intp n);
+    /*
+     * out[i] = the low byte of t[in[i]] for i < n (8-bit codes through a
+     * table of 256 entries, contiguous); returns the or of the high bytes of
+     * the entries met (a ufunc's table: the result's code and its flags).
+     */
+    uint32_t (*lut8)(const uint8_t *in, uint8_t *out, const uint16_t *t, mf_intp n);
     void (*colsum_f32)(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
                        mf_intp n);
     /*
@@ -283,6 +289,7 @@ int mf_serial_keyed8(int op, int8_t lim, const uint8_t *a, mf_intp sa, const uin
                      mf_intp sb, const uint8_t *c, mf_intp sc, uint8_t *r, mf_intp n);
 int mf_serial_keyed16(int op, int16_t lim, const uint16_t *a, mf_intp sa, const uint16_t *b,
                       mf_intp sb, const uint16_t *c, mf_intp sc, uint16_t *r, mf_intp n);
+uint32_t mf_serial_lut8(const uint8_t *in, uint8_t *out, const uint16_t *t, mf_intp n);
 void mf_serial_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows,
                           float *acc, mf_intp n);
 void mf_serial_colmax_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
@@ -368,6 +375,7 @@ int mf_avx512_keyed8(int op, int8_t lim, const uint8_t *a, mf_intp sa, const uin
                      mf_intp sb, const uint8_t *c, mf_intp sc, uint8_t *r, mf_intp n);
 int mf_avx512_keyed16(int op, int16_t lim, const uint16_t *a, mf_intp sa, const uint16_t *b,
                       mf_intp sb, const uint16_t *c, mf_intp sc, uint16_t *r, mf_intp n);
+uint32_t mf_avx512_lut8(const uint8_t *in, uint8_t *out, const uint16_t *t, mf_intp n);
 void mf_avx512_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
                           mf_intp n);
 void mf_avx512_colmax_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
@@ -412,6 +420,7 @@ int mf_neon_keyed8(int op, int8_t lim, const uint8_t *a, mf_intp sa, const uint8
                    mf_intp sb, const uint8_t *c, mf_intp sc, uint8_t *r, mf_intp n);
 int mf_neon_keyed16(int op, int16_t lim, const uint16_t *a, mf_intp sa, const uint16_t *b,
                     mf_intp sb, const uint16_t *c, mf_intp sc, uint16_t *r, mf_intp n);
+uint32_t mf_neon_lut8(const uint8_t *in, uint8_t *out, const uint16_t *t, mf_intp n);
 void mf_neon_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
                           mf_intp n);
 void mf_neon_colmax_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,

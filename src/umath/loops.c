@@ -433,6 +433,19 @@ typedef struct {
         }                                                                                 \
     }
 
+/* contiguous 8-bit codes through a table by the level's lut8 kernel (a
+ * byte permute of 64 or 32 codes at a time where the level has one): the
+ * entries' codes and flags packed into 16 bits; the or of the entries met */
+static mf_lut
+lut8_run(const mf_lut *L, const uint8_t *in, uint8_t *out, npy_intp len)
+{
+    uint16_t t[256];
+    for (int c = 0; c < 256; c++) {
+        t[c] = (uint16_t)((L[c] & 0xFFu) | (((L[c] >> 16) & 0xFu) << 8));
+    }
+    return (mf_lut)mf_k->lut8(in, out, t, len) << 16;
+}
+
 /* elements [start, start + len) of a unary call by table; the flags of the
  * codes met are raised (on this thread: a worker's reach the caller) */
 static void
@@ -446,6 +459,9 @@ lut_range(void *ctx, mf_intp start, mf_intp len)
     mf_lut hit = 0;
     if (J->aux->fmt->itemsize == 2) {
         LUT_LOOKUP(uint16_t)
+    }
+    else if (is == 1 && os == 1) {
+        hit = lut8_run(lut, (const uint8_t *)in, (uint8_t *)out, len);
     }
     else {
         LUT_LOOKUP(uint8_t)
@@ -489,21 +505,30 @@ typedef struct {
     float s;            /* its value */
 } slut_job;
 
+/* the flags of `code` with the scalar s in operand place spos, the code
+ * alone (decode, NumPy's loop on one element, the serial rounding with its
+ * overflow test, as lut_flags) */
+static int
+scalar_code_flags(const mf_loop_aux *aux, int spos, float s, uint32_t code)
+{
+    const mf_format *f = aux->fmt;
+    float v[2], r;
+    v[spos] = s;
+    v[1 - spos] = mf_dec_code(f, code);
+    char *args[3] = {(char *)&v[0], (char *)&v[1], (char *)&r};
+    npy_intp steps[3] = {sizeof(float), sizeof(float), sizeof(float)};
+    feclearexcept(FE_ALL_EXCEPT);
+    call_f32(aux, args, 1, steps);
+    int ovf = 0;
+    (void)mf_enc1_ovf(f, r, &ovf);
+    return fetestexcept(LUT_FLAGS) | (ovf ? FE_OVERFLOW : 0);
+}
+
 /* the entry of `code` with its own flags, stored in the table */
 static mf_lut
 slut_resolve(const slut_job *J, uint32_t code)
 {
-    const mf_format *f = J->aux->fmt;
-    float v[2], r;
-    v[J->spos] = J->s;
-    v[1 - J->spos] = mf_dec_code(f, code);
-    char *args[3] = {(char *)&v[0], (char *)&v[1], (char *)&r};
-    npy_intp steps[3] = {sizeof(float), sizeof(float), sizeof(float)};
-    feclearexcept(FE_ALL_EXCEPT);
-    call_f32(J->aux, args, 1, steps);
-    int ovf = 0;
-    (void)mf_enc1_ovf(f, r, &ovf);
-    int fe = fetestexcept(LUT_FLAGS) | (ovf ? FE_OVERFLOW : 0);
+    const int fe = scalar_code_flags(J->aux, J->spos, J->s, code);
     mf_lut e = (__atomic_load_n(&J->lut[code], __ATOMIC_RELAXED) & 0xFFFFu) | mf_lut_flag_bits(fe);
     __atomic_store_n(&J->lut[code], e, __ATOMIC_RELAXED);
     return e;
@@ -546,6 +571,10 @@ slut_range(void *ctx, mf_intp start, mf_intp len)
     fenv_t saved;
     if (J->aux->fmt->itemsize == 2) {
         SLUT_LOOKUP(uint16_t)
+    }
+    else if (is == 1 && os == 1) {
+        /* an 8-bit table has no unknown flags (scalar_lut_build) */
+        hit = lut8_run(lut, (const uint8_t *)in, (uint8_t *)out, len);
     }
     else {
         SLUT_LOOKUP(uint8_t)
@@ -591,6 +620,15 @@ scalar_lut_build(const mf_loop_aux *aux, int spos, const char *scalar)
         const mf_lut mark = fetestexcept(LUT_FLAGS) ? SLUT_UNKNOWN : 0;
         for (npy_intp k = c; k < c + len; k++) {
             L[k] = mark | (sz == 2 ? ((uint16_t *)res)[k] : ((uint8_t *)res)[k]);
+        }
+    }
+    if (sz == 1) {
+        /* 256 codes: their flags now, so that the look-up needs none */
+        const float s = mf_dec_code(f, mf_load_code(f, scalar));
+        for (npy_intp c = 0; c < ncodes; c++) {
+            if (L[c] & SLUT_UNKNOWN) {
+                L[c] = (L[c] & 0xFFFFu) | mf_lut_flag_bits(scalar_code_flags(aux, spos, s, (uint32_t)c));
+            }
         }
     }
     fesetenv(&saved);

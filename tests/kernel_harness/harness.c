@@ -413,6 +413,43 @@ key_reference(uint32_t x, int bytes, int lim)
     return (x & sbit) ? -mag : mag;
 }
 
+/* 8-bit codes through a table of 256 entries (lut8): every level's bytes
+ * and flag byte against serial's and against the table read directly, at
+ * every length up to 300 (the tails) and offsets */
+static void
+check_lut8(const char *lv, const mf_kernels *k)
+{
+    enum { N = 4096 };
+    uint16_t t[256];
+    uint8_t *in = malloc(N + 64), *o0 = malloc(N + 64), *o1 = malloc(N + 64);
+    for (int trial = 0; trial < (quick ? 4 : 16); trial++) {
+        for (int c = 0; c < 256; c++) {
+            /* a flag byte on some entries (none on most, as in a ufunc's) */
+            t[c] = (uint16_t)((rnd() & 0xFF) | (rnd() % 7 == 0 ? (rnd() & 0xF) << 8 : 0));
+        }
+        for (long i = 0; i < N + 64; i++) in[i] = (uint8_t)rnd();
+        for (long n = 0; n <= N; n = n < 300 ? n + 1 : n * 2) {
+            const long off = (long)(rnd() % 33);
+            memset(o0, 0x5A, N + 64);
+            memset(o1, 0x5A, N + 64);
+            const uint32_t f0 = mf_serial_lut8(in + off, o0 + off, t, n);
+            const uint32_t f1 = k->lut8(in + off, o1 + off, t, n);
+            uint32_t fw = 0;
+            for (long i = 0; i < n; i++) {
+                fw |= (uint32_t)(t[in[off + i]] >> 8);
+                if (o0[off + i] != (uint8_t)t[in[off + i]]) {
+                    fail("serial", "lut8", "codes", n * 100 + i, o0[off + i], (uint8_t)t[in[off + i]]);
+                    break;
+                }
+            }
+            if (f0 != fw) fail("serial", "lut8", "flags", n, f0, fw);
+            if (f1 != f0) fail(lv, "lut8", "flags", n, f1, f0);
+            if (memcmp(o0, o1, N + 64) != 0) fail(lv, "lut8", "codes (or bytes past n)", n, 0, 0);
+        }
+    }
+    free(in); free(o0); free(o1);
+}
+
 /* np.maximum / minimum / clip by keys (stream/keyed.h): every level's flag
  * and results against serial's, and the results against the keys' order */
 static void
@@ -1155,6 +1192,7 @@ main(int argc, char **argv)
         check_gemm_edge(lv, k);
         check_arg_extreme(lv, k);
         check_keyed(lv, k);
+        check_lut8(lv, k);
         printf("level %-10s vs serial: %s\n", lv, failures == before ? "bit-identical" : "MISMATCH");
         checked++;
     }

@@ -357,6 +357,34 @@ def test_every_code_by_table(threads, name, uname):
             ufunc(x)
 
 
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float4_e2m1fn"])
+@pytest.mark.parametrize("uname", ["exp", "log"])
+def test_byte_table_each_level(threads, name, uname, each_level):
+    # 8-bit codes go through the table by the level's byte look-up (lut8: a
+    # permute of 32 or 64 codes at a time): every byte value at every
+    # position and length past the table's size, odd offsets and lengths
+    # (the kernel's tails), bits and flags of the direct path
+    dt = np.dtype(getattr(mf, name))
+    raw = np.arange(256, dtype=np.uint8)
+    x = np.tile(raw, 4200)[3:].view(dt)
+    ufunc = getattr(np, uname)
+    threads(1)
+    want, fl_want = _direct(ufunc, x)
+    for _ in range(3):          # the table is made once 256 elements per code came
+        ufunc(x)
+    for t in (1, 2):
+        threads(t)
+        for lo, hi in ((0, x.size), (1, x.size - 7), (31, 31 + 8192 * 3 + 33)):
+            got, fl = run_flags(lambda: ufunc(x[lo:hi]))
+            assert np.array_equal(bits(got), bits(want[lo:hi])), (t, lo, hi)
+            _, fl_part = _direct(ufunc, x[lo:hi])
+            assert fl == fl_part, (t, lo, hi)
+        s = dt.type(0.5)
+        got, fl = run_flags(lambda: np.power(x, s))
+        full, fl_full = run_flags(lambda: np.power(x, np.full(x.size, s, dt)))
+        assert np.array_equal(bits(got), bits(full)) and fl == fl_full, t
+
+
 CHEAP_UNARY = ["floor", "ceil", "trunc", "rint", "sqrt", "reciprocal", "square"]
 
 

@@ -740,6 +740,7 @@ const mf_kernels mf_kernels_avx2 = {
     .arg_extreme16 = mf_avx2_arg_extreme16,
     .keyed8 = mf_avx2_keyed8,
     .keyed16 = mf_avx2_keyed16,
+    .lut8 = mf_serial_lut8,         /* no byte permute wider than 16 entries */
     .colsum_f32 = mf_avx2_colsum_f32,
     .colmax_f32 = mf_avx2_colmax_f32,
     .sum = mf_avx2_sum,

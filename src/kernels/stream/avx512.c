@@ -865,6 +865,49 @@ bf16_value(__m512i h)
 #define KY_NAME16 mf_avx512_keyed16
 #include "keyed.h"
 
+/* 32 codes (zero-extended to words) through a table of 256 words in eight
+ * registers: VPERMT2W looks up 64 entries by the index's low 6 bits, bits 6
+ * and 7 choose among the four results (AVX-512BW) */
+MF_INLINE __m512i
+lut256_w(const __m512i T[8], __m512i idx)
+{
+    __m512i r0 = _mm512_permutex2var_epi16(T[0], idx, T[1]);
+    __m512i r1 = _mm512_permutex2var_epi16(T[2], idx, T[3]);
+    __m512i r2 = _mm512_permutex2var_epi16(T[4], idx, T[5]);
+    __m512i r3 = _mm512_permutex2var_epi16(T[6], idx, T[7]);
+    __mmask32 b6 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(64));
+    __mmask32 b7 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(128));
+    __m512i lo = _mm512_mask_mov_epi16(r0, b6, r1);
+    __m512i hi = _mm512_mask_mov_epi16(r2, b6, r3);
+    return _mm512_mask_mov_epi16(lo, b7, hi);
+}
+
+uint32_t
+mf_avx512_lut8(const uint8_t *in, uint8_t *out, const uint16_t *t, mf_intp n)
+{
+    __m512i T[8];
+    for (int k = 0; k < 8; k++) {
+        T[k] = _mm512_loadu_si512((const void *)(t + 32 * k));
+    }
+    __m512i acc = _mm512_setzero_si512();
+    mf_intp i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m512i idx = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(in + i)));
+        __m512i r = lut256_w(T, idx);
+        acc = _mm512_or_si512(acc, r);
+        _mm256_storeu_si256((__m256i *)(out + i), _mm512_cvtepi16_epi8(r));
+    }
+    if (i < n) {
+        const __mmask32 m = (__mmask32)((1ull << (n - i)) - 1);
+        __m512i idx = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(m, in + i));
+        __m512i r = _mm512_maskz_mov_epi16(m, lut256_w(T, idx));
+        acc = _mm512_or_si512(acc, r);
+        _mm256_mask_storeu_epi8(out + i, m, _mm512_cvtepi16_epi8(r));
+    }
+    const uint32_t w = (uint32_t)_mm512_reduce_or_epi32(acc);
+    return ((w | (w >> 16)) & 0xFFFFu) >> 8;
+}
+
 const mf_kernels mf_kernels_avx512 = {
     .name = "avx512",
     .decode_f32 = mf_avx512_decode_f32,
@@ -875,6 +918,7 @@ const mf_kernels mf_kernels_avx512 = {
     .arg_extreme16 = mf_avx512_arg_extreme16,
     .keyed8 = mf_avx512_keyed8,
     .keyed16 = mf_avx512_keyed16,
+    .lut8 = mf_avx512_lut8,
     .colsum_f32 = mf_avx512_colsum_f32,
     .colmax_f32 = mf_avx512_colmax_f32,
     .sum = mf_avx512_sum,

@@ -14,6 +14,7 @@ const mf_kernels mf_kernels_avx512bf16 = {
     .arg_extreme16 = mf_avx512_arg_extreme16,
     .keyed8 = mf_avx512_keyed8,
     .keyed16 = mf_avx512_keyed16,
+    .lut8 = mf_avx512_lut8,
     .colsum_f32 = mf_avx512_colsum_f32,
     .colmax_f32 = mf_avx512_colmax_f32,
     .sum = mf_avx512_sum,

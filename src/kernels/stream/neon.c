@@ -562,6 +562,51 @@ dec_f16_run(const uint16_t *s, float *d, mf_intp n, int stream)
 #define KY_NAME16 mf_neon_keyed16
 #include "keyed.h"
 
+/* 16 codes through the table's low (R) and high (F) bytes, 64 entries a
+ * TBL/TBX of four registers: an index past a quarter's range leaves the
+ * lane as it was (the subtraction wraps the lower indices past 63) */
+uint32_t
+mf_neon_lut8(const uint8_t *in, uint8_t *out, const uint16_t *t, mf_intp n)
+{
+    uint8_t lo[256], hi[256];
+    for (int c = 0; c < 256; c++) {
+        lo[c] = (uint8_t)t[c];
+        hi[c] = (uint8_t)(t[c] >> 8);
+    }
+    uint8x16x4_t R[4], F[4];
+    for (int k = 0; k < 4; k++) {
+        R[k] = vld1q_u8_x4(lo + 64 * k);
+        F[k] = vld1q_u8_x4(hi + 64 * k);
+    }
+    uint8x16_t acc = vdupq_n_u8(0);
+    mf_intp i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const uint8x16_t idx = vld1q_u8(in + i);
+        const uint8x16_t i1 = vsubq_u8(idx, vdupq_n_u8(64)), i2 = vsubq_u8(idx, vdupq_n_u8(128));
+        const uint8x16_t i3 = vsubq_u8(idx, vdupq_n_u8(192));
+        uint8x16_t r = vqtbl4q_u8(R[0], idx), f = vqtbl4q_u8(F[0], idx);
+        r = vqtbx4q_u8(r, R[1], i1);
+        f = vqtbx4q_u8(f, F[1], i1);
+        r = vqtbx4q_u8(r, R[2], i2);
+        f = vqtbx4q_u8(f, F[2], i2);
+        r = vqtbx4q_u8(r, R[3], i3);
+        f = vqtbx4q_u8(f, F[3], i3);
+        acc = vorrq_u8(acc, f);
+        vst1q_u8(out + i, r);
+    }
+    uint8_t a[16];
+    vst1q_u8(a, acc);
+    uint32_t hit = 0;
+    for (int k = 0; k < 16; k++) {
+        hit |= a[k];
+    }
+    for (; i < n; i++) {
+        hit |= hi[in[i]];
+        out[i] = lo[in[i]];
+    }
+    return hit;
+}
+
 const mf_kernels mf_kernels_neon = {
     .name = "neon",
     .decode_f32 = mf_neon_decode_f32,
@@ -572,6 +617,7 @@ const mf_kernels mf_kernels_neon = {
     .arg_extreme16 = mf_neon_arg_extreme16,
     .keyed8 = mf_neon_keyed8,
     .keyed16 = mf_neon_keyed16,
+    .lut8 = mf_neon_lut8,
     .colsum_f32 = mf_neon_colsum_f32,
     .colmax_f32 = mf_neon_colmax_f32,
     .sum = mf_neon_sum,

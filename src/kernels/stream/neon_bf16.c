@@ -122,6 +122,7 @@ const mf_kernels mf_kernels_neon_bf16 = {
     .arg_extreme16 = mf_neon_arg_extreme16,
     .keyed8 = mf_neon_keyed8,
     .keyed16 = mf_neon_keyed16,
+    .lut8 = mf_neon_lut8,
     .colsum_f32 = mf_neon_colsum_f32,
     .colmax_f32 = mf_neon_colmax_f32,
     .sum = mf_neon_sum,

@@ -270,6 +270,18 @@ mf_serial_sum_rows(const mf_format *f, const char *const *rows, mf_intp nrows, m
 #define KY_NAME16 mf_serial_keyed16
 #include "keyed.h"
 
+uint32_t
+mf_serial_lut8(const uint8_t *in, uint8_t *out, const uint16_t *t, mf_intp n)
+{
+    uint32_t hit = 0;
+    for (mf_intp i = 0; i < n; i++) {
+        const uint16_t e = t[in[i]];
+        hit |= e;
+        out[i] = (uint8_t)e;
+    }
+    return hit >> 8;
+}
+
 const mf_kernels mf_kernels_serial = {
     .name = "serial",
     .decode_f32 = mf_serial_decode_f32,
@@ -280,6 +292,7 @@ const mf_kernels mf_kernels_serial = {
     .arg_extreme16 = mf_serial_arg_extreme16,
     .keyed8 = mf_serial_keyed8,
     .keyed16 = mf_serial_keyed16,
+    .lut8 = mf_serial_lut8,
     .colsum_f32 = mf_serial_colsum_f32,
     .colmax_f32 = mf_serial_colmax_f32,
     .sum = mf_serial_sum,

@@ -1397,6 +1397,14 @@ spacing_loop(PyArrayMethod_Context *NPY_UNUSED(context), char *const data[],
                                      int contig)                                        \
     {                                                                                   \
         const T ns = (T)(m & ~s);                                                       \
+        if (contig == 2) {          /* copysign by a scalar */                          \
+            const T *a = (const T *)in0, b = *(const T *)in1;                           \
+            T *o = (T *)out;                                                            \
+            for (npy_intp i = 0; i < n; i++) {                                          \
+                o[i] = sign1_##T(MF_SIGN_COPYSIGN, fnuz, a[i], b, s, m, ns);            \
+            }                                                                           \
+            return;                                                                     \
+        }                                                                               \
         if (contig) {                                                                   \
             const T *a = (const T *)in0, *b = (const T *)in1;                           \
             T *o = (T *)out;                                                            \
@@ -1441,6 +1449,7 @@ typedef struct {
     const char *in0, *in1;
     char *out;
     uint32_t sign, mask;
+    int contig;         /* 1: every operand contiguous; 2: in1 a scalar */
 } sign_job;
 
 /* elements [start, start + len) of a contiguous sign operation */
@@ -1449,14 +1458,14 @@ sign_range(void *ctx, mf_intp start, mf_intp len)
 {
     const sign_job *J = (const sign_job *)ctx;
     const npy_intp o = start * J->sz;
-    const char *in1 = J->in1 ? J->in1 + o : NULL;
+    const char *in1 = J->in1 ? J->in1 + (J->contig == 2 ? 0 : o) : NULL;
     if (J->sz == 2) {
         sign_dispatch_uint16_t(J->op, J->fnuz, J->in0 + o, 2, in1, 2, J->out + o, 2, len,
-                               (uint16_t)J->sign, (uint16_t)J->mask, 1);
+                               (uint16_t)J->sign, (uint16_t)J->mask, J->contig);
     }
     else {
         sign_dispatch_uint8_t(J->op, J->fnuz, J->in0 + o, 1, in1, 1, J->out + o, 1, len,
-                              (uint8_t)J->sign, (uint8_t)J->mask, 1);
+                              (uint8_t)J->sign, (uint8_t)J->mask, J->contig);
     }
 }
 
@@ -1477,11 +1486,17 @@ sign_loop(PyArrayMethod_Context *NPY_UNUSED(context), char *const data[],
     /* the contiguous loops may read ahead of what they wrote: not for an
      * accumulation (out[i] = op(out[i-1], b[i])), which overlaps itself */
     int overlaps = binary && out == in0 + s0;
+    /* copysign by a scalar (np.copysign(x, -1.0): NumPy passes it with a
+     * stride of 0): its own contiguous loop (2), not the strided one */
+    const int bscalar = binary && s1 == 0 && (uintptr_t)in1 % (uintptr_t)sz == 0;
     int contig = !overlaps && is_contig_aligned(in0, s0, sz) && is_contig_aligned(out, so, sz)
-                 && (!binary || is_contig_aligned(in1, s1, sz));
+                 && (!binary || is_contig_aligned(in1, s1, sz) || bscalar);
+    if (contig && bscalar) {
+        contig = 2;
+    }
     if (contig && n >= 2 && independent_elements(aux, binary ? 2 : 1, binary ? 3 : 2, data, strides, n)) {
         /* each element on its own: large calls are split between the threads */
-        sign_job J = {op, fnuz, sz, in0, in1, out, S, mask};
+        sign_job J = {op, fnuz, sz, in0, in1, out, S, mask, contig};
         mf_par_range(sign_range, &J, n, EW_BLOCK, (binary ? 3 : 2) * sz);
         return 0;
     }

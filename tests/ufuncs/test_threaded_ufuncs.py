@@ -575,7 +575,8 @@ def test_binary_with_a_scalar_by_table(threads, name, uname):
             assert np.array_equal(bits(o), bits(ufunc(full, a))), (t, v, "out=")
 
 
-@pytest.mark.parametrize("uname,v", [("power", 2.2), ("fmod", 0.7), ("logaddexp", 0.0)])
+@pytest.mark.parametrize("uname,v", [("power", 2.2), ("fmod", 0.7), ("logaddexp", 0.0),
+                                     ("copysign", -1.0)])
 def test_binary_with_a_scalar_by_table_bfloat16(threads, uname, v):
     # 2^24 bfloat16 elements (every code 256 times) and a scalar: the table of
     # 65536 codes, the flags of the codes that raise found as they are met

@@ -191,6 +191,10 @@ typedef struct {
      * the entries met (a ufunc's table: the result's code and its flags).
      */
     uint32_t (*lut8)(const uint8_t *in, uint8_t *out, const uint16_t *t, mf_intp n);
+    /* dst[i] = codec.h's mf_f64_to_f32_odd(src[i]): float64 rounded to odd
+     * in a float32 (the first step of a float64 -> format cast); no flags.
+     * NULL: the caller loops over mf_f64_to_f32_odd */
+    void (*f64_to_f32_odd)(const double *src, float *dst, mf_intp n);
     void (*colsum_f32)(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
                        mf_intp n);
     /*
@@ -376,6 +380,7 @@ int mf_avx512_keyed8(int op, int8_t lim, const uint8_t *a, mf_intp sa, const uin
 int mf_avx512_keyed16(int op, int16_t lim, const uint16_t *a, mf_intp sa, const uint16_t *b,
                       mf_intp sb, const uint16_t *c, mf_intp sc, uint16_t *r, mf_intp n);
 uint32_t mf_avx512_lut8(const uint8_t *in, uint8_t *out, const uint16_t *t, mf_intp n);
+void mf_avx512_f64_to_f32_odd(const double *src, float *dst, mf_intp n);
 void mf_avx512_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
                           mf_intp n);
 void mf_avx512_colmax_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,

@@ -500,8 +500,13 @@ mf_encode_f64_codes(const mf_kernels *k, const mf_format *f, const double *src, 
     float buf[1024];
     for (mf_intp i = 0; i < n; i += 1024) {
         mf_intp len = n - i < 1024 ? n - i : 1024;
-        for (mf_intp j = 0; j < len; j++) {
-            buf[j] = mf_f64_to_f32_odd(src[i + j]);
+        if (k->f64_to_f32_odd != NULL) {
+            k->f64_to_f32_odd(src + i, buf, len);
+        }
+        else {
+            for (mf_intp j = 0; j < len; j++) {
+                buf[j] = mf_f64_to_f32_odd(src[i + j]);
+            }
         }
         k->encode_f32(f, buf, (char *)dst + i * f->itemsize, len);
     }

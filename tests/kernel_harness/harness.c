@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "kernels/kernels.h"
+#include "core/codec.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static uint32_t
@@ -411,6 +412,56 @@ key_reference(uint32_t x, int bytes, int lim)
     const long mag = (long)(x & (sbit - 1));
     if (mag > lim) return 1L << 20;
     return (x & sbit) ? -mag : mag;
+}
+
+/* float64 -> float32 rounded to odd (f64_to_f32_odd, where a level has
+ * one): every level against codec.h's serial step, bit for bit, on random
+ * bit patterns of every exponent, the boundaries of float32's range, its
+ * subnormals, NaNs and infinities, at lengths 0..40 (the tails) */
+static void
+check_f64_odd(const char *lv, const mf_kernels *k)
+{
+    if (k->f64_to_f32_odd == NULL) return;
+    enum { N = 8192 };
+    double *src = malloc(N * sizeof(double));
+    float *got = malloc((N + 16) * sizeof(float));
+    static const double edges[] = {0.0, -0.0, 1.0, -1.0, 0x1p128, -0x1p128, 0x1.fffffep127,
+                                   0x1.ffffffp127, 0x1p-126, 0x1p-149, 0x1p-150, 0x1.8p-150,
+                                   0x1p-1074, 0x1.fffffep-127, 0x1.000001p-126, 3.0e38, 1e300};
+    for (int trial = 0; trial < (quick ? 4 : 16); trial++) {
+        for (long i = 0; i < N; i++) {
+            uint64_t u = ((uint64_t)rnd() << 32) ^ (uint64_t)rnd();
+            if (i % 3 == 0) {
+                /* exponents near float32's range */
+                u = (u & 0x800FFFFFFFFFFFFFull) | ((uint64_t)(1023 - 160 + rnd() % 320) << 52);
+            }
+            if (i % 97 == 0) u |= 0x7FF0000000000000ull;                 /* NaN or inf */
+            if (i % 89 == 0) u &= 0x800FFFFFFFFFFFFFull;                 /* subnormal */
+            memcpy(&src[i], &u, 8);
+            if (i % 50 == 1) src[i] = edges[(i / 50) % (sizeof edges / sizeof edges[0])];
+            if (i % 100 == 1) src[i] = -src[i];
+        }
+        for (long n = 0; n <= N; n = n < 40 ? n + 1 : n * 4) {
+            memset(got, 0x5A, (N + 16) * sizeof(float));
+            k->f64_to_f32_odd(src, got, n);
+            for (long i = 0; i < n; i++) {
+                float w = mf_f64_to_f32_odd(src[i]);
+                uint32_t gb, wb;
+                memcpy(&gb, &got[i], 4);
+                memcpy(&wb, &w, 4);
+                if (gb != wb) {
+                    uint64_t u;
+                    memcpy(&u, &src[i], 8);
+                    fail(lv, "f64_to_f32_odd", "bits", (long)(u >> 32), gb, wb);
+                    break;
+                }
+            }
+            uint32_t past;
+            memcpy(&past, &got[n], 4);
+            if (past != 0x5A5A5A5Au) fail(lv, "f64_to_f32_odd", "wrote past n", n, past, 0x5A5A5A5Au);
+        }
+    }
+    free(src); free(got);
 }
 
 /* 8-bit codes through a table of 256 entries (lut8): every level's bytes
@@ -1193,6 +1244,7 @@ main(int argc, char **argv)
         check_arg_extreme(lv, k);
         check_keyed(lv, k);
         check_lut8(lv, k);
+        check_f64_odd(lv, k);
         printf("level %-10s vs serial: %s\n", lv, failures == before ? "bit-identical" : "MISMATCH");
         checked++;
     }

@@ -908,6 +908,40 @@ mf_avx512_lut8(const uint8_t *in, uint8_t *out, const uint16_t *t, mf_intp n)
     return ((w | (w >> 16)) & 0xFFFFu) >> 8;
 }
 
+/*
+ * float64 -> float32 rounded to odd, 8 at a time: VCVTPD2PS toward zero with
+ * exceptions suppressed (embedded rounding: the MXCSR mode does not apply),
+ * back to float64 (exact), the lowest bit set where the bits differ; NaN
+ * lanes the quiet NaN of their sign, as the serial step.  A truncation to a
+ * float32 subnormal is flushed under MXCSR.FTZ: then the serial step.
+ */
+void
+mf_avx512_f64_to_f32_odd(const double *src, float *dst, mf_intp n)
+{
+    if (_mm_getcsr() & 0x8000u) {
+        for (mf_intp i = 0; i < n; i++) {
+            dst[i] = mf_f64_to_f32_odd(src[i]);
+        }
+        return;
+    }
+    const __m512i absm = _mm512_set1_epi64(0x7FFFFFFFFFFFFFFFll);
+    const __m512i inf = _mm512_set1_epi64(0x7FF0000000000000ll);
+    for (mf_intp i = 0; i < n; i += 8) {
+        const __mmask8 m = n - i >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << (n - i)) - 1u);
+        const __m512d x = _mm512_maskz_loadu_pd(m, src + i);
+        const __m512i xi = _mm512_castpd_si512(x);
+        const __m256 t = _mm512_cvt_roundpd_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        const __m512i back = _mm512_castpd_si512(_mm512_cvtps_pd(t));
+        __m256i r = _mm256_castps_si256(t);
+        r = _mm256_mask_or_epi32(r, _mm512_cmpneq_epi64_mask(xi, back), r, _mm256_set1_epi32(1));
+        const __mmask8 knan = _mm512_cmpgt_epu64_mask(_mm512_and_si512(xi, absm), inf);
+        const __m256i sign = _mm256_and_si256(_mm512_cvtepi64_epi32(_mm512_srli_epi64(xi, 32)),
+                                              _mm256_set1_epi32((int)0x80000000u));
+        r = _mm256_mask_or_epi32(r, knan, sign, _mm256_set1_epi32(0x7FC00000));
+        _mm256_mask_storeu_epi32(dst + i, m, r);
+    }
+}
+
 const mf_kernels mf_kernels_avx512 = {
     .name = "avx512",
     .decode_f32 = mf_avx512_decode_f32,
@@ -919,6 +953,7 @@ const mf_kernels mf_kernels_avx512 = {
     .keyed8 = mf_avx512_keyed8,
     .keyed16 = mf_avx512_keyed16,
     .lut8 = mf_avx512_lut8,
+    .f64_to_f32_odd = mf_avx512_f64_to_f32_odd,
     .colsum_f32 = mf_avx512_colsum_f32,
     .colmax_f32 = mf_avx512_colmax_f32,
     .sum = mf_avx512_sum,

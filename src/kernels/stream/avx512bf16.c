@@ -15,6 +15,7 @@ const mf_kernels mf_kernels_avx512bf16 = {
     .keyed8 = mf_avx512_keyed8,
     .keyed16 = mf_avx512_keyed16,
     .lut8 = mf_avx512_lut8,
+    .f64_to_f32_odd = mf_avx512_f64_to_f32_odd,
     .colsum_f32 = mf_avx512_colsum_f32,
     .colmax_f32 = mf_avx512_colmax_f32,
     .sum = mf_avx512_sum,

@@ -426,6 +426,7 @@ int mf_neon_keyed8(int op, int8_t lim, const uint8_t *a, mf_intp sa, const uint8
 int mf_neon_keyed16(int op, int16_t lim, const uint16_t *a, mf_intp sa, const uint16_t *b,
                     mf_intp sb, const uint16_t *c, mf_intp sc, uint16_t *r, mf_intp n);
 uint32_t mf_neon_lut8(const uint8_t *in, uint8_t *out, const uint16_t *t, mf_intp n);
+void mf_neon_f64_to_f32_odd(const double *src, float *dst, mf_intp n);
 void mf_neon_colsum_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,
                           mf_intp n);
 void mf_neon_colmax_f32(const mf_format *f, const char *const *rows, mf_intp nrows, float *acc,

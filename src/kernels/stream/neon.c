@@ -607,6 +607,44 @@ mf_neon_lut8(const uint8_t *in, uint8_t *out, const uint16_t *t, mf_intp n)
     return hit;
 }
 
+/*
+ * float64 -> float32 rounded to odd, 2 at a time: FCVTXN is that rounding
+ * (an overflow gives the largest float32, as the serial step; a value below
+ * float32's subnormals its lowest code); NaN lanes the quiet NaN of their
+ * sign.  FPSR is put back after the loop (FCVTXN raises inexact, underflow,
+ * overflow; the serial step raises nothing); under FPCR.FZ (a float32
+ * subnormal result flushed), the serial step.
+ */
+void
+mf_neon_f64_to_f32_odd(const double *src, float *dst, mf_intp n)
+{
+    uint64_t fpcr, fpsr;
+    __asm__ volatile("mrs %0, fpcr" : "=r"(fpcr));
+    if (fpcr & (1u << 24)) {
+        for (mf_intp i = 0; i < n; i++) {
+            dst[i] = mf_f64_to_f32_odd(src[i]);
+        }
+        return;
+    }
+    __asm__ volatile("mrs %0, fpsr" : "=r"(fpsr) : : "memory");
+    mf_intp i = 0;
+    for (; i + 2 <= n; i += 2) {
+        const float64x2_t x = vld1q_f64(src + i);
+        const uint64x2_t xi = vreinterpretq_u64_f64(x);
+        uint32x2_t r = vreinterpret_u32_f32(vcvtx_f32_f64(x));
+        const uint32x2_t knan = vmovn_u64(vcgtq_u64(vandq_u64(xi, vdupq_n_u64(0x7FFFFFFFFFFFFFFFull)),
+                                                   vdupq_n_u64(0x7FF0000000000000ull)));
+        const uint32x2_t nanv = vorr_u32(vand_u32(vshrn_n_u64(xi, 32), vdup_n_u32(0x80000000u)),
+                                         vdup_n_u32(0x7FC00000u));
+        r = vbsl_u32(knan, nanv, r);
+        vst1_f32(dst + i, vreinterpret_f32_u32(r));
+    }
+    __asm__ volatile("msr fpsr, %0" : : "r"(fpsr) : "memory");
+    for (; i < n; i++) {
+        dst[i] = mf_f64_to_f32_odd(src[i]);
+    }
+}
+
 const mf_kernels mf_kernels_neon = {
     .name = "neon",
     .decode_f32 = mf_neon_decode_f32,
@@ -618,6 +656,7 @@ const mf_kernels mf_kernels_neon = {
     .keyed8 = mf_neon_keyed8,
     .keyed16 = mf_neon_keyed16,
     .lut8 = mf_neon_lut8,
+    .f64_to_f32_odd = mf_neon_f64_to_f32_odd,
     .colsum_f32 = mf_neon_colsum_f32,
     .colmax_f32 = mf_neon_colmax_f32,
     .sum = mf_neon_sum,

@@ -123,6 +123,7 @@ const mf_kernels mf_kernels_neon_bf16 = {
     .keyed8 = mf_neon_keyed8,
     .keyed16 = mf_neon_keyed16,
     .lut8 = mf_neon_lut8,
+    .f64_to_f32_odd = mf_neon_f64_to_f32_odd,
     .colsum_f32 = mf_neon_colsum_f32,
     .colmax_f32 = mf_neon_colmax_f32,
     .sum = mf_neon_sum,

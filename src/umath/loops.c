@@ -315,17 +315,31 @@ mf_every_code(npy_intp sz)
     return codes;
 }
 
+/* a zeroed table of every code of size sz, every code in order, and room
+ * for their results; 0 (nothing allocated) if there is no memory */
+static int
+lut_buffers(npy_intp sz, mf_lut **L, char **codes, char **res)
+{
+    const npy_intp ncodes = (npy_intp)1 << (8 * sz);
+    *L = (mf_lut *)calloc((size_t)ncodes, sizeof(mf_lut));
+    *codes = mf_every_code(sz);
+    *res = (char *)malloc((size_t)(ncodes * sz));
+    if (*L == NULL || *codes == NULL || *res == NULL) {
+        free(*L);
+        free(*codes);
+        free(*res);
+        return 0;
+    }
+    return 1;
+}
+
 static mf_lut *
 lut_build(const mf_loop_aux *aux)
 {
     npy_intp sz = aux->fmt->itemsize, ncodes = (npy_intp)1 << (8 * sz);
-    mf_lut *L = (mf_lut *)calloc((size_t)ncodes, sizeof(mf_lut));
-    char *codes = mf_every_code(sz);
-    char *res = (char *)malloc((size_t)(ncodes * sz));
-    if (L == NULL || codes == NULL || res == NULL) {
-        free(L);
-        free(codes);
-        free(res);
+    mf_lut *L;
+    char *codes, *res;
+    if (!lut_buffers(sz, &L, &codes, &res)) {
         return NULL;
     }
     /* the caller's flags are kept aside: the table's making raises none */
@@ -435,15 +449,19 @@ typedef struct {
 
 /* contiguous 8-bit codes through a table by the level's lut8 kernel (a
  * byte permute of 64 or 32 codes at a time where the level has one): the
- * entries' codes and flags packed into 16 bits; the or of the entries met */
-static mf_lut
+ * entries' codes and flags packed into 16 bits; the flags of the entries
+ * met are raised */
+static void
 lut8_run(const mf_lut *L, const uint8_t *in, uint8_t *out, npy_intp len)
 {
     uint16_t t[256];
     for (int c = 0; c < 256; c++) {
         t[c] = (uint16_t)((L[c] & 0xFFu) | (((L[c] >> 16) & 0xFu) << 8));
     }
-    return (mf_lut)mf_k->lut8(in, out, t, len) << 16;
+    const uint32_t fl = mf_k->lut8(in, out, t, len);
+    if (fl) {
+        feraiseexcept(mf_lut_fe(fl << 16));
+    }
 }
 
 /* elements [start, start + len) of a unary call by table; the flags of the
@@ -456,12 +474,13 @@ lut_range(void *ctx, mf_intp start, mf_intp len)
     npy_intp is = J->strides[0], os = J->strides[1];
     const char *in = J->data[0] + start * is;
     char *out = J->data[1] + start * os;
+    if (J->aux->fmt->itemsize == 1 && is == 1 && os == 1) {
+        lut8_run(lut, (const uint8_t *)in, (uint8_t *)out, len);
+        return;
+    }
     mf_lut hit = 0;
     if (J->aux->fmt->itemsize == 2) {
         LUT_LOOKUP(uint16_t)
-    }
-    else if (is == 1 && os == 1) {
-        hit = lut8_run(lut, (const uint8_t *)in, (uint8_t *)out, len);
     }
     else {
         LUT_LOOKUP(uint8_t)
@@ -566,15 +585,16 @@ slut_range(void *ctx, mf_intp start, mf_intp len)
     const npy_intp is = J->is, os = J->os;
     const char *in = J->in + start * is;
     char *out = J->out + start * os;
+    if (J->aux->fmt->itemsize == 1 && is == 1 && os == 1) {
+        /* an 8-bit table has no unknown flags (scalar_lut_build) */
+        lut8_run(lut, (const uint8_t *)in, (uint8_t *)out, len);
+        return;
+    }
     mf_lut hit = 0;
     int held = 0;
     fenv_t saved;
     if (J->aux->fmt->itemsize == 2) {
         SLUT_LOOKUP(uint16_t)
-    }
-    else if (is == 1 && os == 1) {
-        /* an 8-bit table has no unknown flags (scalar_lut_build) */
-        hit = lut8_run(lut, (const uint8_t *)in, (uint8_t *)out, len);
     }
     else {
         SLUT_LOOKUP(uint8_t)
@@ -595,13 +615,9 @@ scalar_lut_build(const mf_loop_aux *aux, int spos, const char *scalar)
 {
     const mf_format *f = aux->fmt;
     npy_intp sz = f->itemsize, ncodes = (npy_intp)1 << (8 * sz);
-    mf_lut *L = (mf_lut *)malloc((size_t)ncodes * sizeof(mf_lut));
-    char *codes = mf_every_code(sz);
-    char *res = (char *)malloc((size_t)(ncodes * sz));
-    if (L == NULL || codes == NULL || res == NULL) {
-        free(L);
-        free(codes);
-        free(res);
+    mf_lut *L;
+    char *codes, *res;
+    if (!lut_buffers(sz, &L, &codes, &res)) {
         return NULL;
     }
     char *data[3];

@@ -532,6 +532,24 @@ def test_extrema_zero_ties_property(threads, n, start, picks, name, uname, t):
         assert np.array_equal(bits(ufunc(ops[0], *more)), bits(ref)), float(other)
 
 
+def _same_as_broadcast(ufunc, a, s, full, tag, strided=False):
+    """ufunc of an array and the scalar s, s on either side (and with
+    strided, of a reversed strided view), and in place: the bits and the
+    flags of the same call with s broadcast to the whole array `full`"""
+    pairs = [(lambda: ufunc(a, s), lambda: ufunc(a, full)),
+             (lambda: ufunc(s, a), lambda: ufunc(full, a))]
+    if strided:
+        pairs.append((lambda: ufunc(a[::-3], s), lambda: ufunc(a[::-3], full[::3])))
+    for got_fn, want_fn in pairs:
+        got, fl_got = run_flags(got_fn)
+        want, fl_want = run_flags(want_fn)
+        assert np.array_equal(bits(got), bits(want)), tag
+        assert fl_got == fl_want, tag
+    o = a.copy()
+    ufunc(o, s, out=o)
+    assert np.array_equal(bits(o), bits(ufunc(a, full))), tag + ("in place",)
+
+
 def _every_code_shuffled(dt, repeats, seed):
     """every code of dt `repeats` times, in random order"""
     u = {1: np.uint8, 2: np.uint16}[dt.itemsize]
@@ -560,16 +578,7 @@ def test_binary_with_a_scalar_by_table(threads, name, uname):
         for v in (2.2, -1.5, 3.0, 0.0, -0.0, np.nan, np.inf, 1e30, 0.7):
             s = dt.type(v)
             full = np.full(a.size, s, dt)
-            for got_fn, want_fn in ((lambda: ufunc(a, s), lambda: ufunc(a, full)),
-                                    (lambda: ufunc(s, a), lambda: ufunc(full, a)),
-                                    (lambda: ufunc(a[::-3], s), lambda: ufunc(a[::-3], full[::3]))):
-                got, fl_got = run_flags(got_fn)
-                want, fl_want = run_flags(want_fn)
-                assert np.array_equal(bits(got), bits(want)), (t, v)
-                assert fl_got == fl_want, (t, v)
-            o = a.copy()
-            ufunc(o, s, out=o)
-            assert np.array_equal(bits(o), bits(ufunc(a, full))), (t, v, "in place")
+            _same_as_broadcast(ufunc, a, s, full, (t, v), strided=True)
             o = np.full(a.size, np.nan, dt)
             ufunc(s, a, out=o)
             assert np.array_equal(bits(o), bits(ufunc(full, a))), (t, v, "out=")
@@ -615,15 +624,7 @@ def test_arithmetic_with_a_scalar(threads, name, uname):
         for v in (2.0, -0.375, 0.0, np.nan, 1e30):
             s = dt.type(v)
             full = np.full(N, s, dt)
-            for got_fn, want_fn in ((lambda: ufunc(a, s), lambda: ufunc(a, full)),
-                                    (lambda: ufunc(s, a), lambda: ufunc(full, a))):
-                got, fl_got = run_flags(got_fn)
-                want, fl_want = run_flags(want_fn)
-                assert np.array_equal(bits(got), bits(want)), (t, v)
-                assert fl_got == fl_want, (t, v)
-            o = a.copy()
-            ufunc(o, s, out=o)
-            assert np.array_equal(bits(o), bits(ufunc(a, full))), (t, v, "in place")
+            _same_as_broadcast(ufunc, a, s, full, (t, v))
 
 
 # ------------------------------------------- sign operations, broadcast rows

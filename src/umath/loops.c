@@ -767,9 +767,9 @@ keyed_range(void *ctx, mf_intp start, mf_intp len)
  * equal operands (for clip, min(max(x, lo), hi) so: lo, then hi) at every
  * position, as keyed.h's choice does: then a block's zeros of different
  * signs need not go NumPy's way (MF_KEYED_TIES).  Zeros are the only equal
- * operands whose codes differ.  NumPy's x86 loops (2.3-2.5) do; a loop that
+ * operands whose codes differ.  NumPy 2.4's and 2.5's loops on Zen 4 do; a loop that
  * took the first in its scalar tail, or the positive zero (Arm's FMAX), or
- * differed by position in any way (fmax, fmin on x86), keeps the flag.
+ * differed by position in any way (fmax, fmin there), keeps the flag.
  * Checked once a ufunc, on the loop itself called as via_f32_block calls
  * it (contiguous float32 buffers; every length up to 128, which covers the
  * tails of loops unrolled up to 128 floats, and the full block; two

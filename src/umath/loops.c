@@ -661,9 +661,10 @@ scalar_lut_operand(const mf_loop_aux *aux, int nin, int nargs, char *const data[
 {
     const mf_format *f = aux->fmt;
     const npy_intp sz = f->itemsize;
-    if (nin != 2 || nargs != 3 || sz > 2 || f->kind != MF_KIND_FLOAT
-            || strcmp(aux->def->sig, "MM->M") != 0 || strcmp(aux->def->f32sig, "ff->f") != 0
-            || n < ((npy_intp)(sz == 1 ? 32 : 256) << (8 * sz)) || !mf_default_fp_mode()) {
+    /* the size first: small calls (a broadcast's rows) pay no string compare */
+    if (nin != 2 || nargs != 3 || sz > 2 || n < ((npy_intp)(sz == 1 ? 32 : 256) << (8 * sz))
+            || f->kind != MF_KIND_FLOAT || strcmp(aux->def->sig, "MM->M") != 0
+            || strcmp(aux->def->f32sig, "ff->f") != 0 || !mf_default_fp_mode()) {
         return -1;
     }
     for (int k = 0; k < 3; k++) {

@@ -278,6 +278,31 @@ lut_compute(const mf_loop_aux *aux, char *codes, char *res, npy_intp start, npy_
  * the flags cleared only after one raised some (clearing costs more than
  * the code); the same decode, float32 loop and rounding (the serial form,
  * bit-identical at every level, overflow included) */
+/* the flags raised so far and by one code computed alone: decode, NumPy's
+ * loop on one element, the serial rounding with its overflow test.  spos <
+ * 0: a unary call; else a binary one with the scalar s in operand place
+ * spos (scalar_lut_build) */
+static int
+one_code_flags(const mf_loop_aux *aux, int spos, float s, uint32_t code)
+{
+    const mf_format *f = aux->fmt;
+    float v[2], r;
+    const int k = spos < 0 ? 0 : 1 - spos;
+    v[k] = mf_dec_code(f, code);
+    if (spos >= 0) {
+        v[spos] = s;
+    }
+    char *args[3] = {(char *)&v[0], (char *)&v[1], (char *)&r};
+    npy_intp steps[3] = {sizeof(float), sizeof(float), sizeof(float)};
+    if (spos < 0) {
+        args[1] = (char *)&r;
+    }
+    call_f32(aux, args, 1, steps);
+    int ovf = 0;
+    (void)mf_enc1_ovf(f, r, &ovf);
+    return fetestexcept(LUT_FLAGS) | (ovf ? FE_OVERFLOW : 0);
+}
+
 static void
 lut_flags(const mf_loop_aux *aux, const char *codes, npy_intp start, npy_intp len, mf_lut *L)
 {
@@ -285,13 +310,7 @@ lut_flags(const mf_loop_aux *aux, const char *codes, npy_intp start, npy_intp le
     npy_intp sz = f->itemsize;
     feclearexcept(FE_ALL_EXCEPT);
     for (npy_intp c = start; c < start + len; c++) {
-        float v = mf_dec_code(f, mf_load_code(f, codes + c * sz)), r;
-        char *args[2] = {(char *)&v, (char *)&r};
-        npy_intp steps[2] = {sizeof(float), sizeof(float)};
-        call_f32(aux, args, 1, steps);
-        int ovf = 0;
-        (void)mf_enc1_ovf(f, r, &ovf);
-        int fe = fetestexcept(LUT_FLAGS) | (ovf ? FE_OVERFLOW : 0);
+        int fe = one_code_flags(aux, -1, 0.0f, mf_load_code(f, codes + c * sz));
         if (fe) {
             L[c] = mf_lut_flag_bits(fe);
             feclearexcept(FE_ALL_EXCEPT);
@@ -525,22 +544,12 @@ typedef struct {
 } slut_job;
 
 /* the flags of `code` with the scalar s in operand place spos, the code
- * alone (decode, NumPy's loop on one element, the serial rounding with its
- * overflow test, as lut_flags) */
+ * alone (as lut_flags finds a unary code's) */
 static int
 scalar_code_flags(const mf_loop_aux *aux, int spos, float s, uint32_t code)
 {
-    const mf_format *f = aux->fmt;
-    float v[2], r;
-    v[spos] = s;
-    v[1 - spos] = mf_dec_code(f, code);
-    char *args[3] = {(char *)&v[0], (char *)&v[1], (char *)&r};
-    npy_intp steps[3] = {sizeof(float), sizeof(float), sizeof(float)};
     feclearexcept(FE_ALL_EXCEPT);
-    call_f32(aux, args, 1, steps);
-    int ovf = 0;
-    (void)mf_enc1_ovf(f, r, &ovf);
-    return fetestexcept(LUT_FLAGS) | (ovf ? FE_OVERFLOW : 0);
+    return one_code_flags(aux, spos, s, code);
 }
 
 /* the entry of `code` with its own flags, stored in the table */
